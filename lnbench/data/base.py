@@ -1,0 +1,105 @@
+"""The contract between a dataset and the rest of lnbench.
+
+A dataset holds its splits as in-memory tensors and hands out batches by index. The training batch
+for step `s` is a pure function of (seed, s): the train loop can resume at any step without saving a
+data-loader state, and two runs with the same seed see the same batches in the same order.
+"""
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Iterator, Literal
+
+import torch
+from torch import Tensor
+
+from lnbench.errors import ConfigError
+
+# Targets equal to this are ignored by the loss and the metrics (PyTorch's cross-entropy default).
+IGNORE_INDEX = -100
+
+Kind = Literal["flat", "sequence"]
+# classify: y is (B,) long, predicted from the flat input or the last step of the sequence
+# regress:  y is (B,) float, predicted from the last step (MSE)
+# tagging:  y is (B, T) long, one class per step, IGNORE_INDEX where nothing is asked
+Task = Literal["classify", "regress", "tagging"]
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """What a model needs to know about its data to build its input layer and head."""
+
+    kind: Kind
+    task: Task
+    num_outputs: int  # classes (classify, tagging) or 1 (regress)
+    input_size: int = 0  # features per step (sequence) or per case (flat); 0 when inputs are tokens
+    vocab_size: int = 0  # > 0 when x holds token ids (B, T) long, for an embedding input
+    bits: bool = False  # report the loss in bits per token (language modelling)
+    baseline: float | None = None  # loss of a trivial predictor, for the log and the report
+
+
+class Dataset(ABC):
+    """In-memory splits; x is (B, F) for flat data, (B, T, F) float or (B, T) long for sequences."""
+
+    spec: DataSpec
+    batch_size: int
+    train_size: int | None  # None: every training batch is freshly generated (synthetic tasks)
+
+    @abstractmethod
+    def train_batch(self, step: int) -> tuple[Tensor, Tensor]:
+        """The training batch of `step` (0-based), a pure function of the seed and the step."""
+
+    @abstractmethod
+    def eval_batches(self, split: Literal["val", "test"]) -> Iterator[tuple[Tensor, Tensor]]:
+        """The whole validation or test split, in fixed batches."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """One line for the log: sizes of the splits, lengths, where the data came from."""
+
+    def epoch(self, step: int) -> float:
+        """Epochs completed after `step` steps (samples seen / training set size)."""
+        if not self.train_size:
+            return 0.0
+        return step * self.batch_size / self.train_size
+
+
+def epoch_permutation_batch(n: int, batch_size: int, seed: int, step: int) -> Tensor:
+    """Indices of the training batch of `step`: a fresh permutation per epoch, seeded by (seed, epoch).
+
+    Batches never straddle epochs; the last short batch of an epoch is dropped so every step has
+    `batch_size` cases.
+    """
+    per_epoch = max(n // batch_size, 1)
+    epoch, pos = divmod(step, per_epoch)
+    g = torch.Generator().manual_seed(_mix(seed, epoch))
+    perm = torch.randperm(n, generator=g)
+    return perm[pos * batch_size : (pos + 1) * batch_size]
+
+
+def step_generator(seed: int, step: int, stream: int = 0) -> torch.Generator:
+    """A generator private to one step (and stream) of one seed, for freshly generated batches."""
+    return torch.Generator().manual_seed(_mix(seed, step, stream))
+
+
+def _mix(*xs: int) -> int:
+    # Distinct, well-spread seeds for each (seed, epoch/step, stream) tuple; torch seeds are 64-bit.
+    h = 0x9E3779B97F4A7C15
+    for x in xs:
+        h = (h ^ (int(x) + 0x9E3779B97F4A7C15 + (h << 6) + (h >> 2))) & 0xFFFFFFFFFFFFFFFF
+    return h % (2**63 - 1)
+
+
+def check_positive(name: str, value: int, allowed: str = "an integer >= 1") -> None:
+    if not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name}={value!r} is not allowed: it must be {allowed}.")
+
+
+def chunks(x: Tensor, y: Tensor, batch_size: int) -> Iterator[tuple[Tensor, Tensor]]:
+    for i in range(0, len(x), batch_size):
+        yield x[i : i + batch_size], y[i : i + batch_size]
+
+
+def n_batches(n: int, batch_size: int) -> int:
+    return math.ceil(n / batch_size)
