@@ -1,0 +1,224 @@
+"""The normalizers compared by lnbench, one small module each, and the one factory that picks them.
+
+Every normalizer here acts on summed inputs `a` of shape (..., B, H): the last dim holds the H hidden
+units, the one before it the batch. Layer and RMS norm are torch's own modules; batch norm is written
+here because torch's BatchNorm1d offers neither the paper's unbiased-variance option for small batches
+nor per-time-step statistics; weight norm is torch's own parametrization of a Linear's weight.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.parametrizations import weight_norm
+
+from lnbench.errors import ConfigError
+
+
+class NormKind(str, Enum):
+    none = "none"
+    batch = "batch"
+    layer = "layer"
+    weight = "weight"
+    rms = "rms"
+
+
+@dataclass
+class NormConfig:
+    kind: NormKind = NormKind.none
+    # LN's paper default is 1.0 (it also tries 0.1); recurrent BN's (Cooijmans et al.) is 0.1.
+    gain_init: float = 1.0
+    eps: float = 1e-5
+    # BN: the paper's small-batch runs normalize with the unbiased variance estimator.
+    unbiased_var: bool = False
+    momentum: float = 0.1
+    # WN: Salimans & Kingma's data-dependent initialisation of g and b from the first batch.
+    data_init: bool = False
+
+
+def as_norm_config(cfg: NormConfig | dict | None) -> NormConfig:
+    if cfg is None:
+        return NormConfig()
+    if isinstance(cfg, NormConfig):
+        return cfg
+    cfg = NormConfig(**dict(cfg))
+    cfg.kind = NormKind(cfg.kind)
+    return cfg
+
+
+def linear_has_bias(kind: NormKind) -> bool:
+    """Whether the Linear before this normalizer keeps its own bias (a re-centering norm removes it)."""
+    return kind in (NormKind.none, NormKind.weight)
+
+
+def norm_has_bias(kind: NormKind) -> bool:
+    """Whether make_norm(kind, bias=True) returns a module with an additive bias of its own."""
+    return kind in (NormKind.layer, NormKind.batch)
+
+
+def make_linear(cfg: NormConfig, in_features: int, out_features: int) -> nn.Linear:
+    """A Linear whose summed inputs feed `cfg`'s normalizer; weight norm re-parametrizes the weight."""
+    linear = nn.Linear(in_features, out_features, bias=linear_has_bias(cfg.kind))
+    if cfg.kind is NormKind.weight:
+        # Salimans & Kingma sample v from N(0, 0.05) before the (optional) data-dependent init.
+        if cfg.data_init:
+            nn.init.normal_(linear.weight, 0.0, 0.05)
+        linear = weight_norm(linear, name="weight", dim=0)
+    return linear
+
+
+def make_norm(cfg: NormConfig, num_features: int, *, bias: bool = True, time_steps: int = 0) -> nn.Module:
+    """The normalizer of summed inputs for `cfg.kind` (Identity for none and weight norm).
+
+    bias: whether the normalizer carries its own additive bias (LN's b, BN's beta).
+    time_steps: for BN in a recurrent layer, keep separate statistics for this many time steps.
+    """
+    kind = cfg.kind
+    if kind in (NormKind.none, NormKind.weight):
+        return nn.Identity()
+    if kind is NormKind.layer:
+        ln = nn.LayerNorm(num_features, eps=cfg.eps, bias=bias)
+        nn.init.constant_(ln.weight, cfg.gain_init)
+        return ln
+    if kind is NormKind.rms:
+        rms = nn.RMSNorm(num_features, eps=cfg.eps)
+        nn.init.constant_(rms.weight, cfg.gain_init)
+        return rms
+    if kind is NormKind.batch:
+        return BatchNorm(
+            num_features,
+            gain_init=cfg.gain_init,
+            bias=bias,
+            eps=cfg.eps,
+            momentum=cfg.momentum,
+            unbiased=cfg.unbiased_var,
+            time_steps=time_steps,
+        )
+    raise ConfigError(f"norm.kind={kind!r} is not allowed: it must be one of {[k.value for k in NormKind]}.")
+
+
+class BatchNorm(nn.Module):
+    """Batch normalization (paper eq. 2) of inputs (B, H), or (T, B, H) with per-time-step statistics.
+
+    Training normalizes with the mini-batch's mean and variance of each unit (the unbiased variance if
+    `unbiased`), and updates running averages (of the unbiased variance, as torch does); evaluation
+    uses the running averages. With `time_steps` > 0 every time step t keeps its own statistics
+    (Cooijmans et al.; the paper's section 3.1); a step beyond the last stored one uses the last.
+    """
+
+    def __init__(
+        self,
+        num_features: int,
+        *,
+        gain_init: float = 1.0,
+        bias: bool = True,
+        eps: float = 1e-5,
+        momentum: float = 0.1,
+        unbiased: bool = False,
+        time_steps: int = 0,
+    ):
+        super().__init__()
+        self.eps, self.momentum, self.unbiased, self.time_steps = eps, momentum, unbiased, time_steps
+        self.weight = nn.Parameter(torch.full((num_features,), float(gain_init)))
+        self.bias = nn.Parameter(torch.zeros(num_features)) if bias else None
+        shape = (time_steps, num_features) if time_steps else (num_features,)
+        self.register_buffer("running_mean", torch.zeros(shape))
+        self.register_buffer("running_var", torch.ones(shape))
+
+    def forward(self, a: Tensor, t: int | None = None) -> Tensor:
+        """a: (B, H) at time step t (None for a feed-forward layer), or (T, B, H) for steps 0..T-1."""
+        per_step = a.dim() == 3
+        if self.training:
+            if a.shape[-2] < 2:
+                raise ConfigError(
+                    "batch normalization cannot train at batch size 1: the batch variance of one case "
+                    "is undefined. Use dataset.batch_size >= 2, or a normalizer that works per case "
+                    "(model=ln_* or rms)."
+                )
+            mean = a.mean(dim=-2)
+            var = a.var(dim=-2, unbiased=self.unbiased)
+            self._update_running(mean.detach(), a.var(dim=-2, unbiased=True).detach(), per_step, t)
+        else:
+            mean, var = self._running(a.shape[0] if per_step else None, t)
+        y = (a - mean.unsqueeze(-2)) * torch.rsqrt(var + self.eps).unsqueeze(-2) * self.weight
+        return y + self.bias if self.bias is not None else y
+
+    def _running(self, steps: int | None, t: int | None) -> tuple[Tensor, Tensor]:
+        if not self.time_steps:
+            return self.running_mean, self.running_var
+        last = self.time_steps - 1
+        if steps is None:
+            i = min(t or 0, last)
+            return self.running_mean[i], self.running_var[i]
+        idx = torch.arange(steps, device=self.running_mean.device).clamp_(max=last)
+        return self.running_mean[idx], self.running_var[idx]
+
+    @torch.no_grad()
+    def _update_running(self, mean: Tensor, var: Tensor, per_step: bool, t: int | None) -> None:
+        m = self.momentum
+        if not self.time_steps:
+            self.running_mean.lerp_(mean, m)
+            self.running_var.lerp_(var, m)
+            return
+        if per_step:
+            n = min(mean.shape[0], self.time_steps)  # steps past the last slot do not update it
+            self.running_mean[:n].lerp_(mean[:n], m)
+            self.running_var[:n].lerp_(var[:n], m)
+        elif (t or 0) < self.time_steps:
+            self.running_mean[t or 0].lerp_(mean, m)
+            self.running_var[t or 0].lerp_(var, m)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.weight.shape[0]}, eps={self.eps}, momentum={self.momentum}, "
+            f"unbiased={self.unbiased}, time_steps={self.time_steps}, bias={self.bias is not None}"
+        )
+
+
+def apply_norm(norm: nn.Module, a: Tensor, t: int | None = None) -> Tensor:
+    """Call a normalizer; only batch norm needs to know the time step."""
+    return norm(a, t) if isinstance(norm, BatchNorm) else norm(a)
+
+
+@torch.no_grad()
+def weight_norm_data_init(model: nn.Module, x: Tensor) -> int:
+    """Salimans & Kingma's data-dependent init: one forward pass on a batch sets every weight-normed
+    Linear's g and b so its pre-activations have zero mean and unit variance over that batch.
+
+    Each layer is initialised on its first call, in forward order, so later layers see the initialised
+    outputs of earlier ones. A layer whose first input is all zeros (a recurrent layer's h_0) is left
+    as it is. Returns the number of layers initialised.
+    """
+    done: set[nn.Module] = set()
+
+    def hook(module: nn.Module, inputs: tuple[Tensor], output: Tensor):
+        if module in done:
+            return None
+        done.add(module)
+        (inp,) = inputs
+        if not inp.any():
+            return None
+        v = module.parametrizations.weight.original1
+        t = nn.functional.linear(inp, v / v.norm(dim=1, keepdim=True))
+        flat = t.reshape(-1, t.shape[-1])
+        mu, sigma = flat.mean(0), flat.std(0, unbiased=False).clamp_min(1e-6)
+        module.parametrizations.weight.original0.copy_((1.0 / sigma).unsqueeze(1))
+        module.bias.copy_(-mu / sigma)
+        return (t - mu) / sigma
+
+    handles = [
+        m.register_forward_hook(hook)
+        for m in model.modules()
+        if isinstance(m, nn.Linear) and hasattr(m, "parametrizations") and m.bias is not None
+    ]
+    was_training = model.training
+    try:
+        model.train()
+        model(x)
+    finally:
+        model.train(was_training)
+        for h in handles:
+            h.remove()
+    return len(done)
