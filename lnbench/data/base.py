@@ -7,14 +7,16 @@ data-loader state, and two runs with the same seed see the same batches in the s
 from __future__ import annotations
 
 import math
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator, Literal
 
 import torch
 from torch import Tensor
 
-from lnbench.errors import ConfigError
+from lnbench.errors import ConfigError, DataError
 
 # Targets equal to this are ignored by the loss and the metrics (PyTorch's cross-entropy default).
 IGNORE_INDEX = -100
@@ -37,6 +39,7 @@ class DataSpec:
     vocab_size: int = 0  # > 0 when x holds token ids (B, T) long, for an embedding input
     bits: bool = False  # report the loss in bits per token (language modelling)
     baseline: float | None = None  # loss of a trivial predictor, for the log and the report
+    seq_len: int = 0  # training sequence length (0 for flat data): BN's per-time-step statistics
 
 
 class Dataset(ABC):
@@ -103,3 +106,45 @@ def chunks(x: Tensor, y: Tensor, batch_size: int) -> Iterator[tuple[Tensor, Tens
 
 def n_batches(n: int, batch_size: int) -> int:
     return math.ceil(n / batch_size)
+
+
+# --- Helpers shared by the concrete datasets (validation messages, data folder, fixed sets). ---
+
+# Streams of `step_generator` for the sets a synthetic dataset generates once; training batches use
+# stream 0, so none of these can coincide with a training batch.
+VAL_STREAM, TEST_STREAM, FIXED_TRAIN_STREAM, SPLIT_STREAM = 1, 2, 3, 4
+
+DATA_DIR_ENV = "LNBENCH_DATA_DIR"
+
+
+def check_int(name: str, value: object, where: str, minimum: int = 1, optional: bool = False) -> None:
+    """ConfigError unless `value` is an int >= minimum (or None when `optional`)."""
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        extra = " or null" if optional else ""
+        raise ConfigError(
+            f"{name}={value!r} is not allowed for {where}: it must be an integer >= {minimum}{extra}."
+        )
+
+
+def check_bool(name: str, value: object, where: str) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name}={value!r} is not allowed for {where}: it must be true or false.")
+
+
+def check_split(split: str) -> None:
+    if split not in ("val", "test"):
+        raise ConfigError(f"split={split!r} is not allowed: eval_batches takes 'val' or 'test'.")
+
+
+def resolve_data_dir(data_dir: str | None, where: str) -> Path:
+    """`data_dir` made absolute against the working directory; empty or None falls back to the env."""
+    if data_dir is None or str(data_dir) == "":
+        data_dir = os.environ.get(DATA_DIR_ENV, "")
+        if not data_dir:
+            raise DataError(
+                f"{where} needs a data folder: set dataset.data_dir or the environment variable "
+                f"{DATA_DIR_ENV} (e.g. to ../shared/data)."
+            )
+    return Path(data_dir).expanduser().resolve()

@@ -1,0 +1,234 @@
+"""Typed schemas for every config group, registered in Hydra's ConfigStore.
+
+Each preset YAML under conf/ starts from one of these schemas (its defaults list names `base_*`), so a
+misspelt key or a value of the wrong type fails at composition, with Hydra's own message, before any
+tensor is made. Checks that need more than a type (ranges, combinations) live in `validate`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+from lnbench.errors import ConfigError
+from lnbench.models.sequence import Impl
+from lnbench.nn.norm import NormConfig, NormKind
+
+
+class CellKind(str, Enum):
+    lstm = "lstm"
+    gru = "gru"
+
+
+class Schedule(str, Enum):
+    constant = "constant"
+    cosine = "cosine"
+    linear = "linear"  # linear decay to zero over the run
+
+
+class WandbMode(str, Enum):
+    online = "online"
+    offline = "offline"
+    disabled = "disabled"
+
+
+# ---- model ------------------------------------------------------------------------------------
+@dataclass
+class MLPConfig:
+    _target_: str = "lnbench.models.MLP"
+    hidden_sizes: list[int] = field(default_factory=lambda: [1000, 1000])
+    norm: NormConfig = field(default_factory=NormConfig)
+
+
+@dataclass
+class SequenceModelConfig:
+    _target_: str = "lnbench.models.SequenceModel"
+    cell: CellKind = CellKind.lstm
+    hidden_size: int = 128
+    num_layers: int = 1
+    embed_size: Optional[int] = None
+    norm: NormConfig = field(default_factory=NormConfig)
+    impl: Impl = Impl.auto
+
+
+# ---- dataset ----------------------------------------------------------------------------------
+@dataclass
+class DatasetBase:
+    _target_: str = MISSING
+    batch_size: int = 64
+    eval_batch_size: int = 500
+    seed: int = "${seed}"  # type: ignore[assignment]  (interpolated from the run's seed)
+
+
+@dataclass
+class MNISTConfig(DatasetBase):
+    _target_: str = "lnbench.data.MNIST"
+    data_dir: str = "${oc.env:LNBENCH_DATA_DIR,../shared/data}"
+    batch_size: int = 128
+    eval_batch_size: int = 1000
+    val_size: int = 5000
+    download: bool = False
+    normalize: bool = True
+    carve: list[int] = field(default_factory=lambda: [8000, 1000, 1000])
+    limit_train: Optional[int] = None
+
+
+@dataclass
+class SeqMNISTConfig(MNISTConfig):
+    _target_: str = "lnbench.data.SeqMNIST"
+    batch_size: int = 64
+    seq_len: int = 28
+    eval_seq_len: Optional[int] = None
+    permute: bool = False
+    permutation_seed: int = 0
+
+
+@dataclass
+class SyntheticConfig(DatasetBase):
+    seq_len: int = 50
+    eval_seq_len: Optional[int] = None
+    val_size: int = 1000
+    test_size: int = 1000
+    train_size: Optional[int] = None
+
+
+@dataclass
+class AddingConfig(SyntheticConfig):
+    _target_: str = "lnbench.data.Adding"
+
+
+@dataclass
+class CopyConfig(SyntheticConfig):
+    _target_: str = "lnbench.data.Copy"
+    seq_len: int = 30
+    num_symbols: int = 8
+    copy_len: int = 10
+
+
+@dataclass
+class ShakespeareConfig(DatasetBase):
+    _target_: str = "lnbench.data.Shakespeare"
+    data_dir: str = "${oc.env:LNBENCH_DATA_DIR,../shared/data}"
+    batch_size: int = 32
+    eval_batch_size: int = 64
+    seq_len: int = 100
+    eval_seq_len: Optional[int] = None
+    max_eval_windows: Optional[int] = 200
+
+
+# ---- optimizer --------------------------------------------------------------------------------
+@dataclass
+class OptimBase:
+    _target_: str = MISSING
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    # Not optimizer arguments: how the train loop schedules and clips (popped before instantiation).
+    schedule: Schedule = Schedule.constant
+    warmup_steps: int = 0
+    clip_grad_norm: Optional[float] = None
+
+
+@dataclass
+class AdamConfig(OptimBase):
+    _target_: str = "torch.optim.Adam"
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    eps: float = 1e-8
+    fused: Optional[bool] = None  # null: fused where torch supports it on the device
+
+
+@dataclass
+class SGDConfig(OptimBase):
+    _target_: str = "torch.optim.SGD"
+    lr: float = 0.1
+    momentum: float = 0.9
+    nesterov: bool = False
+
+
+@dataclass
+class RMSpropConfig(OptimBase):
+    _target_: str = "torch.optim.RMSprop"
+    alpha: float = 0.99
+    eps: float = 1e-8
+    momentum: float = 0.0
+
+
+# ---- logger and run ---------------------------------------------------------------------------
+@dataclass
+class LoggerConfig:
+    mode: WandbMode = "${oc.env:WANDB_MODE,offline}"  # type: ignore[assignment]
+    project: str = "lnbench"
+    entity: Optional[str] = None
+    group: Optional[str] = None  # null: the sweep's directory name in a multirun
+    tags: list[str] = field(default_factory=list)
+    name: Optional[str] = None  # null: made from the command-line overrides
+    init_timeout: float = 30.0
+
+
+@dataclass
+class TrainConfig:
+    model: Any = MISSING
+    dataset: Any = MISSING
+    optim: Any = MISSING
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    seed: int = 0
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    threads: Optional[int] = None  # torch intra-op threads; null: torch's default
+    steps: int = 1000
+    eval_every: int = 250
+    log_every: int = 10
+    progress: Optional[bool] = None  # null: a rich progress bar on a TTY, log lines otherwise
+
+
+SCHEMAS = {
+    "model": {"base_mlp": MLPConfig, "base_sequence": SequenceModelConfig},
+    "dataset": {
+        "base_mnist": MNISTConfig,
+        "base_seq_mnist": SeqMNISTConfig,
+        "base_adding": AddingConfig,
+        "base_copy": CopyConfig,
+        "base_shakespeare": ShakespeareConfig,
+    },
+    "optim": {"base_adam": AdamConfig, "base_sgd": SGDConfig, "base_rmsprop": RMSpropConfig},
+    "logger": {"base_wandb": LoggerConfig},
+}
+
+
+def register_configs() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="base_train", node=TrainConfig)
+    for group, nodes in SCHEMAS.items():
+        for name, node in nodes.items():
+            cs.store(group=group, name=name, node=node)
+
+
+def validate(cfg: Any) -> None:
+    """Checks a type cannot express; each raises ConfigError naming the key, the value, what is allowed."""
+    for key in ("steps", "eval_every", "log_every", "dataset.batch_size", "dataset.eval_batch_size"):
+        _at_least(cfg, key, 1)
+    for key in ("dataset.seq_len", "dataset.eval_seq_len", "model.hidden_size", "model.num_layers", "threads"):
+        _at_least(cfg, key, 1, optional=True)
+    if cfg.optim.lr <= 0:
+        raise ConfigError(f"optim.lr={cfg.optim.lr} is not allowed: the learning rate must be > 0.")
+    norm = cfg.model.get("norm")
+    if norm is not None and NormKind(norm.kind) is NormKind.batch and cfg.dataset.batch_size < 2:
+        raise ConfigError(
+            f"dataset.batch_size={cfg.dataset.batch_size} is not allowed with batch normalization "
+            f"(model.norm.kind=batch): BN needs at least 2 cases per batch to estimate a variance in "
+            f"training. Use dataset.batch_size >= 2, or a per-case normalizer (layer, rms) or none."
+        )
+    device = str(cfg.device)
+    if not (device in ("auto", "cpu", "cuda", "mps") or device.startswith("cuda:")):
+        raise ConfigError(f"device={device!r} is not allowed: use auto, cpu, cuda or cuda:N.")
+
+
+def _at_least(cfg: Any, key: str, low: int, optional: bool = False) -> None:
+    from omegaconf import OmegaConf
+
+    value = OmegaConf.select(cfg, key, default=None)
+    if value is None and optional:
+        return
+    if value is None or value < low:
+        raise ConfigError(f"{key}={value} is not allowed: it must be an integer >= {low}.")

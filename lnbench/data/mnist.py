@@ -1,0 +1,307 @@
+"""MNIST from torchvision's IDX files, read with numpy only: flat (permutation-invariant) and as sequences.
+
+Images are kept as uint8 and converted to float per batch, so the 60k training set costs 47 MB, not 188.
+"""
+from __future__ import annotations
+
+import gzip
+import struct
+import zlib
+from pathlib import Path
+from typing import Iterator, Literal, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from lnbench.data.base import (
+    SPLIT_STREAM,
+    DataSpec,
+    Dataset,
+    check_bool,
+    check_int,
+    check_split,
+    epoch_permutation_batch,
+    resolve_data_dir,
+    step_generator,
+)
+from lnbench.errors import ConfigError, DataError
+
+MEAN, STD = 0.1307, 0.3081
+PIXELS = 784
+# (magic number, dims after the count) of each file kind: 0x08 = unsigned byte, last byte = rank.
+_IDX = {"images-idx3": (0x00000803, (28, 28)), "labels-idx1": (0x00000801, ())}
+
+_HOW_TO_GET = (
+    "point dataset.data_dir or the environment variable LNBENCH_DATA_DIR at a folder holding "
+    "MNIST/raw/*.gz (torchvision's layout), or set dataset.download=true on a machine with internet "
+    "and torchvision"
+)
+
+# Decoded files per process, keyed by (absolute path, mtime, size): test suites and sweeps build many
+# datasets from the same files and decoding the gzip dominates construction time.
+_CACHE: dict[tuple[str, int, int], np.ndarray] = {}
+
+
+def read_idx(path: Path, kind: str) -> np.ndarray:
+    """An IDX file (gzip or plain) as a uint8 array, checked against the expected magic and dims."""
+    path = Path(path)
+    st = path.stat()
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    if key not in _CACHE:
+        _CACHE[key] = _decode_idx(path, kind)
+    return _CACHE[key]
+
+
+def _decode_idx(path: Path, kind: str) -> np.ndarray:
+    magic, dims = _IDX[kind]
+    try:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rb") as f:
+            raw = f.read()
+    except (OSError, EOFError, zlib.error) as e:
+        raise DataError(f"{path} is not a readable IDX file ({e}); {_HOW_TO_GET}.") from None
+    header = 4 + 4 * (1 + len(dims))
+    if len(raw) < header:
+        raise DataError(f"{path} is truncated ({len(raw)} bytes, shorter than its header); {_HOW_TO_GET}.")
+    got_magic, n, *got_dims = struct.unpack(f">{2 + len(dims)}I", raw[:header])
+    if got_magic != magic:
+        raise DataError(
+            f"{path} has magic number {got_magic:#010x}, expected {magic:#010x} for an MNIST {kind} file; "
+            f"{_HOW_TO_GET}."
+        )
+    if tuple(got_dims) != dims:
+        raise DataError(f"{path} holds items of shape {tuple(got_dims)}, expected {dims}; {_HOW_TO_GET}.")
+    expected = header + n * int(np.prod(dims, dtype=np.int64))
+    if len(raw) != expected:
+        what = "truncated" if len(raw) < expected else "longer than its header says"
+        raise DataError(
+            f"{path} is {what} ({len(raw)} bytes, expected {expected} for {n} items); {_HOW_TO_GET}."
+        )
+    return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(n, *dims).copy()
+
+
+def _find(raw_dir: Path, split: str, kind: str) -> Path | None:
+    # torchvision keeps both the .gz and the extracted file; the plain one skips decompression.
+    for suffix in ("", ".gz"):
+        p = raw_dir / f"{split}-{kind}-ubyte{suffix}"
+        if p.is_file():
+            return p
+    return None
+
+
+def _load_pair(raw_dir: Path, split: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(images (N, 784) uint8, labels (N,) uint8) of 'train' or 't10k', None if neither file exists."""
+    img, lab = _find(raw_dir, split, "images-idx3"), _find(raw_dir, split, "labels-idx1")
+    if img is None and lab is None:
+        return None
+    if img is None or lab is None:
+        missing = f"{split}-{'images-idx3' if img is None else 'labels-idx1'}-ubyte[.gz]"
+        raise DataError(f"{raw_dir} has one {split} file but not {missing}; {_HOW_TO_GET}.")
+    x, y = read_idx(img, "images-idx3"), read_idx(lab, "labels-idx1")
+    if len(x) != len(y):
+        raise DataError(f"{img} holds {len(x)} images but {lab} holds {len(y)} labels; {_HOW_TO_GET}.")
+    if len(y) and y.max() > 9:
+        raise DataError(f"{lab} holds label {int(y.max())}, MNIST labels are 0-9; {_HOW_TO_GET}.")
+    return x.reshape(len(x), PIXELS), y
+
+
+def _download(root: Path) -> None:
+    try:
+        import torchvision  # optional: only needed to fetch the files once
+    except ImportError:
+        raise DataError(
+            f"no MNIST files under {root / 'MNIST' / 'raw'} and dataset.download=true needs torchvision, "
+            f"which is not installed (pip install 'lnbench[vision]'); or {_HOW_TO_GET}."
+        ) from None
+    try:
+        for train in (True, False):
+            torchvision.datasets.MNIST(root=str(root), train=train, download=True)
+    except Exception as e:  # network errors come in many types; all mean the same to the user
+        raise DataError(f"downloading MNIST into {root} failed ({e}); {_HOW_TO_GET}.") from None
+
+
+class MNIST(Dataset):
+    """Permutation-invariant MNIST: x (B, 784) float32, y (B,) int64.
+
+    With the 60k training files: train/val from a seeded permutation of them, test = the official 10k.
+    With only the 10k test files: train/val/test carved from those 10k by seed (sizes `carve`).
+    """
+
+    name = "mnist"
+
+    def __init__(
+        self,
+        *,
+        data_dir: str | None = None,
+        batch_size: int,
+        seed: int,
+        eval_batch_size: int = 1000,
+        val_size: int = 5000,
+        download: bool = False,
+        normalize: bool = True,
+        carve: Sequence[int] = (8000, 1000, 1000),
+        limit_train: int | None = None,
+    ):
+        w = self.name
+        check_int("dataset.batch_size", batch_size, w)
+        check_int("dataset.eval_batch_size", eval_batch_size, w)
+        check_int("dataset.seed", seed, w, minimum=0)
+        check_int("dataset.val_size", val_size, w)
+        check_int("dataset.limit_train", limit_train, w, optional=True)
+        check_bool("dataset.download", download, w)
+        check_bool("dataset.normalize", normalize, w)
+        self.carve = _check_carve(carve, w)
+        self._check_extra()
+        self.batch_size, self.eval_batch_size, self.seed = batch_size, eval_batch_size, seed
+        self.normalize = normalize
+
+        root = resolve_data_dir(data_dir, w)
+        raw_dir = root / "MNIST" / "raw"
+        train, test = _load_pair(raw_dir, "train"), _load_pair(raw_dir, "t10k")
+        if train is None and test is None and download:
+            _download(root)
+            train, test = _load_pair(raw_dir, "train"), _load_pair(raw_dir, "t10k")
+        if test is None:
+            what = "t10k-*-ubyte[.gz] files" if train is not None else "MNIST IDX files"
+            raise DataError(f"no {what} under {raw_dir}; {_HOW_TO_GET}.")
+
+        g = step_generator(seed, 0, SPLIT_STREAM)
+        if train is not None:
+            n = len(train[0])
+            if val_size > n - batch_size:
+                raise ConfigError(
+                    f"dataset.val_size={val_size} is not allowed for {w}: it must leave at least one "
+                    f"batch of the {n} training images (at most {n - batch_size})."
+                )
+            perm = torch.randperm(n, generator=g).numpy()
+            tr, va = perm[: n - val_size], perm[n - val_size :]
+            self._splits = {"train": _take(train, tr), "val": _take(train, va), "test": test}
+            self.source = f"official train/test files in {raw_dir}"
+        else:
+            n_tr, n_va, n_te = self.carve
+            n = len(test[0])
+            if n_tr + n_va + n_te > n:
+                raise ConfigError(
+                    f"dataset.carve={list(self.carve)} is not allowed for {w}: the sizes must sum to at "
+                    f"most the {n} images of the test split."
+                )
+            perm = torch.randperm(n, generator=g).numpy()
+            self._splits = {
+                "train": _take(test, perm[:n_tr]),
+                "val": _take(test, perm[n_tr : n_tr + n_va]),
+                "test": _take(test, perm[n_tr + n_va : n_tr + n_va + n_te]),
+            }
+            self.source = f"carved from the 10k test split (no training files found under {raw_dir})"
+        if limit_train is not None:
+            # The training split is already in seeded random order, so a prefix is a random subset.
+            self._splits["train"] = tuple(a[:limit_train] for a in self._splits["train"])
+        self.train_size = len(self._splits["train"][1])
+        if self.train_size < batch_size:
+            raise ConfigError(
+                f"dataset.batch_size={batch_size} is not allowed for {w}: it must be at most the "
+                f"{self.train_size} training images"
+                + (f" (dataset.limit_train={limit_train})." if limit_train is not None else ".")
+            )
+        self.spec = self._spec()
+
+    # Hooks for SeqMNIST.
+    def _check_extra(self) -> None:
+        pass
+
+    def _spec(self) -> DataSpec:
+        return DataSpec("flat", "classify", 10, input_size=PIXELS, baseline=float(np.log(10)))
+
+    def _x(self, images: np.ndarray) -> Tensor:
+        x = torch.from_numpy(images).float().div_(255.0)
+        return x.sub_(MEAN).div_(STD) if self.normalize else x
+
+    def train_batch(self, step: int) -> tuple[Tensor, Tensor]:
+        x, y = self._splits["train"]
+        idx = epoch_permutation_batch(self.train_size, self.batch_size, self.seed, step).numpy()
+        return self._x(x[idx]), torch.from_numpy(y[idx].astype(np.int64))
+
+    def eval_batches(self, split: Literal["val", "test"]) -> Iterator[tuple[Tensor, Tensor]]:
+        check_split(split)
+        x, y = self._splits[split]
+        for i in range(0, len(y), self.eval_batch_size):
+            sl = slice(i, i + self.eval_batch_size)
+            yield self._x(x[sl]), torch.from_numpy(y[sl].astype(np.int64))
+
+    def describe(self) -> str:
+        sizes = " / ".join(f"{k} {len(v[1])}" for k, v in self._splits.items())
+        norm = "standardized" if self.normalize else "in [0, 1]"
+        return f"{self.name}: {sizes} images, {self._shape()}, pixels {norm}, seed {self.seed}; {self.source}"
+
+    def _shape(self) -> str:
+        return f"{PIXELS} pixels flat"
+
+
+class SeqMNIST(MNIST):
+    """MNIST as sequences: x (B, seq_len, 784 // seq_len), scanned row-major, optionally pixel-permuted."""
+
+    name = "seq_mnist"
+
+    def __init__(
+        self,
+        *,
+        seq_len: int = 28,
+        permute: bool = False,
+        permutation_seed: int = 0,
+        eval_seq_len: int | None = None,
+        **kwargs,
+    ):
+        self.seq_len, self.permute = seq_len, permute
+        self.eval_seq_len, self.permutation_seed = eval_seq_len, permutation_seed
+        super().__init__(**kwargs)
+        # Independent of `seed` so every run of a pMNIST sweep sees the same permuted task.
+        g = torch.Generator().manual_seed(permutation_seed)
+        self.perm = torch.randperm(PIXELS, generator=g).numpy() if permute else None
+
+    def _check_extra(self) -> None:
+        w = self.name
+        check_int("dataset.seq_len", self.seq_len, w)
+        if PIXELS % self.seq_len:
+            raise ConfigError(
+                f"dataset.seq_len={self.seq_len} is not allowed for {w}: it must divide 784 "
+                f"(e.g. 1, 28, 784)."
+            )
+        if self.eval_seq_len is not None and self.eval_seq_len != self.seq_len:
+            raise ConfigError(
+                f"dataset.eval_seq_len={self.eval_seq_len} is not allowed for {w}: an image is always "
+                f"784 pixels, so evaluation uses seq_len={self.seq_len} steps too (leave it null)."
+            )
+        check_bool("dataset.permute", self.permute, w)
+        check_int("dataset.permutation_seed", self.permutation_seed, w, minimum=0)
+
+    def _spec(self) -> DataSpec:
+        step = PIXELS // self.seq_len
+        return DataSpec(
+            "sequence", "classify", 10, input_size=step, baseline=float(np.log(10)), seq_len=self.seq_len
+        )
+
+    def _x(self, images: np.ndarray) -> Tensor:
+        if self.perm is not None:
+            images = images[:, self.perm]
+        return super()._x(images).reshape(len(images), self.seq_len, PIXELS // self.seq_len)
+
+    def _shape(self) -> str:
+        perm = f", pixels permuted (permutation_seed {self.permutation_seed})" if self.permute else ""
+        return f"{self.seq_len} steps of {PIXELS // self.seq_len} pixels{perm}"
+
+
+def _take(pair: tuple[np.ndarray, np.ndarray], idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return pair[0][idx], pair[1][idx]
+
+
+def _check_carve(carve: object, where: str) -> tuple[int, int, int]:
+    try:
+        sizes = tuple(carve)  # a list, tuple or OmegaConf ListConfig
+    except TypeError:
+        sizes = ()
+    if len(sizes) != 3 or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in sizes):
+        raise ConfigError(
+            f"dataset.carve={carve!r} is not allowed for {where}: it must be three integers >= 1 "
+            f"(train, val, test sizes) summing to at most 10000."
+        )
+    return sizes  # type: ignore[return-value]

@@ -1,0 +1,40 @@
+"""The feed-forward model of the paper's section 6.6: hidden layers normalized before the ReLU."""
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from lnbench.data.base import DataSpec
+from lnbench.errors import ConfigError
+from lnbench.nn.norm import NormConfig, as_norm_config, make_linear, make_norm
+
+
+class MLP(nn.Module):
+    """input -> [Linear -> norm -> ReLU] x len(hidden_sizes) -> Linear (the logits, never normalized)."""
+
+    accepts = "flat"
+
+    def __init__(self, spec: DataSpec, hidden_sizes: list[int] = (1000, 1000), norm: NormConfig | None = None):
+        super().__init__()
+        check_compatible(self, spec)
+        norm = as_norm_config(norm)
+        layers: list[nn.Module] = []
+        width = spec.input_size
+        for h in hidden_sizes:
+            layers += [make_linear(norm, width, h), make_norm(norm, h), nn.ReLU()]
+            width = h
+        self.body = nn.Sequential(*layers)
+        self.head = nn.Linear(width, spec.num_outputs)
+        self.norm = norm
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.head(self.body(x))
+
+
+def check_compatible(model: nn.Module, spec: DataSpec) -> None:
+    if spec.kind != model.accepts:
+        other = "mlp, bn_mlp, ln_mlp, wn_mlp, rms_mlp" if spec.kind == "flat" else "lstm, ln_lstm, gru, ln_gru, ..."
+        raise ConfigError(
+            f"model {type(model).__name__} takes {model.accepts} inputs but the dataset gives {spec.kind} "
+            f"ones: pick a {spec.kind} model ({other}) or a {model.accepts} dataset "
+            f"({'mnist' if model.accepts == 'flat' else 'seq_mnist, adding, copy, shakespeare'})."
+        )

@@ -1,0 +1,85 @@
+"""Recurrent models: an input layer, 1..N recurrent layers of one cell type, a task head."""
+from __future__ import annotations
+
+from enum import Enum
+
+from torch import Tensor, nn
+
+from lnbench.data.base import DataSpec
+from lnbench.errors import ConfigError
+from lnbench.models.mlp import check_compatible
+from lnbench.nn.fused import fused_torch_layer
+from lnbench.nn.norm import NormConfig, as_norm_config
+from lnbench.nn.rnn import CELLS, RecurrentLayer
+
+try:  # the fast normalized layers (issue 5) are optional: the reference loop is always there
+    from lnbench.nn.fast_rnn import make_fast_layer
+except ImportError:  # pragma: no cover
+
+    def make_fast_layer(cell):
+        return None
+
+
+class Impl(str, Enum):
+    auto = "auto"  # torch's fused kernel without a normalizer, the fast layer where there is one
+    reference = "reference"  # the plain per-step loop over the reference cell, always
+    fast = "fast"  # lnbench's fast layer (an error where it does not exist)
+
+
+class SequenceModel(nn.Module):
+    """Embedding (token inputs) or raw features -> recurrent layers -> head.
+
+    The head reads the last step for classification and regression, every step for tagging
+    (language modelling, the copy task). Inputs are batch-first (B, T[, F]); layers run time-major.
+    """
+
+    accepts = "sequence"
+
+    def __init__(
+        self,
+        spec: DataSpec,
+        cell: str = "lstm",
+        hidden_size: int = 128,
+        num_layers: int = 1,
+        embed_size: int | None = None,
+        norm: NormConfig | None = None,
+        impl: Impl | str = Impl.auto,
+    ):
+        super().__init__()
+        check_compatible(self, spec)
+        norm = as_norm_config(norm)
+        cell = getattr(cell, "value", cell)
+        self.spec, self.norm, self.impl, self.cell_kind = spec, norm, Impl(impl), cell
+        if spec.vocab_size:
+            self.embed = nn.Embedding(spec.vocab_size, embed_size or hidden_size)
+            width = self.embed.embedding_dim
+        else:
+            self.embed = None
+            width = spec.input_size
+        self.cells = nn.ModuleList()
+        for _ in range(num_layers):
+            self.cells.append(CELLS[cell](width, hidden_size, norm, time_steps=spec.seq_len))
+            width = hidden_size
+        self.head = nn.Linear(hidden_size, spec.num_outputs)
+        self.layers = [self._runner(c) for c in self.cells]  # plain list: the cells own the parameters
+
+    def _runner(self, cell: nn.Module):
+        if self.impl is Impl.reference:
+            return RecurrentLayer(cell)
+        fast = fused_torch_layer(cell) or make_fast_layer(cell)
+        if fast is None and self.impl is Impl.fast:
+            raise ConfigError(
+                f"model.impl=fast is not available for {self.cell_kind} with norm={self.norm.kind.value}: "
+                "use model.impl=auto or model.impl=reference."
+            )
+        return fast or RecurrentLayer(cell)
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.embed(x) if self.embed is not None else x
+        h = h.transpose(0, 1)  # (T, B, F)
+        for layer in self.layers:
+            h, _ = layer(h)
+        if self.spec.task == "tagging":
+            return self.head(h).transpose(0, 1)  # (B, T, C)
+        out = self.head(h[-1])
+        return out.squeeze(-1) if self.spec.task == "regress" else out

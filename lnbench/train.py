@@ -1,0 +1,168 @@
+"""One training run, top to bottom: config -> dataset, model, optimizer -> steps -> metrics -> summary.
+
+The loop knows neither the model nor the dataset: it asks the dataset for the batch of each step and
+the task (lnbench.tasks) for the loss and metrics, and hands every logged value to the Tracker.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from lnbench import tasks
+from lnbench.config import Schedule, validate
+from lnbench.errors import ConfigError
+from lnbench.nn.norm import NormKind, weight_norm_data_init
+from lnbench.track import Tracker
+
+log = logging.getLogger("lnbench")
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device={name} is not allowed here: torch sees no CUDA device. Use device=cpu or device=auto.")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"device={name} is not allowed here: MPS is not available. Use device=cpu or device=auto.")
+    return device
+
+
+def build_model(cfg: DictConfig, spec) -> torch.nn.Module:
+    return instantiate(cfg.model, _partial_=True, _convert_="object")(spec=spec)
+
+
+def build_optimizer(cfg: DictConfig, model: torch.nn.Module, device: torch.device, steps: int):
+    kw = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    schedule, warmup = Schedule(kw.pop("schedule")), kw.pop("warmup_steps")
+    kw.pop("clip_grad_norm")
+    if "fused" in kw and kw["fused"] is None:
+        # Fused Adam runs the whole update as one kernel; torch has it for CUDA and CPU floats.
+        kw["fused"] = device.type in ("cuda", "cpu")
+    optimizer = instantiate(kw, _partial_=True)(model.parameters())
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(steps - warmup, 1)
+        if schedule is Schedule.cosine:
+            return 0.5 * (1 + math.cos(math.pi * progress))
+        if schedule is Schedule.linear:
+            return max(1.0 - progress, 0.0)
+        return 1.0
+
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+@torch.no_grad()
+def evaluate(model, dataset, split: str, device: torch.device) -> dict[str, float]:
+    """Metrics over a whole split, each case (or asked token) weighted equally."""
+    was_training = model.training
+    model.eval()
+    total, count = None, 0
+    for x, y in dataset.eval_batches(split):
+        _, values, n = tasks.loss_and_metrics(dataset.spec, model(x.to(device)), y.to(device))
+        total = values * n if total is None else total + values * n
+        count += int(n)
+    model.train(was_training)
+    means = (total / max(count, 1)).tolist()
+    return dict(zip(tasks.metric_names(dataset.spec), means))
+
+
+def fmt(values: dict[str, float]) -> str:
+    return "  ".join(f"{k} {v:.4g}" for k, v in values.items())
+
+
+def train(cfg: DictConfig, run_dir: Path, name: str = "default", group: str | None = None, tags: list[str] = ()) -> dict[str, Any]:
+    validate(cfg)
+    device = resolve_device(str(cfg.device))
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    seed_everything(cfg.seed)
+
+    dataset = instantiate(cfg.dataset, _convert_="all")
+    spec = dataset.spec
+    log.info("data: %s", dataset.describe())
+    model = build_model(cfg, spec).to(device)
+    norm = getattr(model, "norm", None)
+    if norm is not None and norm.kind is NormKind.weight and norm.data_init:
+        x0, _ = dataset.train_batch(0)
+        weight_norm_data_init(model, x0.to(device))
+    optimizer, scheduler = build_optimizer(cfg.optim, model, device, cfg.steps)
+    clip = cfg.optim.clip_grad_norm or math.inf
+    n_params = sum(p.numel() for p in model.parameters())
+    log.info("model: %s, %d parameters, device %s", type(model).__name__, n_params, device)
+
+    tracker = Tracker(cfg, run_dir, name, group, list(tags))
+    names = tasks.metric_names(spec)
+    summary: dict[str, Any] = {"status": "running", "params": n_params, "device": str(device), "primary_metric": tasks.primary_metric(spec), "baseline": spec.baseline}
+    best: dict[str, float] = {}
+    window: list[torch.Tensor] = []
+    step, eval_time = 0, 0.0
+    model.train()
+    loop_start = time.perf_counter()
+    try:
+        while step < cfg.steps:
+            x, y = dataset.train_batch(step)
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            loss, values, _ = tasks.loss_and_metrics(spec, model(x), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            optimizer.step()
+            scheduler.step()
+            window.append(torch.cat([values, grad_norm.detach().reshape(1).to(values)]))
+            step += 1
+            last = step == cfg.steps
+            if step % cfg.log_every == 0 or last:
+                rows = torch.stack(window).cpu()  # the only host sync of the logging interval
+                window = []
+                bad = (~torch.isfinite(rows[:, 0])).nonzero()
+                if len(bad):
+                    summary.update(status="diverged", diverged_at_step=step - len(rows) + int(bad[0, 0]) + 1)
+                    log.error("loss is not finite at step %d: stopping (status diverged).", summary["diverged_at_step"])
+                    break
+                means = dict(zip(names + ["grad_norm"], rows.mean(0).tolist()))
+                extra = {"epoch": round(dataset.epoch(step), 4), "samples": step * dataset.batch_size, "lr": scheduler.get_last_lr()[0]}
+                tracker.log("train", step, means, **extra)
+                tracker.show(step, fmt({k: means[k] for k in names[:2]}), line=False)
+            if step % cfg.eval_every == 0 or last:
+                t0 = time.perf_counter()
+                val = evaluate(model, dataset, "val", device)
+                eval_time += time.perf_counter() - t0
+                tracker.log("val", step, val, epoch=round(dataset.epoch(step), 4), samples=step * dataset.batch_size)
+                for k, v in val.items():
+                    best[k] = min(best.get(k, math.inf), v)
+                tracker.show(step, "val " + fmt(val), line=True)
+        if summary["status"] == "running":
+            test = evaluate(model, dataset, "test", device)
+            tracker.log("test", step, test)
+            summary.update(status="completed", test=test, final_val=val, best_val=best)
+            log.info("test: %s", fmt(test))
+    except BaseException as e:
+        summary.update(status="failed", error=f"{type(e).__name__}: {e}")
+        raise
+    finally:
+        train_time = time.perf_counter() - loop_start - eval_time
+        summary.update(steps=step, wall_time=round(tracker.elapsed(), 3), time_per_step=round(train_time / max(step, 1), 6))
+        summary["wandb"] = tracker.wandb.where
+        tracker.finish(summary)
+    log.info("metrics: %s", run_dir / "metrics.jsonl")
+    if tracker.wandb.where:
+        log.info("W&B run: %s", tracker.wandb.where)
+    return summary

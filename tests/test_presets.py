@@ -1,0 +1,48 @@
+"""Every preset composes and takes training steps on every compatible dataset; the run's files."""
+import json
+
+import pytest
+from omegaconf import OmegaConf
+
+from lnbench.errors import ConfigError
+from lnbench.train import train
+from tests.conftest import MODELS_FLAT, MODELS_SEQ, REAL_DATA, compose_train, needs_data, tiny
+
+COMBOS = [(m, "mnist") for m in MODELS_FLAT] + [(m, d) for m in MODELS_SEQ for d in ("seq_mnist", "adding", "copy", "shakespeare")]
+
+
+@pytest.mark.parametrize("model,dataset", [pytest.param(m, d, marks=needs_data) if d in REAL_DATA else (m, d) for m, d in COMBOS])
+def test_preset_trains_on_dataset(model, dataset, tmp_path):
+    summary = train(tiny(model, dataset), tmp_path)
+    assert summary["status"] == "completed" and summary["steps"] == 2
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["split"] for r in records] == ["train", "train", "val", "test"]
+    assert all(r["loss"] == r["loss"] for r in records)  # finite, not NaN
+    on_disk = json.loads((tmp_path / "summary.json").read_text())
+    assert on_disk["status"] == "completed" and set(on_disk["test"]) >= {"loss"}
+
+
+@pytest.mark.parametrize("model,dataset", [("ln_mlp", "adding"), pytest.param("ln_lstm", "mnist", marks=needs_data)])
+def test_incompatible_model_and_dataset_is_a_clear_error(model, dataset, tmp_path):
+    cfg = compose_train([f"model={model}", f"dataset={dataset}", "steps=1"])
+    with pytest.raises(ConfigError, match="takes (flat|sequence) inputs but the dataset gives"):
+        train(cfg, tmp_path)
+
+
+def test_bn_at_batch_size_one_is_a_config_error_before_training(tmp_path):
+    with pytest.raises(ConfigError, match=r"dataset.batch_size=1 is not allowed with batch normalization"):
+        train(tiny("bn_lstm", "adding", "dataset.batch_size=1"), tmp_path)
+    assert not (tmp_path / "metrics.jsonl").exists()
+
+
+@pytest.mark.parametrize("model,dataset", [("ln_lstm", "adding"), ("ln_gru", "copy"), ("lstm", "adding"), pytest.param("ln_mlp", "mnist", marks=needs_data)])
+def test_per_case_models_train_at_batch_size_one(model, dataset, tmp_path):
+    assert train(tiny(model, dataset, "dataset.batch_size=1"), tmp_path)["status"] == "completed"
+
+
+def test_model_presets_carry_the_papers_settings():
+    cfg = tiny("bn_lstm", "adding")
+    assert cfg.model.norm.kind.value == "batch" and cfg.model.norm.gain_init == 0.1
+    cfg = tiny("ln_lstm", "adding")
+    assert cfg.model.norm.kind.value == "layer" and cfg.model.norm.gain_init == 1.0
+    assert OmegaConf.select(tiny("ln_mlp", "mnist"), "model.norm.kind").value == "layer"
