@@ -65,13 +65,40 @@ def task(cfg) -> dict:
     overrides = list(hc.overrides.task)
     group = str(Path(hc.sweep.dir)) if multirun else None
     tags = [o for o in overrides if not o.startswith("hydra")] if multirun else []
+    if cfg.threads is None and (threads := parallel_job_threads(hc)):
+        cfg.threads = threads
     try:
         return train(cfg, run_dir, name=run_name(overrides), group=group, tags=tags)
-    except UserError as e:
-        if multirun or os.environ.get("HYDRA_FULL_ERROR") == "1":
-            raise  # the sweep records the failure in the job's summary.json and goes on
+    except BaseException as e:
+        record_failure(run_dir, e)
+        if not isinstance(e, UserError) or multirun or os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise  # in a sweep Hydra records the failure and runs the other jobs
         print(f"lnbench: error: {e}", file=sys.stderr)
         sys.exit(2)
+
+
+def record_failure(run_dir: Path, error: BaseException) -> None:
+    """A job that failed before its first step still leaves a summary.json saying why."""
+    from lnbench.atomic import write_json
+
+    if not (run_dir / "summary.json").exists():
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_json(run_dir / "summary.json", {"status": "failed", "error": f"{type(error).__name__}: {error}", "steps": 0})
+
+
+def parallel_job_threads(hc) -> int | None:
+    """Torch threads for one job of a parallel launcher, so that jobs sharing the cores do not fight.
+
+    joblib's n_jobs=-1 means one job per core (-2 all but one, ...). None where jobs do not share.
+    """
+    from omegaconf import OmegaConf
+
+    n_jobs = OmegaConf.select(hc, "launcher.n_jobs", default=None)
+    if n_jobs is None:
+        return None
+    cores = os.cpu_count() or 1
+    jobs = cores + 1 + n_jobs if n_jobs < 0 else n_jobs
+    return max(1, cores // max(jobs, 1))
 
 
 if __name__ == "__main__":
