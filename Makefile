@@ -1,0 +1,39 @@
+# lnbench: `make run` trains the default on a fresh machine, `make test` runs the tests.
+# Both install first (once) into .venv.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# torch is installed before the package so pip never pulls a second build. On this project's
+# CPU-only machines torch==2.13.0 resolves to a local CPU wheel. Elsewhere, on a CPU-only Linux box,
+# add the CPU wheel index (see README, "Setup") so pip does not fetch GBs of CUDA libraries.
+TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
+PYTEST_ARGS ?=
+
+.PHONY: setup run test test-slow smoke bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),) "$(TORCH)"
+	$(BIN)/pip install -q -e ".[test,launchers]"
+	@touch $@
+
+run: setup
+	$(BIN)/lnbench train
+
+test: setup
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test-slow: setup
+	$(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
+
+smoke: setup
+	$(BIN)/lnbench train -m +experiment=smoke
+
+bench: setup
+	$(BIN)/lnbench bench
+
+clean:
+	rm -rf $(VENV) *.egg-info
