@@ -179,3 +179,11 @@ def test_bn_refuses_to_train_at_batch_size_one_with_a_clear_error():
         BatchNorm(5)(torch.randn(1, 5))
     bn = BatchNorm(5).eval()
     assert bn(torch.randn(1, 5)).shape == (1, 5)  # evaluation of one case is fine
+
+
+def test_bn_lstm_without_per_step_slots_shares_one_set_of_statistics():
+    torch.manual_seed(7)
+    cell = LSTMCell(3, 4, NormConfig(kind=NormKind.batch), time_steps=0)
+    y, _ = RecurrentLayer(cell)(torch.randn(5, 6, 3))
+    assert torch.isfinite(y).all() and cell.norm_x.running_mean.shape == (16,)
+    assert not torch.equal(cell.norm_x.running_mean, torch.zeros(16))

@@ -158,9 +158,10 @@ class BatchNorm(nn.Module):
     @torch.no_grad()
     def _update_running(self, mean: Tensor, var: Tensor, per_step: bool, t: int | None) -> None:
         m = self.momentum
-        if not self.time_steps:
-            self.running_mean.lerp_(mean, m)
-            self.running_var.lerp_(var, m)
+        if not self.time_steps:  # one set of statistics: a sequence updates it at each step in turn
+            for mean_t, var_t in zip(mean.reshape(-1, mean.shape[-1]), var.reshape(-1, var.shape[-1])):
+                self.running_mean.lerp_(mean_t, m)
+                self.running_var.lerp_(var_t, m)
             return
         if per_step:
             n = min(mean.shape[0], self.time_steps)  # steps past the last slot do not update it

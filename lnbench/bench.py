@@ -1,0 +1,402 @@
+"""`lnbench bench`: time per training step (forward + backward) of each model against torch's fused kernels.
+
+Recurrent rows: for each preset kind (lstm, ln_lstm, bn_lstm, gru, ln_gru, bn_gru) one layer built from
+the reference cells of `lnbench.nn.rnn`, run the way a model runs it: the fast layer of
+`lnbench.nn.fast_rnn` for LN/BN (`impl=fast`), torch's fused kernel over the cell's weights for the
+un-normalized kinds (`impl=fused`), and with `--ref` also the reference Python loop (`impl=ref`). The
+baseline is `torch.nn.LSTM` / `torch.nn.GRU` at the same shape, timed in the same run.
+
+Timing: every measured candidate of one shape runs in turn, A B C A B C ... (this machine is shared
+and noisy, so a slow spell hits all of them), after `--warmup` untimed steps each. We report the
+median and the IQR of the step times, the min, samples/s at the median, and `ratio` = the median over
+rounds of (candidate time / baseline time in the same round), which is what to quote.
+
+Memory (`mem_mb`): on CUDA, torch.cuda.max_memory_allocated over one step minus what was allocated
+before it. On CPU, the bytes of the tensors kept for the backward (saved by autograd or by a custom
+autograd.Function; distinct storages counted once), i.e. the activation memory of one step; the CPU
+allocator has no peak counter and RSS growth is dominated by the allocator's caching.
+
+The MLP rows (784-1000-1000-10, norm none/batch/layer, batch 4 and 128) time one optimizer step
+(forward, backward, Adam) with torch's fused Adam against the default (foreach) Adam; the ratio is
+fused / foreach.
+
+Results also go to JSON (`--json`, default bench-results/bench-<timestamp>.json) so commits can be
+compared.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import torch
+from torch import nn
+
+RNN_MODELS = ["lstm", "ln_lstm", "bn_lstm", "gru", "ln_gru", "bn_gru"]
+ALL_MODELS = RNN_MODELS + ["mlp"]
+DEFAULT_SHAPES = [(32, 100, 256), (4, 100, 256), (128, 100, 256), (32, 400, 256), (32, 100, 1000)]
+QUICK_SHAPES = [(32, 100, 256), (4, 50, 256)]
+FULL_SHAPES = [(b, t, h) for h in (256, 1000) for t in (50, 100, 400) for b in (1, 4, 32, 128)]
+MLP_BATCHES = (4, 128)
+NORM_OF = {"": "none", "ln_": "layer", "bn_": "batch"}
+
+COLUMNS = [
+    "section", "model", "impl", "batch", "seq_len", "hidden", "input_size", "reps", "ms_median",
+    "ms_iqr", "ms_min", "ms_max", "samples_per_s", "mem_mb", "baseline", "baseline_ms_median", "ratio",
+]
+
+
+def runner_overhead_rows() -> list[dict]:
+    """Rows for the runner's own overhead (a `lnbench train` step vs a bare loop). Stub: the lead adds it."""
+    return []
+
+
+# --------------------------------------------------------------------------------------------------
+# Timing
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class Candidate:
+    name: str  # model name as shown
+    impl: str
+    step: Callable[[], None]  # one training step
+    mem: Callable[[], Optional[float]]  # MB, see the module doc
+    is_baseline: bool = False
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _time_interleaved(cands: list[Candidate], reps: int, warmup: int, device: torch.device) -> dict[str, list[float]]:
+    for c in cands:
+        for _ in range(warmup):
+            c.step()
+    _sync(device)
+    times: dict[str, list[float]] = {c.name + "/" + c.impl: [] for c in cands}
+    for _ in range(reps):
+        for c in cands:
+            _sync(device)
+            t0 = time.perf_counter()
+            c.step()
+            _sync(device)
+            times[c.name + "/" + c.impl].append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def _stats(ts: list[float]) -> dict:
+    q = statistics.quantiles(ts, n=4, method="inclusive") if len(ts) > 1 else [ts[0]] * 3
+    return {
+        "ms_median": statistics.median(ts),
+        "ms_iqr": q[2] - q[0],
+        "ms_min": min(ts),
+        "ms_max": max(ts),
+    }
+
+
+def _saved_mb(fn: Callable[[], torch.Tensor]) -> float:
+    """MB of distinct storages saved for backward while running fn (which returns the loss)."""
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor):
+        try:
+            st = t.untyped_storage()
+            seen[st.data_ptr()] = st.nbytes()
+        except Exception:  # noqa: BLE001 - a tensor without storage (e.g. sparse): count its elements
+            seen[id(t)] = t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = fn()
+    loss.backward()
+    return sum(seen.values()) / 2**20
+
+
+def _mem_mb(fn: Callable[[], torch.Tensor], device: torch.device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn().backward()
+        torch.cuda.synchronize(device)
+        return (torch.cuda.max_memory_allocated(device) - base) / 2**20
+    return _saved_mb(fn)
+
+
+# --------------------------------------------------------------------------------------------------
+# Recurrent models
+# --------------------------------------------------------------------------------------------------
+def _rnn_layer(model: str, impl: str, F: int, H: int, T: int, device, dtype) -> nn.Module:
+    from lnbench.nn.norm import NormConfig, NormKind
+    from lnbench.nn.rnn import CELLS, RecurrentLayer
+
+    prefix, cell_name = (model[:3], model[3:]) if model[:3] in ("ln_", "bn_") else ("", model)
+    kind = NormKind(NORM_OF[prefix])
+    gain = 0.1 if kind is NormKind.batch else 1.0
+    cell = CELLS[cell_name](F, H, NormConfig(kind=kind, gain_init=gain), time_steps=T if kind is NormKind.batch else 0)
+    cell = cell.to(device=device, dtype=dtype)
+    if impl == "ref":
+        return RecurrentLayer(cell)
+    if impl == "fused":
+        from lnbench.nn.fused import fused_torch_layer
+
+        layer = fused_torch_layer(cell)
+    else:
+        from lnbench.nn.fast_rnn import make_fast_layer
+
+        layer = make_fast_layer(cell)
+    if layer is None:
+        raise ValueError(f"{model}: no {impl} implementation")
+    return layer
+
+
+def _impls_for(model: str, with_ref: bool) -> list[str]:
+    impls = ["fast"] if model[:3] in ("ln_", "bn_") else ["fused"]
+    return impls + (["ref"] if with_ref else [])
+
+
+def _rnn_candidate(name: str, impl: str, layer: nn.Module, x: torch.Tensor, device, baseline=False) -> Candidate:
+    def loss():
+        out, _ = layer(x)
+        return out.sum()
+
+    def step():
+        layer.zero_grad(set_to_none=True)
+        x.grad = None
+        loss().backward()
+
+    return Candidate(name, impl, step, lambda: _mem_mb(loss, device), baseline)
+
+
+def bench_rnn(models: list[str], shapes, reps: int, warmup: int, F: int, device, dtype, with_ref: bool, log) -> list[dict]:
+    rows: list[dict] = []
+    for B, T, H in shapes:
+        for family in ("lstm", "gru"):
+            fam_models = [m for m in models if m.endswith(family)]
+            if not fam_models:
+                continue
+            torch.manual_seed(0)
+            x = torch.randn(T, B, F, device=device, dtype=dtype, requires_grad=True)
+            base_mod = (nn.LSTM if family == "lstm" else nn.GRU)(F, H).to(device=device, dtype=dtype)
+            base_name = f"nn.{family.upper()}"
+            cands = [_rnn_candidate(base_name, "torch", base_mod, x, device, baseline=True)]
+            for m in fam_models:
+                for impl in _impls_for(m, with_ref):
+                    if m.startswith("bn_") and B < 2:
+                        continue  # BN cannot train at batch 1
+                    cands.append(_rnn_candidate(m, impl, _rnn_layer(m, impl, F, H, T, device, dtype), x, device))
+            log(f"  B={B} T={T} H={H}: {', '.join(c.name + '/' + c.impl for c in cands)}")
+            times = _time_interleaved(cands, reps, warmup, device)
+            base_ts = times[base_name + "/torch"]
+            for c in cands:
+                ts = times[c.name + "/" + c.impl]
+                st = _stats(ts)
+                rows.append({
+                    "section": "rnn", "model": c.name, "impl": c.impl, "batch": B, "seq_len": T, "hidden": H,
+                    "input_size": F, "reps": reps, **st,
+                    "samples_per_s": B / (st["ms_median"] / 1e3),
+                    "mem_mb": c.mem(),
+                    "baseline": base_name, "baseline_ms_median": statistics.median(base_ts),
+                    "ratio": statistics.median(a / b for a, b in zip(ts, base_ts)),
+                })
+    return rows
+
+
+# --------------------------------------------------------------------------------------------------
+# MLP (section 6.6): fused vs foreach Adam
+# --------------------------------------------------------------------------------------------------
+def _mlp(norm: str, device, dtype) -> nn.Module:
+    from lnbench.nn.norm import NormConfig, NormKind, make_linear, make_norm
+
+    cfg = NormConfig(kind=NormKind(norm))
+    layers: list[nn.Module] = []
+    width = 784
+    for h in (1000, 1000):
+        layers += [make_linear(cfg, width, h), make_norm(cfg, h), nn.ReLU()]
+        width = h
+    layers.append(nn.Linear(width, 10))
+    return nn.Sequential(*layers).to(device=device, dtype=dtype)
+
+
+def bench_mlp(reps: int, warmup: int, device, dtype, batches, log) -> list[dict]:
+    rows: list[dict] = []
+    for B in batches:
+        for norm in ("none", "batch", "layer"):
+            torch.manual_seed(0)
+            x = torch.randn(B, 784, device=device, dtype=dtype)
+            y = torch.randint(0, 10, (B,), device=device)
+            cands = []
+            for impl in ("foreach", "fused"):
+                model = _mlp(norm, device, dtype)
+                try:
+                    opt = torch.optim.Adam(model.parameters(), lr=1e-4, **{impl: True})
+                except (RuntimeError, TypeError, ValueError) as e:  # fused Adam missing on this device/torch
+                    log(f"  mlp {norm} B={B}: no {impl} Adam here ({e})")
+                    continue
+
+                def loss(model=model):
+                    return nn.functional.cross_entropy(model(x), y)
+
+                def step(model=model, opt=opt, loss=loss):
+                    opt.zero_grad(set_to_none=True)
+                    loss().backward()
+                    opt.step()
+
+                name = {"none": "mlp", "batch": "bn_mlp", "layer": "ln_mlp"}[norm]
+                cands.append(Candidate(name, f"adam_{impl}", step, lambda loss=loss: _mem_mb(loss, device), impl == "foreach"))
+            if not cands:
+                continue
+            log(f"  B={B} {cands[0].name}: {', '.join(c.impl for c in cands)}")
+            times = _time_interleaved(cands, reps, warmup, device)
+            base = cands[0]
+            base_ts = times[base.name + "/" + base.impl]
+            for c in cands:
+                ts = times[c.name + "/" + c.impl]
+                st = _stats(ts)
+                rows.append({
+                    "section": "mlp", "model": c.name, "impl": c.impl, "batch": B, "seq_len": None,
+                    "hidden": 1000, "input_size": 784, "reps": reps, **st,
+                    "samples_per_s": B / (st["ms_median"] / 1e3), "mem_mb": c.mem(),
+                    "baseline": f"{base.name}/{base.impl}", "baseline_ms_median": statistics.median(base_ts),
+                    "ratio": statistics.median(a / b for a, b in zip(ts, base_ts)),
+                })
+    return rows
+
+
+# --------------------------------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------------------------------
+def _parse_shapes(text: str) -> list[tuple[int, int, int]]:
+    shapes = []
+    for part in text.replace(";", ",").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            b, t, h = (int(v) for v in part.lower().split("x"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"shape {part!r} is not BATCHxSEQ_LENxHIDDEN, e.g. 32x100x256") from None
+        shapes.append((b, t, h))
+    return shapes
+
+
+def _parse_models(text: str) -> list[str]:
+    models = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in models if m not in ALL_MODELS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown model(s) {bad}: choose from {ALL_MODELS}")
+    return models
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="lnbench bench",
+        description="Time per training step (fwd+bwd) of each model vs torch's fused LSTM/GRU, interleaved.",
+    )
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--quick", action="store_true", help=f"shapes {QUICK_SHAPES}, 3 reps, MLP at batch 4 only (< 1 min)")
+    g.add_argument("--full", action="store_true", help="the full grid: batch 1/4/32/128 x seq_len 50/100/400 x hidden 256/1000")
+    p.add_argument("--models", type=_parse_models, default=ALL_MODELS, help=f"comma list from {ALL_MODELS} (default all)")
+    p.add_argument("--shapes", type=_parse_shapes, default=None, help="comma list of BATCHxSEQ_LENxHIDDEN (overrides the preset)")
+    p.add_argument("--reps", type=int, default=None, help="timed steps per candidate (default 7; --quick 3)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps per candidate first (default 2)")
+    p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2)")
+    p.add_argument("--input-size", type=int, default=64, help="input features of the recurrent layer (default 64)")
+    p.add_argument("--ref", action="store_true", help="also time the reference Python loop (RecurrentLayer)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    p.add_argument("--json", type=Path, default=None, help="where to write results (default bench-results/bench-<timestamp>.json)")
+    return p
+
+
+def _git_commit() -> Optional[str]:
+    try:
+        here = Path(__file__).resolve().parent
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _print_table(rows: list[dict], meta: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"lnbench bench: ms per training step (fwd+bwd), {meta['threads']} threads, {meta['device']}, {meta['dtype']}")
+    for col in ("model", "impl", "B", "T", "H", "median ms", "IQR", "min", "samples/s", "mem MB", "baseline", "ratio"):
+        table.add_column(col, justify="left" if col in ("model", "impl", "baseline") else "right")
+    for r in rows:
+        table.add_row(
+            r["model"], r["impl"], str(r["batch"]), "-" if r["seq_len"] is None else str(r["seq_len"]), str(r["hidden"]),
+            f"{r['ms_median']:.1f}", f"{r['ms_iqr']:.1f}", f"{r['ms_min']:.1f}", f"{r['samples_per_s']:.0f}",
+            "-" if r["mem_mb"] is None else f"{r['mem_mb']:.1f}", r["baseline"], f"{r['ratio']:.2f}x",
+        )
+    console = Console(width=max(Console().width, 150))
+    console.print(table)
+    console.print(
+        "ratio: median over rounds of (row / baseline in the same round). mem MB: "
+        + ("CUDA peak allocated over one step." if meta["device"].startswith("cuda") else
+           "tensors kept for the backward (activation memory), CPU.")
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("lnbench bench: --device cuda but torch sees no CUDA device.")
+        return 2
+    dtype = getattr(torch, args.dtype)
+    torch.set_num_threads(args.threads)
+    shapes = args.shapes or (QUICK_SHAPES if args.quick else FULL_SHAPES if args.full else DEFAULT_SHAPES)
+    reps = args.reps or (3 if args.quick else 7)
+    mlp_batches = (4,) if args.quick else MLP_BATCHES
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+
+    t0 = time.perf_counter()
+    rows: list[dict] = []
+    rnn_models = [m for m in args.models if m in RNN_MODELS]
+    if rnn_models:
+        log(f"recurrent layers ({len(shapes)} shapes, {reps} reps each):")
+        rows += bench_rnn(rnn_models, shapes, reps, args.warmup, args.input_size, device, dtype, args.ref, log)
+    if "mlp" in args.models:
+        log("MLP 784-1000-1000-10, fused vs foreach Adam:")
+        rows += bench_mlp(reps, args.warmup, device, dtype, mlp_batches, log)
+    rows += runner_overhead_rows()
+
+    meta = {
+        "timestamp": _dt.datetime.now().isoformat(timespec="seconds"),
+        "git_commit": _git_commit(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "threads": args.threads,
+        "device": str(device),
+        "dtype": args.dtype,
+        "reps": reps,
+        "warmup": args.warmup,
+        "argv": list(argv) if argv is not None else None,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "columns": COLUMNS,
+    }
+    _print_table(rows, meta)
+    path = args.json or Path("bench-results") / f"bench-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    log(f"wrote {path} ({meta['seconds']} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,356 @@
+"""Fast drop-in replacements for `RecurrentLayer(cell)` on the normalized reference cells.
+
+`make_fast_layer(cell)` returns a module with the same `forward(x (T, B, F), state=None) -> (out, state)`
+as `RecurrentLayer(cell)`, computing the same numbers (to float rounding) from the same parameters and
+buffers: it keeps `cell` as the owner of every parameter, so a model's state_dict is the same whichever
+path runs. It returns None where it has no fast path (the caller then uses `RecurrentLayer`).
+
+How it is fast, with no compiler at all (so it runs wherever torch runs, CPU or CUDA, nothing to warm):
+- the input side (W_x x, its normalizer, the gate bias) runs for all steps at once through the cell's
+  own `project_input`, under ordinary autograd (so BN's input-side running statistics are the cell's);
+- the recurrence runs inside ONE `torch.autograd.Function` per layer with a hand-written backward
+  through time. The forward loop issues a few fused aten ops per step (`mm`, `native_layer_norm`,
+  `sigmoid`, `addcmul`, `lerp`) writing into preallocated (T, B, .) buffers, and keeps only what the
+  backward needs (W_h h_{t-1}, the gate activations, c_t, the normalizers' mean/rstd). Everything that
+  does not depend on the recurrence is done over all steps at once: the activation derivatives before
+  the backward loop; the normalizers' gain/bias gradients and the recurrent weight gradient after it,
+  the latter as ONE (G x T*B) @ (T*B x H) matmul. This removes autograd's per-op bookkeeping, which
+  dominates a Python loop of small ops.
+- BN_t (per-time-step statistics, Cooijmans et al.) is written out by hand the same way: training uses
+  step t's batch statistics (biased or unbiased variance, as configured) and updates the running
+  averages of the steps below `time_steps` exactly as `BatchNorm._update_running` does; eval uses the
+  stored statistics, the last slot for steps beyond it.
+
+Supported: LSTMCell / GRUCell with norm layer or batch. none / weight (torch's fused kernels serve
+them: `lnbench.nn.fused`) and rms return None. The backward is once-differentiable (no double backward).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from lnbench.nn.norm import BatchNorm, NormKind, apply_norm
+from lnbench.nn.rnn import GRUCell, LSTMCell, RecurrentLayer, State
+
+_ln = torch.native_layer_norm
+_ln_bwd = torch.ops.aten.native_layer_norm_backward.default
+_bn = torch.native_batch_norm
+_bn_bwd = torch.ops.aten.native_batch_norm_backward.default
+
+
+class _Norm:
+    """One normalizer of the recurrence (LN or BN_t) as the fast loops use it.
+
+    `fwd(a, t) -> (y, mean, rstd)`; `bwd(dy, a, mean, rstd) -> da` for one step (B, G);
+    after the forward loop, `stats()` stacks mean/rstd over steps to shapes broadcasting against
+    (T, B, G), and `finish()` updates BN's running averages.
+    """
+
+    def __init__(self, mod: nn.Module, steps: int):
+        self.w = mod.weight
+        self.b = mod.bias
+        self.eps = mod.eps
+        self.bn = isinstance(mod, BatchNorm)
+        self.G = mod.weight.shape[0]
+        self.means: list[Tensor] = []
+        self.rstds: list[Tensor] = []
+        if self.bn:
+            self.mod = mod
+            self.train = mod.training
+            if self.train:
+                self.vars_u: list[Tensor] = []
+                self.k = None  # set from the batch size on the first step
+            else:
+                if mod.time_steps:
+                    mean, var = mod._running(steps, None)  # (T, G), the last slot past time_steps
+                else:
+                    mean = mod.running_mean.expand(steps, -1)
+                    var = mod.running_var.expand(steps, -1)
+                self.run_mean, self.run_var = mean, var
+
+    def _unbiased_setup(self, n: int) -> None:
+        # BN with the unbiased variance is torch's (biased) batch norm with eps' = eps (n-1)/n and the
+        # gain scaled by k = sqrt((n-1)/n): (a - mu) / sqrt(v_u + eps) = k (a - mu) / sqrt(v_b + eps').
+        if self.mod.unbiased:
+            self.k = ((n - 1) / n) ** 0.5
+            self.eps_t = self.eps * (n - 1) / n
+            self.w_t = self.w * self.k
+        else:
+            self.k, self.eps_t, self.w_t = 1.0, self.eps, self.w
+
+    def fwd(self, a: Tensor, t: int) -> tuple[Tensor, Tensor, Tensor]:
+        if not self.bn:
+            y, mean, rstd = _ln(a, (self.G,), self.w, self.b, self.eps)
+        elif self.train:
+            if self.k is None:
+                self._unbiased_setup(a.shape[0])
+            y, mean, rstd = _bn(a, self.w_t, self.b, None, None, True, 0.0, self.eps_t)
+            self.vars_u.append(a.var(0, unbiased=True))
+        else:  # rstd slot holds the running variance: native_batch_norm_backward takes it so
+            mean, rstd = self.run_mean[t], self.run_var[t]
+            y = _bn(a, self.w, self.b, mean, rstd, False, 0.0, self.eps)[0]
+        self.means.append(mean)
+        self.rstds.append(rstd)
+        return y, mean, rstd
+
+    def bwd(self, dy: Tensor, a: Tensor, mean: Tensor, rstd: Tensor):
+        """(da, dweight, dbias) of one step."""
+        mask = [True, True, self.b is not None]
+        if not self.bn:
+            return _ln_bwd(dy, a, (self.G,), mean, rstd, self.w, self.b, mask)
+        if self.train:
+            da, dw, db = _bn_bwd(dy, a, self.w_t, None, None, mean, rstd, True, self.eps_t, mask)
+            return da, (dw if self.k == 1.0 else dw * self.k), db
+        return _bn_bwd(dy, a, self.w, mean, rstd, None, None, False, self.eps, mask)
+
+    def stats(self) -> tuple[Tensor, Tensor]:
+        return torch.stack(self.means), torch.stack(self.rstds)
+
+    def finish(self) -> None:
+        """Update BN's running averages from the per-step batch statistics, as BatchNorm does."""
+        if not (self.bn and self.train) or not self.means:
+            return
+        bn, m = self.mod, self.mod.momentum
+        with torch.no_grad():
+            if not bn.time_steps:  # one set of statistics, updated at every step in turn
+                for mean, var in zip(self.means, self.vars_u):
+                    bn.running_mean.lerp_(mean, m)
+                    bn.running_var.lerp_(var, m)
+                return
+            n = min(len(self.means), bn.time_steps)  # steps past the last slot do not update it
+            bn.running_mean[:n].lerp_(torch.stack(self.means[:n]), m)
+            bn.running_var[:n].lerp_(torch.stack(self.vars_u[:n]), m)
+
+
+def _shifted(first: Tensor, seq: Tensor) -> Tensor:
+    """[first, seq[0], ..., seq[T-2]]: the value each step starts from."""
+    return torch.cat([first.unsqueeze(0), seq[:-1]], 0)
+
+
+def _sum_steps(grads: list) -> Optional[Tensor]:
+    return None if grads[0] is None else torch.stack(grads).sum(0)
+
+
+# On this kind of CPU a pass over a whole (T, B, G) tensor costs more than the same work done step by
+# step while the step's data is in cache, so the backward loops below do everything per step (the
+# normalizers' gain/bias gradients come out of the same fused backward call) and only the recurrent
+# weight gradient is batched over all steps.
+
+# --------------------------------------------------------------------------------------------------
+# LSTM: a = xp_t + N_h(W_h h_{t-1}); c_t = sf c_{t-1} + si tanh(g); h_t = so tanh(N_c(c_t))
+# --------------------------------------------------------------------------------------------------
+class _LSTMRecurrence(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, norms, need_grad, xp, h0, c0, Wh, wh, bh, wc, bc):
+        nh, nc = norms
+        T, B, G = xp.shape
+        H = G // 4
+        WhT = Wh.t()
+        opts = dict(dtype=xp.dtype, device=xp.device)
+        L = T if need_grad else 1  # without a backward, one step's scratch space is reused
+        out = torch.empty(T, B, H, **opts)
+        AH = torch.empty(L, B, G, **opts)  # W_h h_{t-1}
+        S = torch.empty(L, B, G, **opts)  # sigmoid of i, f, o; tanh of g in g's slot
+        C = torch.empty(L, B, H, **opts)  # c_t
+        TC = torch.empty(L, B, H, **opts)  # tanh(N_c(c_t))
+        h, c = h0, c0
+        for t, xp_t in enumerate(xp.unbind(0)):
+            k = t if need_grad else 0
+            ah = torch.mm(h, WhT, out=AH[k])
+            a = nh.fwd(ah, t)[0].add_(xp_t)
+            s = torch.sigmoid(a, out=S[k])
+            i, f, g, o = s.chunk(4, 1)
+            torch.tanh(a[:, 2 * H : 3 * H], out=g)
+            c = torch.addcmul(f * c, i, g, out=C[k])
+            tc = torch.tanh(nc.fwd(c, t)[0], out=TC[k])
+            h = torch.mul(o, tc, out=out[t])
+        nh.finish()
+        nc.finish()
+        if need_grad:
+            ctx.norms = norms
+            ctx.save_for_backward(xp, h0, c0, Wh, out, AH, S, C, TC, *nh.stats(), *nc.stats())
+        return out, h.clone(), c.clone()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dout, dhT, dcT):
+        nh, nc = ctx.norms
+        xp, h0, c0, Wh, out, AH, S, C, TC, MH, RH, MC, RC = ctx.saved_tensors
+        T, B, G = xp.shape
+        H = G // 4
+        dA = torch.empty_like(xp)  # grad of the gate pre-activations = grad of xp
+        dA4 = dA.view(T, B, 4, H)
+        dAH = torch.empty_like(xp)  # grad of W_h h_{t-1}
+        dwh, dbh, dwc, dbc = [], [], [], []
+        dh = dout[T - 1] + dhT
+        dc_next = dcT
+        for t in range(T - 1, -1, -1):
+            s, tc, d = S[t], TC[t], dA4[t]
+            i, f, g, o = s.chunk(4, 1)
+            dtc = dh * o
+            dnc = torch.addcmul(dtc, dtc * tc, tc, value=-1)  # dh o (1 - tc^2)
+            dc, gw, gb = nc.bwd(dnc, C[t], MC[t], RC[t])
+            dwc.append(gw)
+            dbc.append(gb)
+            dc = dc.add_(dc_next)
+            torch.mul(dc, g, out=d[:, 0])
+            torch.mul(dc, C[t - 1] if t else c0, out=d[:, 1])
+            torch.mul(dc, i, out=d[:, 2])
+            torch.mul(dh, tc, out=d[:, 3])
+            ds = s - s * s  # sigmoid'; g's slot becomes tanh' below
+            dsg = ds[:, 2 * H : 3 * H]
+            torch.mul(g, g, out=dsg).neg_().add_(1)
+            da = dA[t].mul_(ds)
+            dc_next = dc.mul_(f)
+            dah, gw, gb = nh.bwd(da, AH[t], MH[t], RH[t])
+            dwh.append(gw)
+            dbh.append(gb)
+            dAH[t] = dah
+            dh = torch.addmm(dout[t - 1], dah, Wh) if t else torch.mm(dah, Wh)
+        # W_h's gradient for all steps as one matmul.
+        dWh = torch.mm(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+        return (None, None, dA, dh, dc_next, dWh,
+                _sum_steps(dwh), _sum_steps(dbh), _sum_steps(dwc), _sum_steps(dbc))
+
+
+# --------------------------------------------------------------------------------------------------
+# GRU: [r, z] = sigmoid(xp_rz + N_rz(W_h h)); n = tanh(xp_n + r N_n(U h)); h_t = h + z (n - h)
+# --------------------------------------------------------------------------------------------------
+class _GRURecurrence(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, norms, need_grad, xp_rz, xp_n, h0, Wh, w_rz, b_rz, w_n, b_n):
+        n_rz, n_n = norms
+        T, B, H = xp_n.shape
+        G = 3 * H
+        WhT = Wh.t()
+        opts = dict(dtype=xp_n.dtype, device=xp_n.device)
+        L = T if need_grad else 1
+        out = torch.empty(T, B, H, **opts)
+        AH = torch.empty(L, B, G, **opts)  # [W_h; U] h_{t-1}
+        SRZ = torch.empty(L, B, 2 * H, **opts)  # sigmoid(r), sigmoid(z)
+        N = torch.empty(L, B, H, **opts)  # the candidate h~_t
+        NN = []  # N_n(U h_{t-1})
+        h = h0
+        for t, (xr, xn) in enumerate(zip(xp_rz.unbind(0), xp_n.unbind(0))):
+            k = t if need_grad else 0
+            ah = torch.mm(h, WhT, out=AH[k])
+            rz = n_rz.fwd(ah[:, : 2 * H], t)[0].add_(xr)
+            s = torch.sigmoid(rz, out=SRZ[k])
+            r, z = s.chunk(2, 1)
+            nn_ = n_n.fwd(ah[:, 2 * H :], t)[0]
+            n = torch.tanh(torch.addcmul(xn, r, nn_), out=N[k])
+            h = torch.lerp(h, n, z, out=out[t])
+            if need_grad:
+                NN.append(nn_)
+        n_rz.finish()
+        n_n.finish()
+        if need_grad:
+            ctx.norms = norms
+            ctx.save_for_backward(h0, Wh, out, AH, SRZ, N, *n_rz.stats(), *n_n.stats(), *NN)
+        return out, h.clone()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dout, dhT):
+        n_rz, n_n = ctx.norms
+        h0, Wh, out, AH, SRZ, N, M1, R1, M4, R4, *NN = ctx.saved_tensors
+        T, B, H = out.shape
+        G = 3 * H
+        dXRZ = torch.empty(T, B, 2 * H, dtype=out.dtype, device=out.device)
+        dXN = torch.empty_like(out)
+        dAH = torch.empty_like(AH)
+        dw_rz, db_rz, dw_n, db_n = [], [], [], []
+        dh = dout[T - 1] + dhT
+        for t in range(T - 1, -1, -1):
+            s, n, drz = SRZ[t], N[t], dXRZ[t]
+            r, z = s.chunk(2, 1)
+            hprev = out[t - 1] if t else h0
+            dzh = dh * z
+            dn = torch.addcmul(dzh, dzh * n, n, value=-1, out=dXN[t])  # dh z (1 - n^2)
+            torch.mul(dn, NN[t], out=drz[:, :H])
+            torch.mul(dh, n - hprev, out=drz[:, H:])
+            drz.mul_(s - s * s)
+            dnn = dn * r
+            dah, gw, gb = n_rz.bwd(drz, AH[t, :, : 2 * H], M1[t], R1[t])
+            dw_rz.append(gw)
+            db_rz.append(gb)
+            dAH[t, :, : 2 * H] = dah
+            dah, gw, gb = n_n.bwd(dnn, AH[t, :, 2 * H :], M4[t], R4[t])
+            dw_n.append(gw)
+            db_n.append(gb)
+            dAH[t, :, 2 * H :] = dah
+            dh = dh.sub_(dzh)  # dh (1 - z)
+            dh = dh.add_(dout[t - 1]).addmm_(dAH[t], Wh) if t else dh.addmm_(dAH[0], Wh)
+        dWh = torch.mm(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+        return (None, None, dXRZ, dXN, dh, dWh,
+                _sum_steps(dw_rz), _sum_steps(db_rz), _sum_steps(dw_n), _sum_steps(db_n))
+
+
+# --------------------------------------------------------------------------------------------------
+class FastRecurrentLayer(nn.Module):
+    """`RecurrentLayer(cell)` with the recurrence in one autograd.Function; `cell` owns every parameter."""
+
+    def __init__(self, cell: nn.Module):
+        super().__init__()
+        self.cell = cell
+
+    def forward(self, x: Tensor, state: Optional[State] = None) -> tuple[Tensor, State]:
+        cell = self.cell
+        if x.shape[0] == 0:  # nothing to run: the reference's own answer
+            return RecurrentLayer(cell)(x, state)
+        T, B = x.shape[:2]
+        Wh = cell.weight_h.weight
+        if isinstance(cell, LSTMCell):
+            xp = self._project_lstm(x)
+            h0, c0 = cell.initial_state(B, xp) if state is None else state
+            norms = (_Norm(cell.norm_h, T), _Norm(cell.norm_c, T))
+            args = (xp, h0, c0, Wh, *_wb(cell.norm_h), *_wb(cell.norm_c))
+            fn = _LSTMRecurrence
+        else:
+            xp_rz, xp_n = self._project_gru(x)
+            (h0,) = cell.initial_state(B, xp_n) if state is None else state
+            norms = (_Norm(cell.norm_h_rz, T), _Norm(cell.norm_h_n, T))
+            args = (xp_rz, xp_n, h0, Wh, *_wb(cell.norm_h_rz), *_wb(cell.norm_h_n))
+            fn = _GRURecurrence
+        need_grad = torch.is_grad_enabled() and any(a is not None and a.requires_grad for a in args)
+        out, *final = fn.apply(norms, need_grad, *args)
+        return out, tuple(final)
+
+    def _project_lstm(self, x: Tensor) -> Tensor:
+        """cell.project_input(x); for LN the gate bias b is folded into LN's own bias (one pass less)."""
+        cell = self.cell
+        if cell.norm_kind is not NormKind.layer:
+            return cell.project_input(x)
+        ln = cell.norm_x
+        return F.layer_norm(cell.weight_x(x), ln.normalized_shape, ln.weight, ln.bias + cell.bias, ln.eps)
+
+    def _project_gru(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """cell.project_input(x) as its two parts [W_x x; W x], with no slicing or concatenation."""
+        cell = self.cell
+        H = cell.hidden_size
+        W = cell.weight_x.weight
+        b = cell.weight_x.bias
+        parts = []
+        for rows, norm in ((slice(0, 2 * H), cell.norm_x_rz), (slice(2 * H, 3 * H), cell.norm_x_n)):
+            a = F.linear(x, W[rows], None if b is None else b[rows])
+            a = apply_norm(norm, a)
+            parts.append(a if cell.bias is None else a + cell.bias[rows])
+        return parts[0], parts[1]
+
+
+def _wb(norm: nn.Module) -> tuple[Tensor, Optional[Tensor]]:
+    return norm.weight, norm.bias
+
+
+def make_fast_layer(cell: nn.Module) -> Optional[nn.Module]:
+    """A fast drop-in for `RecurrentLayer(cell)` sharing `cell`'s parameters, or None if unsupported."""
+    if not isinstance(cell, (LSTMCell, GRUCell)):
+        return None
+    if getattr(cell, "norm_kind", None) not in (NormKind.layer, NormKind.batch):
+        return None
+    if hasattr(cell.weight_h, "parametrizations"):
+        return None
+    return FastRecurrentLayer(cell)

@@ -1,0 +1,39 @@
+"""`lnbench bench` runs end to end on tiny shapes and writes the JSON rows and columns it promises.
+It is not a benchmark: no timing is asserted."""
+from __future__ import annotations
+
+import json
+
+from lnbench import bench
+
+
+def test_bench_quick_writes_json(tmp_path, capsys):
+    path = tmp_path / "b.json"
+    rc = bench.main(["--quick", "--reps", "2", "--warmup", "1", "--shapes", "2x3x8", "--input-size", "4",
+                     "--models", "lstm,ln_lstm,bn_lstm,gru,ln_gru,bn_gru", "--ref", "--json", str(path)])
+    assert rc == 0
+    data = json.loads(path.read_text())
+    assert data["meta"]["threads"] == 2 and data["meta"]["columns"] == bench.COLUMNS
+    rows = data["rows"]
+    for row in rows:
+        assert set(bench.COLUMNS) <= set(row), row
+        assert row["ms_median"] > 0 and row["ratio"] > 0 and row["mem_mb"] >= 0
+    got = {(r["model"], r["impl"]) for r in rows}
+    assert {("nn.LSTM", "torch"), ("nn.GRU", "torch"), ("lstm", "fused"), ("gru", "fused")} <= got
+    for m in ("ln_lstm", "bn_lstm", "ln_gru", "bn_gru"):
+        assert (m, "fast") in got and (m, "ref") in got
+    assert {(r["batch"], r["seq_len"], r["hidden"]) for r in rows} == {(2, 3, 8)}
+    assert "ln_lstm" in capsys.readouterr().out
+
+
+def test_bench_mlp_rows(tmp_path):
+    path = tmp_path / "m.json"
+    assert bench.main(["--quick", "--reps", "1", "--warmup", "0", "--models", "mlp", "--json", str(path)]) == 0
+    rows = json.loads(path.read_text())["rows"]
+    assert {r["model"] for r in rows} == {"mlp", "bn_mlp", "ln_mlp"}
+    assert {r["impl"] for r in rows} <= {"adam_foreach", "adam_fused"}
+    assert all(r["section"] == "mlp" and r["batch"] == 4 for r in rows)
+
+
+def test_runner_overhead_stub():
+    assert bench.runner_overhead_rows() == []

@@ -1,0 +1,144 @@
+"""The fast recurrent layers compute exactly what the reference cells compute (float64).
+
+Outputs, final states, gradients wrt the input, the initial state and every parameter, and BN's running
+statistics, for LN and BN (biased and unbiased variance) LSTM / GRU, train and eval mode, several
+lengths including one longer than BN's stored time steps. There is no compiled path, so no fallback
+to test: the fast path is plain torch ops.
+"""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from lnbench.errors import ConfigError
+from lnbench.nn.fast_rnn import FastRecurrentLayer, make_fast_layer
+from lnbench.nn.norm import NormConfig, NormKind
+from lnbench.nn.rnn import GRUCell, LSTMCell, RecurrentLayer
+
+F_IN, HID, STEPS = 5, 6, 10  # STEPS: BN's stored time steps
+
+
+def _cell(cls, kind, unbiased=False, seed=0):
+    torch.manual_seed(seed)
+    cfg = NormConfig(kind=NormKind(kind), unbiased_var=unbiased, gain_init=0.8)
+    cell = cls(F_IN, HID, cfg, time_steps=STEPS if kind == "batch" else 0).double()
+    with torch.no_grad():  # move every gain/bias/buffer off its initial value so all of them matter
+        for p in cell.parameters():
+            p.add_(torch.randn_like(p) * 0.3)
+        for b in cell.buffers():
+            b.add_(torch.rand_like(b) * 0.5)
+    return cell
+
+
+def _run(layer, x, state, weights):
+    out, final = layer(x, state)
+    loss = (out * weights[0]).sum() + sum((s * w).sum() for s, w in zip(final, weights[1:]))
+    leaves = [x, *state] + list(layer.parameters())
+    grads = torch.autograd.grad(loss, leaves)
+    return [out, *final, *grads]
+
+
+def _compare(cls, kind, T, B, train, unbiased=False, with_state=True):
+    ref_cell = _cell(cls, kind, unbiased)
+    fast_cell = copy.deepcopy(ref_cell)
+    ref_cell.train(train)
+    fast_cell.train(train)
+    fast = make_fast_layer(fast_cell)
+    assert isinstance(fast, FastRecurrentLayer)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(T, B, F_IN, dtype=torch.float64, generator=g, requires_grad=True)
+    n_state = 2 if cls is LSTMCell else 1
+    if with_state:
+        state = tuple(torch.randn(B, HID, dtype=torch.float64, generator=g, requires_grad=True) for _ in range(n_state))
+    else:
+        state = None
+    weights = [torch.randn(T, B, HID, dtype=torch.float64, generator=g)]
+    weights += [torch.randn(B, HID, dtype=torch.float64, generator=g) for _ in range(n_state)]
+
+    if state is None:
+        ref_out, ref_final = RecurrentLayer(ref_cell)(x)
+        fast_out, fast_final = fast(x)
+        ref_list = [ref_out, *ref_final, *torch.autograd.grad(
+            (ref_out * weights[0]).sum() + sum((s * w).sum() for s, w in zip(ref_final, weights[1:])),
+            [x] + list(ref_cell.parameters()))]
+        fast_list = [fast_out, *fast_final, *torch.autograd.grad(
+            (fast_out * weights[0]).sum() + sum((s * w).sum() for s, w in zip(fast_final, weights[1:])),
+            [x] + list(fast_cell.parameters()))]
+    else:
+        ref_list = _run(RecurrentLayer(ref_cell), x, state, weights)
+        fast_list = _run(fast, x, state, weights)
+    names = ["out"] + [f"state{i}" for i in range(n_state)] + ["dx"]
+    names += [f"dstate{i}" for i in range(n_state)] if state is not None else []
+    names += [f"d{n}" for n, _ in ref_cell.named_parameters()]
+    assert len(ref_list) == len(fast_list) == len(names)
+    for name, r, f in zip(names, ref_list, fast_list):
+        assert r.shape == f.shape, name
+        torch.testing.assert_close(f, r, rtol=1e-10, atol=1e-12, msg=lambda m: f"{name}: {m}")
+    for (name, r), f in zip(ref_cell.named_buffers(), fast_cell.buffers()):
+        torch.testing.assert_close(f, r, rtol=1e-12, atol=1e-14, msg=lambda m: f"{name}: {m}")
+    # the same parameters, the same state_dict keys: the fast layer owns nothing of its own
+    assert list(fast.state_dict()) == ["cell." + k for k in fast_cell.state_dict()]
+
+
+@pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
+@pytest.mark.parametrize("T", [1, 7, 50])
+@pytest.mark.parametrize("train", [True, False])
+def test_layer_norm_matches_reference(cls, T, train):
+    _compare(cls, "layer", T, B=3, train=train)
+
+
+@pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
+@pytest.mark.parametrize("T", [1, 7])
+def test_layer_norm_batch_one_and_zero_state(cls, T):
+    _compare(cls, "layer", T, B=1, train=True)
+    _compare(cls, "layer", T, B=4, train=True, with_state=False)
+
+
+@pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
+@pytest.mark.parametrize("T", [1, 7, 12])  # 12 > STEPS: past BN's last stored statistics
+@pytest.mark.parametrize("train", [True, False])
+@pytest.mark.parametrize("unbiased", [False, True])
+def test_batch_norm_matches_reference(cls, T, train, unbiased):
+    _compare(cls, "batch", T, B=4, train=train, unbiased=unbiased)
+
+
+@pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
+def test_batch_norm_long_sequence(cls):
+    _compare(cls, "batch", 50, B=5, train=True)
+    _compare(cls, "batch", 50, B=5, train=False)
+
+
+@pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
+def test_no_grad_and_float32(cls):
+    """Without autograd (inference) the same outputs; float32 agrees to float32 rounding."""
+    cell = _cell(cls, "layer")
+    x = torch.randn(9, 3, F_IN, dtype=torch.float64)
+    with torch.no_grad():
+        r, rs = RecurrentLayer(cell)(x)
+        f, fs = make_fast_layer(cell)(x)
+    torch.testing.assert_close(f, r, rtol=1e-10, atol=1e-12)
+    for a, b in zip(fs, rs):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    cell = cell.float()
+    x = x.float().requires_grad_()
+    r, _ = RecurrentLayer(cell)(x)
+    (gr,) = torch.autograd.grad(r.square().sum(), x)
+    f, _ = make_fast_layer(cell)(x)
+    (gf,) = torch.autograd.grad(f.square().sum(), x)
+    torch.testing.assert_close(f, r, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(gf, gr, rtol=1e-4, atol=1e-5)
+
+
+def test_unsupported_kinds_return_none():
+    for kind in ("none", "weight", "rms"):
+        for cls in (LSTMCell, GRUCell):
+            assert make_fast_layer(cls(3, 4, NormConfig(kind=NormKind(kind)))) is None
+    assert make_fast_layer(torch.nn.Linear(3, 4)) is None
+
+
+def test_batch_norm_batch_one_is_a_clear_error():
+    layer = make_fast_layer(LSTMCell(3, 4, NormConfig(kind=NormKind.batch), time_steps=5))
+    with pytest.raises(ConfigError, match="batch size 1"):
+        layer(torch.randn(4, 1, 3))
