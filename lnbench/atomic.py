@@ -1,31 +1,67 @@
-"""Files a killed run cannot leave half-written: write a temp file beside the target, then rename."""
+"""Files a killed run cannot leave half-written: write a temp file beside the target, then rename.
+
+os.replace is atomic on POSIX: a reader (or a resumed run) sees the old file or the new one, never a
+mix. Append-only logs (metrics.jsonl) cannot be replaced per line; a kill can tear their last line,
+which `read_jsonl` skips and flags, and which a resumed run cuts off (see lnbench.checkpoint).
+"""
 from __future__ import annotations
 
 import json
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 
-def write_json(path: str | Path, obj: Any) -> None:
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+@contextmanager
+def replacing(path: str | Path) -> Iterator[Path]:
+    """Yields a temp path beside `path`; when the block ends without error the temp file replaces `path`.
+
+    The block writes the temp file (and may close it); it is fsynced before the rename and the folder
+    after it, so a crash right after leaves either the old file or the complete new one.
+    """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes it private; give it the mode open() would
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=2, default=str)
-            f.flush()
+        yield Path(tmp)
+        with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    fsync_dir(path.parent)
+
+
+def fsync_dir(folder: str | Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems do not fsync folders; the rename is still atomic
+    finally:
+        os.close(fd)
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    with replacing(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=2, default=str))
 
 
 def read_jsonl(path: str | Path) -> tuple[list[dict], bool]:
     """Records of a JSONL file, and whether a torn (unparseable) last line was skipped."""
     records, torn = [], False
-    lines = Path(path).read_text().splitlines()
+    lines = Path(path).read_text(errors="replace").splitlines()
     for i, line in enumerate(lines):
         if not line.strip():
             continue

@@ -11,7 +11,7 @@ from enum import Enum
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 from lnbench.errors import ConfigError
 from lnbench.models.sequence import Impl
@@ -164,7 +164,8 @@ class LoggerConfig:
     group: Optional[str] = None  # null: the sweep's directory name in a multirun
     tags: list[str] = field(default_factory=list)
     name: Optional[str] = None  # null: made from the command-line overrides
-    init_timeout: float = 30.0
+    init_timeout: float = 30.0  # seconds wandb.init may take before the run goes on offline
+    finish_timeout: float = 60.0  # seconds the end of the run may wait for uploads (the rest: `wandb sync`)
 
 
 @dataclass
@@ -179,6 +180,8 @@ class TrainConfig:
     steps: int = 1000
     eval_every: int = 250
     log_every: int = 10
+    checkpoint_every: int = 250  # also at step 0, at the end and on SIGTERM/SIGINT (lnbench.checkpoint)
+    resume: Optional[str] = None  # a run directory to continue (with its own config) instead of a new run
     progress: Optional[bool] = None  # null: a rich progress bar on a TTY, log lines otherwise
 
 
@@ -206,7 +209,7 @@ def register_configs() -> None:
 
 def validate(cfg: Any) -> None:
     """Checks a type cannot express; each raises ConfigError naming the key, the value, what is allowed."""
-    for key in ("steps", "eval_every", "log_every", "dataset.batch_size", "dataset.eval_batch_size"):
+    for key in ("steps", "eval_every", "log_every", "checkpoint_every", "dataset.batch_size", "dataset.eval_batch_size"):
         _at_least(cfg, key, 1)
     for key in ("dataset.seq_len", "dataset.eval_seq_len", "model.hidden_size", "model.num_layers", "threads"):
         _at_least(cfg, key, 1, optional=True)
@@ -219,14 +222,15 @@ def validate(cfg: Any) -> None:
             f"(model.norm.kind=batch): BN needs at least 2 cases per batch to estimate a variance in "
             f"training. Use dataset.batch_size >= 2, or a per-case normalizer (layer, rms) or none."
         )
+    for key in ("logger.init_timeout", "logger.finish_timeout"):
+        if OmegaConf.select(cfg, key, default=1) <= 0:
+            raise ConfigError(f"{key}={OmegaConf.select(cfg, key)} is not allowed: it must be a number of seconds > 0.")
     device = str(cfg.device)
     if not (device in ("auto", "cpu", "cuda", "mps") or device.startswith("cuda:")):
         raise ConfigError(f"device={device!r} is not allowed: use auto, cpu, cuda or cuda:N.")
 
 
 def _at_least(cfg: Any, key: str, low: int, optional: bool = False) -> None:
-    from omegaconf import OmegaConf
-
     value = OmegaConf.select(cfg, key, default=None)
     if value is None and optional:
         return

@@ -17,9 +17,9 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from lnbench import tasks
+from lnbench import checkpoint, tasks
 from lnbench.config import Schedule, validate
-from lnbench.errors import ConfigError
+from lnbench.errors import ConfigError, Diverged, Interrupted
 from lnbench.nn.norm import NormKind, weight_norm_data_init
 from lnbench.track import Tracker
 
@@ -89,10 +89,24 @@ def fmt(values: dict[str, float]) -> str:
 
 
 def train(cfg: DictConfig, run_dir: Path, name: str = "default", group: str | None = None, tags: list[str] = ()) -> dict[str, Any]:
+    """Trains in `run_dir`, continuing from its checkpoint if it has one. Returns the summary; raises
+    Diverged (after writing the summary) if the loss became NaN or Inf, Interrupted on SIGTERM/SIGINT."""
     validate(cfg)
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with checkpoint.RunLock(run_dir):  # one process per run directory
+        return train_in(cfg, run_dir, name, group, list(tags))
+
+
+def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags: list[str]) -> dict[str, Any]:
     device = resolve_device(str(cfg.device))
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
+    config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    ckpt = checkpoint.load(run_dir, config)  # None for a new run; a resume may not change the config
+    if ckpt is not None and (done := checkpoint.completed_summary(run_dir, ckpt, cfg.steps)):
+        log.info("%s already completed its %d steps: nothing to do.", run_dir, cfg.steps)
+        return done
     seed_everything(cfg.seed)
 
     dataset = instantiate(cfg.dataset, _convert_="all")
@@ -100,7 +114,7 @@ def train(cfg: DictConfig, run_dir: Path, name: str = "default", group: str | No
     log.info("data: %s", dataset.describe())
     model = build_model(cfg, spec).to(device)
     norm = getattr(model, "norm", None)
-    if norm is not None and norm.kind is NormKind.weight and norm.data_init:
+    if ckpt is None and norm is not None and norm.kind is NormKind.weight and norm.data_init:
         x0, _ = dataset.train_batch(0)
         weight_norm_data_init(model, x0.to(device))
     optimizer, scheduler = build_optimizer(cfg.optim, model, device, cfg.steps)
@@ -108,61 +122,94 @@ def train(cfg: DictConfig, run_dir: Path, name: str = "default", group: str | No
     n_params = sum(p.numel() for p in model.parameters())
     log.info("model: %s, %d parameters, device %s", type(model).__name__, n_params, device)
 
-    tracker = Tracker(cfg, run_dir, name, group, list(tags))
+    # The loop's state besides the model: where a checkpoint resumes it (data order follows from the step).
+    step, best, val, window, resumed_at = 0, {}, None, [], []
+    if ckpt is not None:
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        scheduler.load_state_dict(ckpt["scheduler"])
+        checkpoint.restore_rng(ckpt["rng"])
+        step, best, val, window = ckpt["step"], ckpt["best"], ckpt["val"], [w.to(device) for w in ckpt["window"]]
+        resumed_at = ckpt["resumed_at"] + [step]
+        log.info("resuming %s from its checkpoint at step %d", run_dir, step)
+    resume = ckpt or {}  # the metrics file is cut to the checkpoint's lines; W&B appends to the same run
+    tracker = Tracker(cfg, run_dir, name, group, tags, keep_bytes=resume.get("metrics_bytes"),
+                      run_id=resume.get("wandb_id"), elapsed=resume.get("elapsed", 0.0), step=step)
+
+    def save_checkpoint() -> None:
+        checkpoint.save(run_dir, {
+            "step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(), "best": best, "val": val, "window": window,
+            "metrics_bytes": tracker.metrics.size(), "wandb_id": tracker.wandb.id,
+            "elapsed": tracker.elapsed(), "resumed_at": resumed_at, "config": config,
+        })
+
     names = tasks.metric_names(spec)
     summary: dict[str, Any] = {"status": "running", "params": n_params, "device": str(device), "primary_metric": tasks.primary_metric(spec), "baseline": spec.baseline}
-    best: dict[str, float] = {}
-    window: list[torch.Tensor] = []
-    step, eval_time = 0, 0.0
+    start_step, eval_time = step, 0.0
     model.train()
     loop_start = time.perf_counter()
     try:
-        while step < cfg.steps:
-            x, y = dataset.train_batch(step)
-            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            loss, values, _ = tasks.loss_and_metrics(spec, model(x), y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-            optimizer.step()
-            scheduler.step()
-            window.append(torch.cat([values, grad_norm.detach().reshape(1).to(values)]))
-            step += 1
-            last = step == cfg.steps
-            if step % cfg.log_every == 0 or last:
-                rows = torch.stack(window).cpu()  # the only host sync of the logging interval
-                window = []
-                bad = (~torch.isfinite(rows[:, 0])).nonzero()
-                if len(bad):
-                    summary.update(status="diverged", diverged_at_step=step - len(rows) + int(bad[0, 0]) + 1)
-                    log.error("loss is not finite at step %d: stopping (status diverged).", summary["diverged_at_step"])
-                    break
-                means = dict(zip(names + ["grad_norm"], rows.mean(0).tolist()))
-                extra = {"epoch": round(dataset.epoch(step), 4), "samples": step * dataset.batch_size, "lr": scheduler.get_last_lr()[0]}
-                tracker.log("train", step, means, **extra)
-                tracker.show(step, fmt({k: means[k] for k in names[:2]}), line=False)
-            if step % cfg.eval_every == 0 or last:
-                t0 = time.perf_counter()
-                val = evaluate(model, dataset, "val", device)
-                eval_time += time.perf_counter() - t0
-                tracker.log("val", step, val, epoch=round(dataset.epoch(step), 4), samples=step * dataset.batch_size)
-                for k, v in val.items():
-                    best[k] = min(best.get(k, math.inf), v)
-                tracker.show(step, "val " + fmt(val), line=True)
+        with checkpoint.StopSignals(run_dir) as stop:  # SIGTERM/SIGINT: checkpoint at the end of the step, then stop
+            if ckpt is None:
+                save_checkpoint()  # step 0: from here on the run can always be resumed
+            while step < cfg.steps:
+                x, y = dataset.train_batch(step)
+                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                loss, values, _ = tasks.loss_and_metrics(spec, model(x), y)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+                optimizer.step()
+                scheduler.step()
+                window.append(torch.cat([values, grad_norm.detach().reshape(1).to(values)]))
+                step += 1
+                last = step == cfg.steps
+                if step % cfg.log_every == 0 or last:
+                    rows = torch.stack(window).cpu()  # the only host sync of the logging interval
+                    window = []
+                    bad = (~torch.isfinite(rows[:, 0])).nonzero()
+                    if len(bad):
+                        summary.update(status="diverged", diverged_at_step=step - len(rows) + int(bad[0, 0]) + 1)
+                        log.error("loss is not finite at step %d: stopping (status diverged).", summary["diverged_at_step"])
+                        break
+                    means = dict(zip(names + ["grad_norm"], rows.mean(0).tolist()))
+                    extra = {"epoch": round(dataset.epoch(step), 4), "samples": step * dataset.batch_size, "lr": scheduler.get_last_lr()[0]}
+                    tracker.log("train", step, means, **extra)
+                    tracker.show(step, fmt({k: means[k] for k in names[:2]}), line=False)
+                if step % cfg.eval_every == 0 or last:
+                    t0 = time.perf_counter()
+                    val = evaluate(model, dataset, "val", device)
+                    eval_time += time.perf_counter() - t0
+                    tracker.log("val", step, val, epoch=round(dataset.epoch(step), 4), samples=step * dataset.batch_size)
+                    for k, v in val.items():
+                        best[k] = min(best.get(k, math.inf), v)
+                    tracker.show(step, "val " + fmt(val), line=True)
+                if step % cfg.checkpoint_every == 0 or last or stop.requested:
+                    save_checkpoint()
+                if stop.requested:
+                    summary.update(status="interrupted")
+                    raise Interrupted(stop.requested, step, run_dir)
         if summary["status"] == "running":
             test = evaluate(model, dataset, "test", device)
             tracker.log("test", step, test)
             summary.update(status="completed", test=test, final_val=val, best_val=best)
             log.info("test: %s", fmt(test))
     except BaseException as e:
-        summary.update(status="failed", error=f"{type(e).__name__}: {e}")
+        if summary["status"] == "running":
+            stopped = isinstance(e, (Interrupted, KeyboardInterrupt))
+            summary.update(status="interrupted" if stopped else "failed", error=f"{type(e).__name__}: {e}")
         raise
     finally:
         train_time = time.perf_counter() - loop_start - eval_time
-        summary.update(steps=step, wall_time=round(tracker.elapsed(), 3), time_per_step=round(train_time / max(step, 1), 6))
+        summary.update(steps=step, wall_time=round(tracker.elapsed(), 3), time_per_step=round(train_time / max(step - start_step, 1), 6))
+        if resumed_at:
+            summary["resumed_at"] = resumed_at
         summary["wandb"] = tracker.wandb.where
         tracker.finish(summary)
     log.info("metrics: %s", run_dir / "metrics.jsonl")
     if tracker.wandb.where:
         log.info("W&B run: %s", tracker.wandb.where)
+    if summary["status"] == "diverged":
+        raise Diverged(summary["diverged_at_step"], run_dir)
     return summary

@@ -35,3 +35,43 @@ def compose_train(overrides=()):
 
 def tiny(model, dataset, *extra):
     return compose_train([f"model={model}", f"dataset={dataset}", *TINY[dataset], "steps=2", "eval_every=2", "log_every=1", "model.hidden_size=16" if model not in MODELS_FLAT else "model.hidden_sizes=[32,32]", *extra])
+
+
+# ---- helpers for end-to-end tests of `lnbench train` (resume, errors, W&B) ----------------------
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+# A run of the CLI that takes a moment: a tiny LSTM on a short adding problem, one thread (bit-exact).
+TINY_CLI = ["model.hidden_size=8", "dataset=adding", "dataset.seq_len=8", "dataset.val_size=16", "dataset.test_size=16",
+            "dataset.batch_size=8", "threads=1", "device=cpu", "progress=false", "logger.mode=disabled"]
+
+
+def lnbench_cmd() -> list[str]:
+    script = Path(sys.executable).parent / "lnbench"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "lnbench.cli"]
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`lnbench <args>` in a subprocess (stdout and stderr captured as text)."""
+    full_env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    full_env.update({"WANDB_MODE": "disabled", "WANDB_BASE_URL": "http://127.0.0.1:9", **(env or {})})
+    return subprocess.run([*lnbench_cmd(), *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def metrics_without_time(run_dir: Path) -> list[dict]:
+    """metrics.jsonl of a run, minus the wall times: what must be equal between equivalent runs."""
+    from lnbench.atomic import read_jsonl
+
+    records, torn = read_jsonl(Path(run_dir) / "metrics.jsonl")
+    assert not torn
+    return [{k: v for k, v in r.items() if k != "time"} for r in records]
+
+
+def summary_of(run_dir: Path) -> dict:
+    return json.loads((Path(run_dir) / "summary.json").read_text())
+
+
+def results_of(summary: dict) -> dict:
+    """The values of a summary that a run computes (not its timings or where it ran)."""
+    return {k: summary.get(k) for k in ("status", "steps", "params", "test", "final_val", "best_val")}
