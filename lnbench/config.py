@@ -14,8 +14,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from lnbench.errors import ConfigError
-from lnbench.models.sequence import Impl
-from lnbench.nn.norm import NormConfig, NormKind
+from lnbench.options import Impl, NormConfig, NormKind
 
 
 class CellKind(str, Enum):

@@ -1,8 +1,6 @@
 """Recurrent models: an input layer, 1..N recurrent layers of one cell type, a task head."""
 from __future__ import annotations
 
-from enum import Enum
-
 from torch import Tensor, nn
 
 from lnbench.data.base import DataSpec
@@ -10,6 +8,7 @@ from lnbench.errors import ConfigError
 from lnbench.models.mlp import check_compatible
 from lnbench.nn.fused import fused_torch_layer
 from lnbench.nn.norm import NormConfig, as_norm_config
+from lnbench.options import Impl
 from lnbench.nn.rnn import CELLS, RecurrentLayer
 
 try:  # the fast normalized layers (issue 5) are optional: the reference loop is always there
@@ -18,12 +17,6 @@ except ImportError:  # pragma: no cover
 
     def make_fast_layer(cell):
         return None
-
-
-class Impl(str, Enum):
-    auto = "auto"  # torch's fused kernel without a normalizer, the fast layer where there is one
-    reference = "reference"  # the plain per-step loop over the reference cell, always
-    fast = "fast"  # lnbench's fast layer (an error where it does not exist)
 
 
 class SequenceModel(nn.Module):

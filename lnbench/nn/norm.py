@@ -7,35 +7,13 @@ nor per-time-step statistics; weight norm is torch's own parametrization of a Li
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import Enum
-
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.parametrizations import weight_norm
 
 from lnbench.errors import ConfigError
+from lnbench.options import NormConfig, NormKind
 
-
-class NormKind(str, Enum):
-    none = "none"
-    batch = "batch"
-    layer = "layer"
-    weight = "weight"
-    rms = "rms"
-
-
-@dataclass
-class NormConfig:
-    kind: NormKind = NormKind.none
-    # LN's paper default is 1.0 (it also tries 0.1); recurrent BN's (Cooijmans et al.) is 0.1.
-    gain_init: float = 1.0
-    eps: float = 1e-5
-    # BN: the paper's small-batch runs normalize with the unbiased variance estimator.
-    unbiased_var: bool = False
-    momentum: float = 0.1
-    # WN: Salimans & Kingma's data-dependent initialisation of g and b from the first batch.
-    data_init: bool = False
 
 
 def as_norm_config(cfg: NormConfig | dict | None) -> NormConfig:
