@@ -176,6 +176,7 @@ class Console:
     def close(self) -> None:
         if self.progress is not None:
             self.progress.stop()
+            self.progress = None
 
 
 class Tracker:

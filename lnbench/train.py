@@ -194,6 +194,7 @@ def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags:
             test = evaluate(model, dataset, "test", device)
             tracker.log("test", step, test)
             summary.update(status="completed", test=test, final_val=val, best_val=best)
+            tracker.console.close()  # the log lines below go under the finished bar, not over it
             log.info("test: %s", fmt(test))
     except BaseException as e:
         if summary["status"] == "running":
