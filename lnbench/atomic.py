@@ -54,8 +54,12 @@ def fsync_dir(folder: str | Path) -> None:
 
 
 def write_json(path: str | Path, obj: Any) -> None:
+    write_bytes(path, json.dumps(obj, indent=2, default=str).encode())
+
+
+def write_bytes(path: str | Path, data: bytes) -> None:
     with replacing(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=2, default=str))
+        tmp.write_bytes(data)
 
 
 def read_jsonl(path: str | Path) -> tuple[list[dict], bool]:

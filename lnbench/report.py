@@ -1,0 +1,592 @@
+"""`lnbench report DIR`: a run or a whole sweep directory -> convergence plots (PNG) and a Markdown/HTML table.
+
+Everything comes from the files each job leaves (`metrics.jsonl`, `summary.json`, `.hydra/*.yaml`), so a
+report needs no network and no W&B account, and works on a sweep that is still running or was killed.
+
+A sweep's axes are the keys whose value differs between its jobs (from each job's overrides, falling back
+to its composed config). They take three roles: `seed` is averaged over (mean line, min-max band), one
+axis gives the lines of every panel (the model, else the normalizer, else the last axis), and each value
+of the remaining axes (batch size, seq_len, ...) gets its own panel.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import io
+import json
+import math
+import os
+import statistics
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from lnbench.atomic import read_jsonl, write_bytes
+
+SEED_KEYS = ("seed",)
+# Which swept key draws the lines of a panel, in order of preference; otherwise the last swept key.
+LINE_KEYS = ("model", "model.norm.kind", "model.cell")
+X_AXES = {"step": "training steps", "epoch": "epochs", "time": "wall-clock seconds"}
+# Metrics the paper plots on a log scale: losses span decades while a model learns.
+LOG_METRICS = {"loss", "mse", "bpc"}
+# Metrics in the units of the dataset's `baseline` (a trivial predictor's loss): bpc is in bits, not nats.
+LOSS_METRICS = {"loss", "mse"}
+OUT_DIR = "report"
+# Directories inside a run that hold no runs of their own.
+SKIP_DIRS = {OUT_DIR, "wandb", ".submitit", ".hydra"}
+
+
+# ---- reading runs -----------------------------------------------------------------------------
+@dataclass
+class Run:
+    path: Path
+    name: str  # path relative to the report's root ("." for a single run)
+    overrides: dict[str, str] = field(default_factory=dict)
+    choices: dict[str, str] = field(default_factory=dict)  # config group -> chosen preset
+    config: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    torn: bool = False
+
+    @property
+    def status(self) -> str:
+        if "status" in self.summary:
+            return str(self.summary["status"])
+        return "incomplete" if self.records else "not started"  # killed, still running, or never ran
+
+    @property
+    def primary(self) -> str:
+        return self.summary.get("primary_metric") or "loss"
+
+    def value(self, key: str) -> Any:
+        """The run's value of a config key: as overridden, else its group choice, else from its config."""
+        if key in self.overrides:
+            return parse_scalar(self.overrides[key])
+        if key in self.choices:
+            return self.choices[key]
+        node: Any = self.config
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return None
+            node = node[part]
+        return node
+
+    def points(self, split: str, metric: str, x: str) -> dict[int, tuple[float, float]]:
+        """step -> (x, metric) of every finite logged value of one split."""
+        out = {}
+        for r in self.records:
+            if r.get("split") == split and _finite(r.get(metric)) and _finite(r.get(x)):
+                out[int(r["step"])] = (float(r[x]), float(r[metric]))
+        return out
+
+
+def parse_scalar(text: str) -> Any:
+    """'4' -> 4, '0.1' -> 0.1, 'ln_mlp' -> 'ln_mlp': so numeric axes sort as numbers."""
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    return value if isinstance(value, (int, float, str, bool)) else text
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def _load_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text()) if path.is_file() else None
+    except (OSError, yaml.YAMLError):
+        return None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError) as e:  # summaries are written atomically; this is a foreign file
+        return {"status": "unreadable", "error": f"{path.name}: {e}"}
+
+
+def _override_pairs(lines: Iterable[str]) -> dict[str, str]:
+    """Hydra's override strings as key -> value, without hydra.* keys and without +/++/~ prefixes."""
+    pairs = {}
+    for line in lines or ():
+        key, sep, value = str(line).partition("=")
+        key = key.lstrip("+~")
+        if sep and not key.startswith("hydra"):
+            pairs[key] = value
+    return pairs
+
+
+def find_run_dirs(root: Path) -> list[Path]:
+    """Every directory under root (root included) that a job wrote into."""
+    markers = ("summary.json", "metrics.jsonl", ".hydra/overrides.yaml")
+    found = set()
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
+        if any((here / m).is_file() for m in markers):
+            found.add(here)
+    return sorted(found, key=lambda p: [_natural(s) for s in p.relative_to(root).parts])
+
+
+def _natural(part: str) -> tuple:
+    return (0, int(part), "") if part.isdigit() else (1, 0, part)
+
+
+def load_run(path: Path, root: Path) -> Run:
+    hydra_dir = path / ".hydra"
+    hydra_cfg = _load_yaml(hydra_dir / "hydra.yaml") or {}
+    choices = ((hydra_cfg.get("hydra") or {}).get("runtime") or {}).get("choices") or {}
+    run = Run(
+        path=path,
+        name=str(path.relative_to(root)),
+        overrides=_override_pairs(_load_yaml(hydra_dir / "overrides.yaml")),
+        choices={k: str(v) for k, v in choices.items() if not k.startswith("hydra")},
+        config=_load_yaml(hydra_dir / "config.yaml") or {},
+        summary=_read_json(path / "summary.json"),
+    )
+    if (path / "metrics.jsonl").is_file():
+        run.records, run.torn = read_jsonl(path / "metrics.jsonl")
+    return run
+
+
+def load_runs(root: Path) -> list[Run]:
+    return [load_run(p, root) for p in find_run_dirs(root)]
+
+
+# ---- the sweep's axes -------------------------------------------------------------------------
+@dataclass
+class Layout:
+    line: str | None  # the key whose values are the lines of every panel
+    panels: list[str]  # keys whose value combinations are the panels
+    seeds: list[str]  # keys averaged over
+    fixed: dict[str, Any]  # overrides every run shares
+
+
+def swept_keys(runs: list[Run]) -> list[str]:
+    """Override keys (in command-line order) whose values differ between runs."""
+    keys: list[str] = []
+    for run in runs:
+        keys += [k for k in run.overrides if k not in keys]
+    return [k for k in keys if len({_sort_key(r.value(k)) for r in runs}) > 1]
+
+
+def layout(runs: list[Run], line: str | None = None, panels: list[str] | None = None) -> Layout:
+    axes = swept_keys(runs)
+    seeds = [k for k in axes if k in SEED_KEYS]
+    rest = [k for k in axes if k not in seeds]
+    if line is None:
+        line = next((k for k in LINE_KEYS if k in rest), rest[-1] if rest else None)
+    if panels is None:
+        panels = [k for k in rest if k != line]
+    shared = {k: v for k, v in runs[0].overrides.items() if k not in axes} if runs else {}
+    fixed = {k: v for k, v in shared.items() if all(r.overrides.get(k) == v for r in runs)}
+    return Layout(line, panels, seeds, fixed)
+
+
+def _sort_key(v: Any, seen: dict | None = None) -> tuple:
+    """Numbers by value (batch 4 before 128); names in the order the sweep ran them (`seen`), else by name."""
+    if isinstance(v, bool) or v is None:
+        return (2, 0, str(v))
+    if isinstance(v, (int, float)):
+        return (0, v, "")
+    return (1, (seen or {}).get(v, 0), str(v))
+
+
+@dataclass
+class Group:
+    """The runs of one (panel, line) cell: several when seeds are swept."""
+
+    panel: tuple
+    line: Any
+    runs: list[Run]
+
+
+def group_runs(runs: list[Run], lay: Layout) -> list[Group]:
+    cells: dict[tuple, list[Run]] = {}
+    for run in runs:
+        panel = tuple(run.value(k) for k in lay.panels)
+        line = run.value(lay.line) if lay.line else run.choices.get("model", run.name)
+        cells.setdefault((panel, line), []).append(run)
+    seen = {v: i for i, v in enumerate(dict.fromkeys(v for panel, line in cells for v in (*panel, line)))}
+    order = sorted(cells, key=lambda pl: ([_sort_key(v, seen) for v in pl[0]], _sort_key(pl[1], seen)))
+    return [Group(panel, line, cells[(panel, line)]) for panel, line in order]
+
+
+def panel_title(keys: list[str], panel: tuple) -> str:
+    return ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(keys, panel)) or "all runs"
+
+
+# ---- numbers ----------------------------------------------------------------------------------
+def seed_band(runs: list[Run], split: str, metric: str, x: str):
+    """Mean and min-max over the runs at each logged step; x is the runs' mean at that step."""
+    per_run = [r.points(split, metric, x) for r in runs]
+    steps = sorted(set().union(*per_run))
+    xs, mean, lo, hi = [], [], [], []
+    for s in steps:
+        pts = [p[s] for p in per_run if s in p]
+        ys = [y for _, y in pts]
+        xs.append(statistics.fmean(xv for xv, _ in pts))
+        mean.append(statistics.fmean(ys))
+        lo.append(min(ys))
+        hi.append(max(ys))
+    return xs, mean, lo, hi
+
+
+def best_val(run: Run, metric: str) -> float | None:
+    values = [y for _, y in run.points("val", metric, "step").values()]
+    if values:
+        return min(values)
+    return (run.summary.get("best_val") or {}).get(metric)
+
+
+def final_val(run: Run, metric: str) -> float | None:
+    pts = run.points("val", metric, "step")
+    if pts:
+        return pts[max(pts)][1]
+    return (run.summary.get("final_val") or {}).get(metric)
+
+
+def default_target(runs: list[Run], metric: str) -> float | None:
+    """The best value the slowest-converging completed run reaches, so every completed run reaches it."""
+    bests = [b for r in runs if r.status == "completed" and (b := best_val(r, metric)) is not None]
+    return max(bests) if bests else None
+
+
+def reach(run: Run, metric: str, target: float) -> tuple[int, float] | None:
+    """(step, seconds) of the first validation at or below the target; None if never."""
+    pts = run.points("val", metric, "time")
+    for step in sorted(pts):
+        if pts[step][1] <= target:
+            return step, pts[step][0]
+    return None
+
+
+def fmt_agg(values: list[float | None], digits: int = 4, scale: float = 1.0) -> str:
+    """One value as is; several (seeds) as mean (min-max); runs without a value are counted."""
+    have = [v * scale for v in values if v is not None]
+    if not have:
+        return "—"
+    text = f"{statistics.fmean(have):.{digits}g}"
+    if min(have) != max(have):
+        text += f" ({min(have):.{digits}g}–{max(have):.{digits}g})"
+    if len(have) < len(values):
+        text += f" [{len(have)}/{len(values)}]"
+    return text
+
+
+def status_text(runs: list[Run], width: int = 90) -> str:
+    counts = Counter(r.status for r in runs)
+    text = ", ".join(s if n == 1 and len(runs) == 1 else f"{s} ×{n}" for s, n in counts.items())
+    problem = next((r for r in runs if r.status != "completed"), None)
+    if problem is not None:
+        why = run_problem(problem)
+        if why:
+            text += ": " + (why if len(why) <= width else why[: width - 1] + "…")
+    return text
+
+
+def run_problem(run: Run) -> str:
+    s = run.summary
+    if run.status == "diverged":
+        return f"loss not finite at step {s.get('diverged_at_step', '?')}"
+    if run.status in ("incomplete", "not started"):
+        return "no summary.json: the job was killed, is still running, or never started"
+    return str(s.get("error", ""))
+
+
+# ---- the table --------------------------------------------------------------------------------
+@dataclass
+class Table:
+    columns: list[str]
+    rows: list[list[str]]
+
+
+def build_table(groups: list[Group], lay: Layout, metric: str, targets: dict[str, float]) -> Table:
+    """One row per (panel, line), seeds aggregated. The primary metric's target, unless given, is set per
+    panel (batch 4 and batch 128 reach different values in the same number of steps)."""
+    target_metrics = list(dict.fromkeys([metric, *targets]))
+    columns = [*lay.panels, *([lay.line] if lay.line else ["run"]), "runs", "status", f"final val {metric}", f"best val {metric}"]
+    for m in target_metrics:
+        columns += [f"{m} target", f"steps to {m} target", f"seconds to {m} target"]
+    columns.append("ms/step")
+    panel_targets = {g.panel: default_target([r for h in groups if h.panel == g.panel for r in h.runs], metric) for g in groups}
+    rows = []
+    for g in groups:
+        runs = g.runs
+        row = [str(v) for v in g.panel] + [str(g.line), _runs_text(runs, lay), status_text(runs)]
+        row += [fmt_agg([final_val(r, metric) for r in runs]), fmt_agg([best_val(r, metric) for r in runs])]
+        for m in target_metrics:
+            t = targets.get(m, panel_targets[g.panel])
+            hits = [reach(r, m, t) if t is not None else None for r in runs]
+            row += [fmt_agg([t]), fmt_agg([h[0] if h else None for h in hits], digits=5), fmt_agg([h[1] if h else None for h in hits], digits=3)]
+        row.append(fmt_agg([_ms(r) for r in runs], digits=3))
+        rows.append(row)
+    return Table(columns, rows)
+
+
+def _runs_text(runs: list[Run], lay: Layout) -> str:
+    if len(runs) == 1 or not lay.seeds:
+        return str(len(runs))
+    seeds = sorted({r.value(lay.seeds[0]) for r in runs}, key=_sort_key)
+    return f"{len(runs)} ({lay.seeds[0]} {','.join(map(str, seeds))})"
+
+
+def _ms(run: Run) -> float | None:
+    t = run.summary.get("time_per_step")
+    return t * 1000 if isinstance(t, (int, float)) and run.summary.get("steps") else None
+
+
+def markdown_table(table: Table) -> str:
+    def cells(values: list[str]) -> str:
+        return "| " + " | ".join(v.replace("|", "\\|").replace("\n", " ") for v in values) + " |"
+
+    return "\n".join([cells(table.columns), cells(["---"] * len(table.columns)), *map(cells, table.rows)])
+
+
+def html_table(table: Table) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in table.columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in table.rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+# ---- the plots --------------------------------------------------------------------------------
+def plot_curves(groups: list[Group], lay: Layout, metric: str, x: str) -> bytes | None:
+    """One column per panel; rows: training loss and the validation metric. None if x never varies."""
+    if not any(len({p[0] for p in r.points("train", "loss", x).values()}) > 1 for g in groups for r in g.runs):
+        return None  # e.g. epochs of a synthetic task that draws fresh batches every step
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = list(dict.fromkeys(g.panel for g in groups))
+    lines = list(dict.fromkeys(g.line for g in groups))
+    colors = {line: plt.cm.tab10(i % 10) for i, line in enumerate(lines)}
+    rows = [("train", "loss"), ("val", metric)]
+    fig, axes = plt.subplots(len(rows), len(panels), figsize=(4.6 * len(panels), 3.4 * len(rows)), squeeze=False)
+    for col, panel in enumerate(panels):
+        for row, (split, m) in enumerate(rows):
+            ax = axes[row][col]
+            for g in (g for g in groups if g.panel == panel):
+                _draw_band(ax, g, split, m, x, colors[g.line])
+            _baseline(ax, groups, m)
+            ax.set_xlabel(X_AXES[x])
+            ax.set_ylabel(f"{split} {m}")
+            if m in LOG_METRICS:
+                _log_y(ax)
+            ax.grid(True, which="major", alpha=0.3)
+            if row == 0:
+                ax.set_title(panel_title(lay.panels, panel))
+    handles = [plt.Line2D([], [], color=colors[line], lw=2) for line in lines]
+    labels = [str(v) for v in lines]
+    if any(r.summary.get("baseline") is not None for g in groups for r in g.runs):
+        handles.append(plt.Line2D([], [], color="grey", ls="--", lw=1))
+        labels.append("trivial predictor")
+    title = lay.line or "run"
+    band = " (line: mean over seeds, band: min–max)" if lay.seeds else ""
+    fig.legend(handles, labels, title=title + band, loc="upper center", ncol=min(len(labels), 7), frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.9 if len(rows) > 1 else 0.82))
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _log_y(ax) -> None:
+    from matplotlib.ticker import FuncFormatter
+
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # 0.3, not 3 x 10^-1
+    # Label as many minor ticks as fit: all within a decade, 2s and 5s within two, none beyond.
+    low, high = ax.get_ylim()
+    keep = range(1, 10) if high < 10 * low else (2, 5) if high < 100 * low else ()
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if _leading_digit(v) in keep else ""))
+
+
+def _leading_digit(v: float) -> int:
+    return round(v / 10 ** math.floor(math.log10(v))) if v > 0 else 0
+
+
+def _draw_band(ax, group: Group, split: str, metric: str, x: str, color) -> None:
+    xs, mean, lo, hi = seed_band(group.runs, split, metric, x)
+    if not xs:
+        return
+    ax.plot(xs, mean, color=color, lw=1.6, marker="o" if len(xs) == 1 else None)
+    if len(group.runs) > 1:
+        ax.fill_between(xs, lo, hi, color=color, alpha=0.2, lw=0)
+
+
+def _baseline(ax, groups: list[Group], metric: str) -> None:
+    """The loss of a trivial predictor (the dataset's baseline), on panels that plot a loss."""
+    if metric not in LOSS_METRICS:
+        return
+    values = {r.summary.get("baseline") for g in groups for r in g.runs}
+    values.discard(None)
+    if len(values) == 1:
+        ax.axhline(values.pop(), color="grey", ls="--", lw=1)
+
+
+# ---- writing ----------------------------------------------------------------------------------
+class Report:
+    root: Path
+    runs: list[Run]
+    lay: Layout
+    metric: str
+    targets: dict[str, float]
+    target_note: str
+    table: Table
+    images: dict[str, bytes]  # file name -> PNG
+
+
+def make_report(root: Path, runs: list[Run], targets: dict[str, float], line: str | None = None,
+                panels: list[str] | None = None, x_axes: Iterable[str] = tuple(X_AXES)) -> Report:
+    lay = layout(runs, line, panels)
+    groups = group_runs(runs, lay)
+    metric = primary_metric(runs)
+    targets = {metric if k == PRIMARY else k: v for k, v in targets.items()}
+    images = {}
+    for x in x_axes:
+        png = plot_curves(groups, lay, metric, x)
+        if png is not None:
+            images[f"curves_{x}.png"] = png
+    return Report(root, runs, lay, metric, targets, target_note(metric, targets), build_table(groups, lay, metric, targets), images)
+
+
+def target_note(metric: str, targets: dict[str, float]) -> str:
+    notes = [f"{m} target {t:.4g} (--target)" for m, t in targets.items()]
+    if metric not in targets:
+        notes.insert(0, f"{metric} target: per panel, the best validation {metric} of its slowest-converging completed "
+                        f"run, so every completed run reaches it (set one with --target {metric}=VALUE)")
+    return "; ".join(notes)
+
+
+def primary_metric(runs: list[Run]) -> str:
+    """The metric most runs rank by (their summary says which); loss if no run got that far."""
+    named = Counter(r.primary for r in runs if r.summary.get("primary_metric"))
+    return named.most_common(1)[0][0] if named else "loss"
+
+
+def problems(rep: Report) -> list[str]:
+    return [f"`{r.name}`: **{r.status}**: {run_problem(r) or 'no error recorded'}" for r in rep.runs if r.status != "completed"]
+
+
+def torn_runs(rep: Report) -> list[str]:
+    return [f"`{r.name}`: the last line of metrics.jsonl was cut off (the run was killed mid-write) and was skipped"
+            for r in rep.runs if r.torn]
+
+
+def header_lines(rep: Report) -> list[str]:
+    lay = rep.lay
+    counts = Counter(r.status for r in rep.runs)
+    lines = [f"{len(rep.runs)} run(s): " + ", ".join(f"{n} {s}" for s, n in counts.items())]
+    axes = [k for k in [*lay.panels, lay.line, *lay.seeds] if k]
+    lines.append("swept: " + (", ".join(f"`{k}`" for k in axes) or "nothing (a single configuration)"))
+    lines.append(f"panels: {', '.join(lay.panels) or '—'}; lines: {lay.line or '—'}; averaged over: {', '.join(lay.seeds) or '—'}")
+    if lay.fixed:
+        lines.append("fixed: " + ", ".join(f"`{k}={v}`" for k, v in lay.fixed.items()))
+    lines.append(rep.target_note)
+    lines.append("seconds are wall-clock time of each job, evaluations included: compare them only between jobs that "
+                 "ran under the same conditions (launcher, machine load)")
+    return lines
+
+
+def _sections(rep: Report) -> list[tuple[str, list[str]]]:
+    return [(title, items) for title, items in (("Failures", problems(rep)), ("Torn metrics", torn_runs(rep))) if items]
+
+
+def render_markdown(rep: Report) -> str:
+    out = [f"# lnbench report: {rep.root}", "", *[f"- {line}" for line in header_lines(rep)], ""]
+    out += [markdown_table(rep.table), ""]
+    for title, items in _sections(rep):
+        out += [f"## {title}", "", *[f"- {item}" for item in items], ""]
+    for name in rep.images:
+        out += [f"![{name}]({name})", ""]
+    return "\n".join(out)
+
+
+STYLE = ("body{font-family:sans-serif;margin:2em;max-width:110em}table{border-collapse:collapse;font-size:.9em}"
+         "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}th{background:#f3f3f3}"
+         "td:nth-child(-n+3){text-align:left}img{max-width:100%;margin:1em 0}code{background:#f3f3f3}")
+
+
+def render_html(rep: Report) -> str:
+    def li(text: str) -> str:
+        # the Markdown items use `code` and **bold**; keep just the words
+        return "<li>" + html.escape(text.replace("`", "").replace("**", "")) + "</li>"
+
+    parts = [f"<!doctype html><meta charset='utf-8'><title>lnbench report</title><style>{STYLE}</style>",
+             f"<h1>lnbench report: {html.escape(str(rep.root))}</h1>", "<ul>", *map(li, header_lines(rep)), "</ul>",
+             html_table(rep.table)]
+    for title, items in _sections(rep):
+        parts += [f"<h2>{title}</h2><ul>", *map(li, items), "</ul>"]
+    for name, png in rep.images.items():
+        parts.append(f"<img alt='{name}' src='data:image/png;base64,{base64.b64encode(png).decode()}'>")
+    return "\n".join(parts)
+
+
+def write_report(rep: Report, out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    files: dict[str, bytes] = dict(rep.images)
+    files["report.md"] = render_markdown(rep).encode()
+    files["report.html"] = render_html(rep).encode()
+    for name, data in files.items():
+        write_bytes(out / name, data)
+    return [out / name for name in files]
+
+
+# ---- command line -----------------------------------------------------------------------------
+PRIMARY = "__primary__"  # a --target without a metric name, for whichever metric is primary
+
+
+def parse_targets(items: list[str]) -> dict[str, float]:
+    """`--target error=0.05` per metric; a bare number is for the primary metric."""
+    targets = {}
+    for item in items:
+        metric, _, value = item.rpartition("=")
+        try:
+            targets[metric or PRIMARY] = float(value)
+        except ValueError:
+            raise SystemExit(f"lnbench report: --target {item!r} is not METRIC=NUMBER (e.g. --target error=0.05).") from None
+    return targets
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lnbench report", description=__doc__.split("\n\n")[0])
+    p.add_argument("dir", type=Path, help="a run directory or a sweep directory (outputs/multirun/<date>/<time>)")
+    p.add_argument("--target", action="append", default=[], metavar="METRIC=VALUE",
+                   help="count steps and seconds until val METRIC <= VALUE (repeatable; default: the primary "
+                        "metric's best value of the slowest-converging completed run)")
+    p.add_argument("--lines", metavar="KEY", help="the swept key drawn as lines (default: model)")
+    p.add_argument("--panels", metavar="KEY[,KEY]", help="the swept keys drawn as panels (default: the other swept keys)")
+    p.add_argument("--out", type=Path, help=f"where to write (default: DIR/{OUT_DIR})")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    root: Path = args.dir
+    if not root.is_dir():
+        print(f"lnbench report: {root} is not a directory.", file=sys.stderr)
+        return 2
+    runs = load_runs(root)
+    if not runs:
+        print(f"lnbench report: no runs under {root} (no summary.json, metrics.jsonl or .hydra/overrides.yaml).", file=sys.stderr)
+        return 2
+    panels = args.panels.split(",") if args.panels else None
+    rep = make_report(root, runs, parse_targets(args.target), args.lines, panels)
+    for path in write_report(rep, args.out or root / OUT_DIR):
+        print(path)
+    print()
+    print(markdown_table(rep.table))
+    for title, items in _sections(rep):
+        print(f"\n{title}:")
+        for item in items:
+            print(f"  - {item.replace('`', '').replace('**', '')}")
+    return 0

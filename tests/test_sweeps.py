@@ -1,0 +1,185 @@
+"""Experiment presets compose into the sweeps they promise; real tiny sweeps on every launcher (slow)."""
+import itertools
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
+
+from lnbench import report
+from lnbench.cli import CONF_DIR, parallel_job_threads
+from lnbench.config import register_configs, validate
+from lnbench.errors import ConfigError
+from tests.conftest import REPO, TINY, compose_train
+
+PRESETS = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("*.yaml"))
+SWEEP_PRESETS = [p for p in PRESETS if p != "smoke"]
+
+
+def sweep_axes(overrides: list[str]) -> dict[str, list[str]]:
+    """hydra.sweeper.params of the composed config, each value list expanded the way the sweeper does."""
+    register_configs()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose("train", overrides=overrides, return_hydra_config=True)
+    params = cfg.hydra.sweeper.params or {}
+    parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()])
+    return {o.get_key_element(): list(o.sweep_string_iterator()) for o in parsed}
+
+
+def test_there_is_a_preset_for_every_claim():
+    assert set(PRESETS) >= {"fig6_mnist", "seq_len_sweep", "batch_size_sweep", "longer_test_seqs", "ln_gain_init", "smoke"}
+
+
+@pytest.mark.parametrize("name", SWEEP_PRESETS)
+def test_preset_names_its_sweep_axes(name):
+    axes = sweep_axes([f"+experiment={name}"])
+    assert axes and all(len(values) >= 2 for values in axes.values()), axes
+    text = (Path(CONF_DIR) / "experiment" / f"{name}.yaml").read_text()
+    assert text.startswith("# @package _global_") and "Claim under test" in text and "scale up" in text.lower()
+
+
+@pytest.mark.slow  # a second per composition on this machine: 50 of them
+@pytest.mark.parametrize("name", SWEEP_PRESETS)
+def test_every_job_of_a_preset_composes_and_validates(name):
+    """Each point of the sweep composes; the only job allowed to be refused is BN at batch size 1."""
+    axes = sweep_axes([f"+experiment={name}"])
+    for values in itertools.product(*axes.values()):
+        job = [f"{k}={v}" for k, v in zip(axes, values)]
+        cfg = compose_train([f"+experiment={name}", *job])
+        try:
+            validate(cfg)
+        except ConfigError as e:
+            assert "dataset.batch_size=1" in job and "batch normalization" in str(e), (job, e)
+
+
+def test_a_sweep_override_keeps_the_presets_other_settings():
+    cfg = compose_train(["+experiment=fig6_mnist", "model=bn_mlp", "dataset.batch_size=4"])
+    assert list(cfg.model.hidden_sizes) == [1000, 1000] and cfg.model.norm.kind.value == "batch"
+    assert cfg.model.norm.unbiased_var is True  # the paper's small-batch BN
+    assert cfg.optim._target_ == "torch.optim.Adam" and cfg.dataset._target_ == "lnbench.data.MNIST"
+
+
+@pytest.mark.parametrize("name", SWEEP_PRESETS)
+def test_smoke_shrinks_any_preset_and_keeps_its_axes(name):
+    cfg = compose_train([f"+experiment=[{name},smoke]"])
+    assert cfg.steps <= 5 and cfg.eval_every <= cfg.steps
+    assert sweep_axes([f"+experiment=[{name},smoke]"]) == sweep_axes([f"+experiment={name}"])
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_preset_composes_for_training(name):
+    cfg = compose_train([f"+experiment={name}"])
+    validate(cfg)
+
+
+@pytest.mark.parametrize("n_jobs,cores,threads", [(-1, 2, 1), (2, 2, 1), (1, 2, 2), (-1, 8, 1), (4, 8, 2), (-2, 8, 1)])
+def test_parallel_jobs_share_the_cores(n_jobs, cores, threads, monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    assert parallel_job_threads(OmegaConf.create({"launcher": {"n_jobs": n_jobs}})) == threads
+    assert parallel_job_threads(OmegaConf.create({"launcher": {"timeout_min": 60}})) is None
+
+
+# ---- end to end: real multiruns in a subprocess ------------------------------------------------
+TINY_ADDING = [o for o in TINY["adding"] if not o.startswith("dataset.batch_size")]
+# Four jobs: BN at batch size 1 is refused (recorded as failed), the other three train.
+SWEEP = ["model=ln_lstm,bn_lstm", "dataset.batch_size=1,8", "dataset=adding", *TINY_ADDING,
+         "model.hidden_size=16", "steps=4", "eval_every=2", "log_every=1", "progress=false"]
+LAUNCHERS = {
+    "basic": [],
+    "joblib": ["hydra/launcher=joblib"],
+    "submitit_local": ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10"],
+}
+
+
+def multirun(sweep_dir: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "HYDRA_FULL_ERROR": "0"}
+    cmd = [sys.executable, "-m", "lnbench.cli", "train", "-m", *args, f"hydra.sweep.dir={sweep_dir}"]
+    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def job_summaries(sweep_dir: Path) -> dict[str, dict]:
+    return {str(p.parent.relative_to(sweep_dir)): json.loads(p.read_text()) for p in sweep_dir.glob("*/summary.json")}
+
+
+def wandb_records(run_dir: Path):
+    """The protobuf records of a job's offline W&B run (LevelDB log format: 32 KiB blocks of chunks)."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    (path,) = run_dir.glob("wandb/offline-run-*/run-*.wandb")
+    data, pos, pending = path.read_bytes(), 7, b""  # 7: the file header (":W&B", magic, version)
+    while pos + 7 <= len(data):
+        if 32768 - pos % 32768 < 7:  # a block's tail too short for a chunk header is padding
+            pos += 32768 - pos % 32768
+            continue
+        length, kind = struct.unpack("<HB", data[pos + 4 : pos + 7])
+        pending += data[pos + 7 : pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):  # FULL or LAST chunk: a whole record
+            record = pb.Record()
+            record.ParseFromString(pending)
+            yield record
+            pending = b""
+
+
+def wandb_run(run_dir: Path) -> dict:
+    out = {}
+    for r in wandb_records(run_dir):
+        kind = r.WhichOneof("record_type")
+        if kind == "run":
+            out.update(group=r.run.run_group, tags=list(r.run.tags), config={i.key: json.loads(i.value_json) for i in r.run.config.update})
+        elif kind == "exit":
+            out["exit_code"] = r.exit.exit_code
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", list(LAUNCHERS))
+def test_sweep_runs_every_job_records_failures_and_reports(launcher, tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    proc = multirun(sweep_dir, *SWEEP, *LAUNCHERS[launcher])
+    summaries = job_summaries(sweep_dir)
+    assert len(summaries) == 4, (proc.stdout, proc.stderr)
+    assert proc.returncode == 1  # Hydra raises the first failure once every job has run
+    statuses = sorted(s["status"] for s in summaries.values())
+    assert statuses == ["completed", "completed", "completed", "failed"], summaries
+    failed = next(s for s in summaries.values() if s["status"] == "failed")
+    assert "ConfigError" in failed["error"] and "batch_size=1" in failed["error"]
+
+    for job in (sweep_dir / n for n, s in summaries.items() if s["status"] == "completed"):
+        run = wandb_run(job)
+        assert run["group"] == str(sweep_dir) and run["exit_code"] == 0
+        assert any(t.startswith("model=") for t in run["tags"]) and any(t.startswith("dataset.batch_size=") for t in run["tags"])
+        if launcher == "joblib":  # two jobs at a time on this machine's cores: torch threads split between them
+            assert run["config"]["threads"] == parallel_job_threads(OmegaConf.create({"launcher": {"n_jobs": -1}}))
+
+    assert report.main([str(sweep_dir)]) == 0
+    md = (sweep_dir / "report" / "report.md").read_text()
+    assert "## Failures" in md and "ConfigError" in md and md.count("| completed |") == 3
+
+
+@pytest.mark.slow
+def test_a_diverging_job_ends_its_wandb_run_with_a_failing_exit_code_under_joblib(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    multirun(sweep_dir, "model=ln_lstm", "optim.lr=1e-3,1e30", *SWEEP[2:], "dataset.batch_size=8", "hydra/launcher=joblib")
+    summaries = job_summaries(sweep_dir)
+    by_status = {s["status"]: n for n, s in summaries.items()}
+    assert set(by_status) == {"completed", "diverged"}, summaries
+    assert wandb_run(sweep_dir / by_status["diverged"])["exit_code"] == 1
+    assert wandb_run(sweep_dir / by_status["completed"])["exit_code"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SWEEP_PRESETS)
+def test_every_preset_runs_as_a_smoke_sweep(name, tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    multirun(sweep_dir, f"+experiment=[{name},smoke]", "hydra/launcher=joblib", timeout=1800)
+    summaries = job_summaries(sweep_dir)
+    assert len(summaries) == len(list(itertools.product(*sweep_axes([f"+experiment={name}"]).values())))
+    for s in summaries.values():
+        assert s["status"] == "completed" or "batch normalization" in s.get("error", ""), s
