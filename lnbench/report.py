@@ -434,6 +434,7 @@ def _baseline(ax, groups: list[Group], metric: str) -> None:
 
 
 # ---- writing ----------------------------------------------------------------------------------
+@dataclass
 class Report:
     root: Path
     runs: list[Run]
