@@ -1,6 +1,7 @@
 """`lnbench train|report|bench ...`: dispatch only."""
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import sys
@@ -118,6 +119,11 @@ def task(cfg) -> dict:
     tags = [o for o in overrides if not o.startswith("hydra")] if multirun else []
     if cfg.threads is None and (threads := parallel_job_threads(hc)):
         cfg.threads = threads
+    # A segfault or an OOM kill bypasses every except clause: leave the native traceback in the job's
+    # own directory, where the report looks for it.
+    run_dir.mkdir(parents=True, exist_ok=True)
+    crash_log = open(run_dir / "crash.log", "a")
+    faulthandler.enable(crash_log)
     try:
         return train(cfg, run_dir, name=run_name(overrides), group=group, tags=tags)
     except Diverged as e:  # summary.json already says diverged
@@ -136,6 +142,11 @@ def task(cfg) -> dict:
             log.error("job %s failed: %s", hc.job.num, e)
             raise job_failed(f"lnbench: job {hc.job.num} ({' '.join(overrides)}) failed: {e}") from None
         sys.exit(user_error(e))
+    finally:
+        faulthandler.disable()
+        crash_log.close()
+        if (run_dir / "crash.log").stat().st_size == 0:
+            (run_dir / "crash.log").unlink()
 
 
 def full_error() -> bool:
@@ -248,10 +259,13 @@ def record_failure(run_dir: Path, error: BaseException, started: float = 0.0) ->
 def parallel_job_threads(hc) -> int | None:
     """Torch threads for one job of a parallel launcher, so that jobs sharing the cores do not fight.
 
-    joblib's n_jobs=-1 means one job per core (-2 all but one, ...). None where jobs do not share.
+    submitit gives each job `cpus_per_task` cores; joblib's n_jobs=-1 means one job per core (-2 all but
+    one, ...). None where jobs do not share the machine.
     """
     from omegaconf import OmegaConf
 
+    if cpus := OmegaConf.select(hc, "launcher.cpus_per_task", default=None):
+        return int(cpus)
     n_jobs = OmegaConf.select(hc, "launcher.n_jobs", default=None)
     if n_jobs is None:
         return None

@@ -182,6 +182,8 @@ class TrainConfig:
     checkpoint_every: int = 250  # also at step 0, at the end and on SIGTERM/SIGINT (lnbench.checkpoint)
     resume: Optional[str] = None  # a run directory to continue (with its own config) instead of a new run
     progress: Optional[bool] = None  # null: a rich progress bar on a TTY, log lines otherwise
+    # Sequence datasets: after training, also test at each of these lengths (the same trained model).
+    test_seq_lens: list[int] = field(default_factory=list)
 
 
 SCHEMAS = {
@@ -224,6 +226,13 @@ def validate(cfg: Any) -> None:
     for key in ("logger.init_timeout", "logger.finish_timeout"):
         if OmegaConf.select(cfg, key, default=1) <= 0:
             raise ConfigError(f"{key}={OmegaConf.select(cfg, key)} is not allowed: it must be a number of seconds > 0.")
+    if cfg.test_seq_lens and OmegaConf.select(cfg, "dataset.eval_seq_len", default="absent") == "absent":
+        raise ConfigError(
+            f"test_seq_lens={list(cfg.test_seq_lens)} is not allowed with this dataset: it has no "
+            f"eval_seq_len. Use a sequence dataset whose test length can change (adding, copy, shakespeare)."
+        )
+    if any(n < 1 for n in cfg.test_seq_lens):
+        raise ConfigError(f"test_seq_lens={list(cfg.test_seq_lens)} is not allowed: every length must be >= 1.")
     device = str(cfg.device)
     if not (device in ("auto", "cpu", "cuda", "mps") or device.startswith("cuda:")):
         raise ConfigError(f"device={device!r} is not allowed: use auto, cpu, cuda or cuda:N.")

@@ -315,6 +315,8 @@ def build_table(groups: list[Group], lay: Layout, metric: str, targets: dict[str
     columns = [*lay.panels, *([lay.line] if lay.line else ["run"]), "runs", "status", f"final val {metric}", f"best val {metric}"]
     for m in target_metrics:
         columns += [f"{m} target", f"steps to {m} target", f"seconds to {m} target"]
+    lengths = sorted({int(n) for g in groups for r in g.runs for n in r.summary.get("test_at_len", {})})
+    columns += [f"test {metric} @ len {n}" for n in lengths]
     columns.append("ms/step")
     panel_targets = {g.panel: default_target([r for h in groups if h.panel == g.panel for r in h.runs], metric) for g in groups}
     rows = []
@@ -326,6 +328,7 @@ def build_table(groups: list[Group], lay: Layout, metric: str, targets: dict[str
             t = targets.get(m, panel_targets[g.panel])
             hits = [reach(r, m, t) if t is not None else None for r in runs]
             row += [fmt_agg([t]), fmt_agg([h[0] if h else None for h in hits], digits=5), fmt_agg([h[1] if h else None for h in hits], digits=3)]
+        row += [fmt_agg([r.summary.get("test_at_len", {}).get(str(n), {}).get(metric) for r in runs]) for n in lengths]
         row.append(fmt_agg([_ms(r) for r in runs], digits=3))
         rows.append(row)
     return Table(columns, rows)

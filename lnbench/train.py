@@ -194,6 +194,10 @@ def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags:
             test = evaluate(model, dataset, "test", device)
             tracker.log("test", step, test)
             summary.update(status="completed", test=test, final_val=val, best_val=best)
+            for n in cfg.test_seq_lens:  # BN's per-step statistics vs LN on sequences longer than trained on
+                at_len = evaluate(model, instantiate(cfg.dataset, eval_seq_len=n, _convert_="all"), "test", device)
+                tracker.log("test", step, at_len, eval_seq_len=n)
+                summary.setdefault("test_at_len", {})[str(n)] = at_len
             tracker.console.close()  # the log lines below go under the finished bar, not over it
             log.info("test: %s", fmt(test))
     except BaseException as e:

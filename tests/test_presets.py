@@ -46,3 +46,17 @@ def test_model_presets_carry_the_papers_settings():
     cfg = tiny("ln_lstm", "adding")
     assert cfg.model.norm.kind.value == "layer" and cfg.model.norm.gain_init == 1.0
     assert OmegaConf.select(tiny("ln_mlp", "mnist"), "model.norm.kind").value == "layer"
+
+
+def test_test_seq_lens_tests_the_trained_model_at_each_length(tmp_path):
+    summary = train(tiny("bn_lstm", "adding", "test_seq_lens=[12,24]"), tmp_path)
+    assert set(summary["test_at_len"]) == {"12", "24"}
+    assert summary["test_at_len"]["12"] == summary["test"]  # same model, same length, same test set
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r.get("eval_seq_len") for r in lines if r["split"] == "test"] == [None, 12, 24]
+
+
+@needs_data
+def test_test_seq_lens_on_a_fixed_length_dataset_is_a_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match=r"test_seq_lens=\[40\] is not allowed with this dataset"):
+        train(tiny("ln_mlp", "mnist", "test_seq_lens=[40]"), tmp_path)
