@@ -20,6 +20,9 @@ The MLP rows (784-1000-1000-10, norm none/batch/layer, batch 4 and 128) time one
 (forward, backward, Adam) with torch's fused Adam against the default (foreach) Adam; the ratio is
 fused / foreach.
 
+The runner rows time a whole `lnbench train` run's steps (metrics file, logging, checkpoints) against
+a bare loop of the same model, optimizer and batches, interleaved run by run (`--no-runner` skips it).
+
 Results also go to JSON (`--json`, default bench-results/bench-<timestamp>.json) so commits can be
 compared.
 """
@@ -54,9 +57,72 @@ COLUMNS = [
 ]
 
 
-def runner_overhead_rows() -> list[dict]:
-    """Rows for the runner's own overhead (a `lnbench train` step vs a bare loop). Stub: the lead adds it."""
-    return []
+# What the runner's overhead is measured on: the default run, and Figure 6's MLP where MNIST is found.
+OVERHEAD_RUNS = {
+    "ln_lstm/adding": ["model=ln_lstm", "dataset=adding"],
+    "ln_mlp/mnist": ["model=ln_mlp", "dataset=mnist", "dataset.carve=[2048,256,256]"],
+}
+
+
+def runner_overhead_rows(reps: int, steps: int, device: torch.device, log) -> list[dict]:
+    """A `lnbench train` step (logging, metrics file, checkpoints, progress) against the same model,
+    optimizer and batches in a bare loop, interleaved run by run. The ratio should stay within 1.1."""
+    import tempfile
+
+    from hydra import compose, initialize_config_dir
+
+    from lnbench import tasks
+    from lnbench.cli import CONF_DIR
+    from lnbench.config import register_configs
+    from lnbench.errors import UserError
+    from lnbench.train import build_model, build_optimizer, seed_everything, train
+
+    register_configs()
+    rows = []
+    for name, overrides in OVERHEAD_RUNS.items():
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            cfg = compose("train", overrides=[*overrides, f"steps={steps}", f"eval_every={steps}", "logger.mode=disabled",
+                                              "progress=false", f"device={device.type}", f"threads={torch.get_num_threads()}"])
+        try:
+            from hydra.utils import instantiate
+
+            dataset = instantiate(cfg.dataset, _convert_="all")
+        except UserError as e:
+            log(f"  {name}: skipped ({e})")
+            continue
+
+        def bare() -> float:
+            seed_everything(cfg.seed)
+            model = build_model(cfg, dataset.spec).to(device)
+            optimizer, scheduler = build_optimizer(cfg.optim, model, device, steps)
+            _sync(device)
+            t0 = time.perf_counter()
+            for step in range(steps):
+                x, y = dataset.train_batch(step)
+                loss, _, _ = tasks.loss_and_metrics(dataset.spec, model(x.to(device)), y.to(device))
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                scheduler.step()
+            _sync(device)
+            return (time.perf_counter() - t0) / steps * 1e3
+
+        def runner() -> float:
+            with tempfile.TemporaryDirectory() as d:
+                return train(cfg, Path(d))["time_per_step"] * 1e3
+
+        log(f"  {name}: {reps} x (lnbench train, bare loop) of {steps} steps")
+        pairs = [(runner(), bare()) for _ in range(reps)]
+        run_ts, bare_ts = [p[0] for p in pairs], [p[1] for p in pairs]
+        st = _stats(run_ts)
+        rows.append({
+            "section": "runner", "model": name, "impl": "lnbench train", "batch": dataset.batch_size,
+            "seq_len": dataset.spec.seq_len or None, "hidden": None, "input_size": None, "reps": reps, **st,
+            "samples_per_s": dataset.batch_size / (st["ms_median"] / 1e3), "mem_mb": None,
+            "baseline": "bare loop", "baseline_ms_median": statistics.median(bare_ts),
+            "ratio": statistics.median(a / b for a, b in pairs),
+        })
+    return rows
 
 
 # --------------------------------------------------------------------------------------------------
@@ -314,6 +380,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--json", type=Path, default=None, help="where to write results (default bench-results/bench-<timestamp>.json)")
+    p.add_argument("--runner", action=argparse.BooleanOptionalAction, default=True,
+                   help="time a `lnbench train` step against a bare loop of the same model (default on)")
+    p.add_argument("--runner-steps", type=int, default=100, help="steps of each runner-overhead run (default 100)")
     return p
 
 
@@ -333,11 +402,14 @@ def _print_table(rows: list[dict], meta: dict) -> None:
     table = Table(title=f"lnbench bench: ms per training step (fwd+bwd), {meta['threads']} threads, {meta['device']}, {meta['dtype']}")
     for col in ("model", "impl", "B", "T", "H", "median ms", "IQR", "min", "samples/s", "mem MB", "baseline", "ratio"):
         table.add_column(col, justify="left" if col in ("model", "impl", "baseline") else "right")
+    def cell(v) -> str:
+        return "-" if v is None else str(v)
+
     for r in rows:
         table.add_row(
-            r["model"], r["impl"], str(r["batch"]), "-" if r["seq_len"] is None else str(r["seq_len"]), str(r["hidden"]),
+            r["model"], r["impl"], cell(r["batch"]), cell(r["seq_len"]), cell(r["hidden"]),
             f"{r['ms_median']:.1f}", f"{r['ms_iqr']:.1f}", f"{r['ms_min']:.1f}", f"{r['samples_per_s']:.0f}",
-            "-" if r["mem_mb"] is None else f"{r['mem_mb']:.1f}", r["baseline"], f"{r['ratio']:.2f}x",
+            cell(r["mem_mb"] and f"{r['mem_mb']:.1f}"), r["baseline"], f"{r['ratio']:.2f}x",
         )
     console = Console(width=max(Console().width, 150))
     console.print(table)
@@ -372,7 +444,9 @@ def main(argv: list[str] | None = None) -> int:
     if "mlp" in args.models:
         log("MLP 784-1000-1000-10, fused vs foreach Adam:")
         rows += bench_mlp(reps, args.warmup, device, dtype, mlp_batches, log)
-    rows += runner_overhead_rows()
+    if args.runner:
+        log("runner overhead (lnbench train vs a bare loop of the same model and batches):")
+        rows += runner_overhead_rows(reps, args.runner_steps, device, log)
 
     meta = {
         "timestamp": _dt.datetime.now().isoformat(timespec="seconds"),

@@ -10,7 +10,7 @@ from lnbench import bench
 def test_bench_quick_writes_json(tmp_path, capsys):
     path = tmp_path / "b.json"
     rc = bench.main(["--quick", "--reps", "2", "--warmup", "1", "--shapes", "2x3x8", "--input-size", "4",
-                     "--models", "lstm,ln_lstm,bn_lstm,gru,ln_gru,bn_gru", "--ref", "--json", str(path)])
+                     "--models", "lstm,ln_lstm,bn_lstm,gru,ln_gru,bn_gru", "--ref", "--no-runner", "--json", str(path)])
     assert rc == 0
     data = json.loads(path.read_text())
     assert data["meta"]["threads"] == 2 and data["meta"]["columns"] == bench.COLUMNS
@@ -28,12 +28,18 @@ def test_bench_quick_writes_json(tmp_path, capsys):
 
 def test_bench_mlp_rows(tmp_path):
     path = tmp_path / "m.json"
-    assert bench.main(["--quick", "--reps", "1", "--warmup", "0", "--models", "mlp", "--json", str(path)]) == 0
+    assert bench.main(["--quick", "--reps", "1", "--warmup", "0", "--models", "mlp", "--no-runner", "--json", str(path)]) == 0
     rows = json.loads(path.read_text())["rows"]
     assert {r["model"] for r in rows} == {"mlp", "bn_mlp", "ln_mlp"}
     assert {r["impl"] for r in rows} <= {"adam_foreach", "adam_fused"}
     assert all(r["section"] == "mlp" and r["batch"] == 4 for r in rows)
 
 
-def test_runner_overhead_stub():
-    assert bench.runner_overhead_rows() == []
+def test_runner_overhead_rows_compare_lnbench_train_with_a_bare_loop(tmp_path):
+    path = tmp_path / "r.json"
+    assert bench.main(["--reps", "1", "--warmup", "0", "--models", "lstm", "--shapes", "2x3x8", "--input-size", "4",
+                       "--runner-steps", "3", "--json", str(path)]) == 0
+    rows = [r for r in json.loads(path.read_text())["rows"] if r["section"] == "runner"]
+    assert "ln_lstm/adding" in {r["model"] for r in rows}
+    for r in rows:
+        assert r["baseline"] == "bare loop" and r["ms_median"] > 0 and r["baseline_ms_median"] > 0 and r["ratio"] > 0
