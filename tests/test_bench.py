@@ -35,7 +35,9 @@ def test_bench_mlp_rows(tmp_path):
     assert all(r["section"] == "mlp" and r["batch"] == 4 for r in rows)
 
 
-def test_runner_overhead_rows_compare_lnbench_train_with_a_bare_loop(tmp_path):
+def test_runner_overhead_rows_compare_lnbench_train_with_a_bare_loop(tmp_path, monkeypatch):
+    tiny = ["dataset.seq_len=10", "dataset.val_size=50", "dataset.test_size=50", "model.hidden_size=16"]
+    monkeypatch.setattr(bench, "OVERHEAD_RUNS", {"ln_lstm/adding": ["model=ln_lstm", "dataset=adding", *tiny]})
     path = tmp_path / "r.json"
     assert bench.main(["--reps", "1", "--warmup", "0", "--models", "lstm", "--shapes", "2x3x8", "--input-size", "4",
                        "--runner-steps", "3", "--json", str(path)]) == 0
