@@ -54,6 +54,10 @@ class SequenceModelConfig:
 
 
 # ---- dataset ----------------------------------------------------------------------------------
+# Real data: the dataset's data_dir, else $LNBENCH_DATA_DIR, else the shared folder beside the repo.
+DATA_DIR = "${oc.env:LNBENCH_DATA_DIR,../shared/data}"
+
+
 @dataclass
 class DatasetBase:
     _target_: str = MISSING
@@ -65,7 +69,7 @@ class DatasetBase:
 @dataclass
 class MNISTConfig(DatasetBase):
     _target_: str = "lnbench.data.MNIST"
-    data_dir: str = "${oc.env:LNBENCH_DATA_DIR,../shared/data}"
+    data_dir: str = DATA_DIR
     batch_size: int = 128
     eval_batch_size: int = 1000
     val_size: int = 5000
@@ -110,7 +114,7 @@ class CopyConfig(SyntheticConfig):
 @dataclass
 class ShakespeareConfig(DatasetBase):
     _target_: str = "lnbench.data.Shakespeare"
-    data_dir: str = "${oc.env:LNBENCH_DATA_DIR,../shared/data}"
+    data_dir: str = DATA_DIR
     batch_size: int = 32
     eval_batch_size: int = 64
     seq_len: int = 100
