@@ -18,6 +18,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),) "$(TORCH)"
 	$(BIN)/pip install -q -e ".[test,launchers]"
+	@# Build the C kernels of the fast LN recurrences once, now (without a C compiler: a warning, eager path).
+	$(BIN)/python -c "from lnbench.nn import ckernel; ckernel.kernel(wait=120)"
 	@touch $@
 
 run: setup

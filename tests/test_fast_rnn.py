@@ -2,22 +2,46 @@
 
 Outputs, final states, gradients wrt the input, the initial state and every parameter, and BN's running
 statistics, for LN and BN (biased and unbiased variance) LSTM / GRU, train and eval mode, several
-lengths including one longer than BN's stored time steps. There is no compiled path, so no fallback
-to test: the fast path is plain torch ops.
+lengths including one longer than BN's stored time steps.
+
+LN on CPU runs through the C kernels of `lnbench.nn.ckernel` when they build; every LN test runs twice,
+through the C path (`path="c"`, skipped where no compiler builds them) and through the eager torch
+path (`path="eager"`, LNBENCH_NO_CKERNEL=1), and the tests at the end check the fallbacks (no compiler,
+a failing compile, a compile still running) and the C kernels' multi-threaded row split.
 """
 from __future__ import annotations
 
 import copy
+import time
 
 import pytest
 import torch
 
 from lnbench.errors import ConfigError
+from lnbench.nn import ckernel, fast_rnn
 from lnbench.nn.fast_rnn import FastRecurrentLayer, make_fast_layer
 from lnbench.nn.norm import NormConfig, NormKind
 from lnbench.nn.rnn import GRUCell, LSTMCell, RecurrentLayer
 
 F_IN, HID, STEPS = 5, 6, 10  # STEPS: BN's stored time steps
+
+
+@pytest.fixture(params=["c", "eager"])
+def path(request, monkeypatch):
+    """Which implementation LN layers on CPU use: the C kernels or the eager torch ops."""
+    if request.param == "eager":
+        monkeypatch.setenv("LNBENCH_NO_CKERNEL", "1")
+    else:
+        monkeypatch.delenv("LNBENCH_NO_CKERNEL", raising=False)
+        if ckernel.kernel(wait=120) is None:
+            pytest.skip("C kernels unavailable here (no compiler?)")
+    return request.param
+
+
+def _grad_fn_name(cls, kind, path):
+    if kind == "layer" and path == "c":
+        return "_LNLSTMRecurrenceCBackward" if cls is LSTMCell else "_LNGRURecurrenceCBackward"
+    return "_LSTMRecurrenceBackward" if cls is LSTMCell else "_GRURecurrenceBackward"
 
 
 def _cell(cls, kind, unbiased=False, seed=0):
@@ -40,7 +64,7 @@ def _run(layer, x, state, weights):
     return [out, *final, *grads]
 
 
-def _compare(cls, kind, T, B, train, unbiased=False, with_state=True):
+def _compare(cls, kind, T, B, train, unbiased=False, with_state=True, path="eager"):
     ref_cell = _cell(cls, kind, unbiased)
     fast_cell = copy.deepcopy(ref_cell)
     ref_cell.train(train)
@@ -69,6 +93,7 @@ def _compare(cls, kind, T, B, train, unbiased=False, with_state=True):
     else:
         ref_list = _run(RecurrentLayer(ref_cell), x, state, weights)
         fast_list = _run(fast, x, state, weights)
+    assert type(fast_list[0].grad_fn).__name__ == _grad_fn_name(cls, kind, path)  # the path meant ran
     names = ["out"] + [f"state{i}" for i in range(n_state)] + ["dx"]
     names += [f"dstate{i}" for i in range(n_state)] if state is not None else []
     names += [f"d{n}" for n, _ in ref_cell.named_parameters()]
@@ -85,15 +110,15 @@ def _compare(cls, kind, T, B, train, unbiased=False, with_state=True):
 @pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
 @pytest.mark.parametrize("T", [1, 7, 50])
 @pytest.mark.parametrize("train", [True, False])
-def test_layer_norm_matches_reference(cls, T, train):
-    _compare(cls, "layer", T, B=3, train=train)
+def test_layer_norm_matches_reference(cls, T, train, path):
+    _compare(cls, "layer", T, B=3, train=train, path=path)
 
 
 @pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
 @pytest.mark.parametrize("T", [1, 7])
-def test_layer_norm_batch_one_and_zero_state(cls, T):
-    _compare(cls, "layer", T, B=1, train=True)
-    _compare(cls, "layer", T, B=4, train=True, with_state=False)
+def test_layer_norm_batch_one_and_zero_state(cls, T, path):
+    _compare(cls, "layer", T, B=1, train=True, path=path)
+    _compare(cls, "layer", T, B=4, train=True, with_state=False, path=path)
 
 
 @pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
@@ -111,7 +136,7 @@ def test_batch_norm_long_sequence(cls):
 
 
 @pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
-def test_no_grad_and_float32(cls):
+def test_no_grad_and_float32(cls, path):
     """Without autograd (inference) the same outputs; float32 agrees to float32 rounding."""
     cell = _cell(cls, "layer")
     x = torch.randn(9, 3, F_IN, dtype=torch.float64)
@@ -126,6 +151,7 @@ def test_no_grad_and_float32(cls):
     r, _ = RecurrentLayer(cell)(x)
     (gr,) = torch.autograd.grad(r.square().sum(), x)
     f, _ = make_fast_layer(cell)(x)
+    assert type(f.grad_fn).__name__ == _grad_fn_name(cls, "layer", path)
     (gf,) = torch.autograd.grad(f.square().sum(), x)
     torch.testing.assert_close(f, r, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(gf, gr, rtol=1e-4, atol=1e-5)
@@ -142,3 +168,82 @@ def test_batch_norm_batch_one_is_a_clear_error():
     layer = make_fast_layer(LSTMCell(3, 4, NormConfig(kind=NormKind.batch), time_steps=5))
     with pytest.raises(ConfigError, match="batch size 1"):
         layer(torch.randn(4, 1, 3))
+
+
+# --------------------------------------------------------------------------------------------------
+# The C kernels: threads, fallbacks, build
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
+def test_c_kernels_split_rows_over_threads(cls, path, monkeypatch):
+    """Several row chunks (uneven: 7 rows over 2 threads), each accumulating its own LN gradients."""
+    if path == "eager":
+        pytest.skip("C path only")
+    threads = torch.get_num_threads()
+    monkeypatch.setattr(fast_rnn, "MIN_ROWS_PER_THREAD", 1)
+    torch.set_num_threads(2)
+    try:
+        assert fast_rnn._kernel_threads(7) == 2
+        _compare(cls, "layer", 7, B=7, train=True, path=path)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_c_backward_twice_is_a_clear_error(path):
+    if path == "eager":
+        pytest.skip("C path only")
+    layer = make_fast_layer(_cell(LSTMCell, "layer"))
+    out, _ = layer(torch.randn(3, 2, F_IN, dtype=torch.float64))
+    out.sum().backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="twice"):
+        out.sum().backward()
+
+
+@pytest.fixture
+def fresh_builder(tmp_path, monkeypatch):
+    """An empty cache dir and a builder that has tried nothing yet; the real one is restored after."""
+    monkeypatch.setenv("LNBENCH_CACHE", str(tmp_path))
+    monkeypatch.delenv("LNBENCH_NO_CKERNEL", raising=False)
+    saved = ckernel._builder, ckernel._waited
+    ckernel.reset()
+    yield tmp_path
+    ckernel._builder, ckernel._waited = saved
+
+
+def _eager_still_exact():
+    _compare(LSTMCell, "layer", 7, B=3, train=True, path="eager")
+    _compare(GRUCell, "layer", 7, B=3, train=True, path="eager")
+
+
+def test_no_compiler_falls_back_with_one_warning(fresh_builder, monkeypatch):
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    with pytest.warns(RuntimeWarning, match="no C compiler"):
+        assert ckernel.kernel() is None
+    _eager_still_exact()  # no second warning (the failure is remembered), the eager path's numbers
+
+
+def test_failed_compile_falls_back(fresh_builder, monkeypatch):
+    if ckernel._compiler() is None:
+        pytest.skip("no C compiler")
+    monkeypatch.setattr(ckernel, "FLAG_SETS", [["--no-such-flag-lnbench"]])
+    with pytest.warns(RuntimeWarning, match="compile failed"):
+        assert ckernel.kernel() is None
+    assert not list(fresh_builder.glob("*.so")) and not list(fresh_builder.glob(".ckernel-*"))
+    _eager_still_exact()
+
+
+def test_builds_into_the_cache_in_the_background(fresh_builder, monkeypatch):
+    """With no time to wait, the first call gets the eager path; the library appears, keyed and whole."""
+    if ckernel._compiler() is None:
+        pytest.skip("no C compiler")
+    monkeypatch.setattr(ckernel, "WAIT_S", 0.0)
+    assert ckernel.kernel() is None  # still compiling
+    for _ in range(300):
+        k = ckernel.kernel()
+        if k is not None:
+            break
+        time.sleep(0.05)
+    assert k is not None
+    assert [p.name for p in fresh_builder.iterdir()] == [k.path.name]  # no temporaries left
+    assert k.path.name.startswith("ckernel-") and k.path.suffix == ".so"
+    ckernel.reset()  # a new process: loads the cached file without compiling
+    assert ckernel.kernel().path == k.path and ckernel._builder.proc is None

@@ -20,6 +20,14 @@ How it is fast, with no compiler at all (so it runs wherever torch runs, CPU or 
   step t's batch statistics (biased or unbiased variance, as configured) and updates the running
   averages of the steps below `time_steps` exactly as `BatchNorm._update_running` does; eval uses the
   stored statistics, the last slot for steps beyond it.
+- LN on CPU (float32/float64) goes one step further when the C kernels of `lnbench.nn.ckernel` are
+  available (built at first use with the system C compiler, cached): per time step one `torch.mm` for
+  the recurrent matmul and ONE C call for all the step's pointwise work (the LNs, gates and state
+  update; in the backward the pointwise/LN chain rule, the LN gain/bias gradients accumulated in
+  place), the batch rows split over torch's threads. For the LSTM the input side's LN(W_x x) + b runs
+  inside the step kernel too. The backward reuses the forward's buffers in place, so it runs once per
+  forward (retain_graph=True raises; set LNBENCH_NO_CKERNEL=1 for that). Without a compiler, while it
+  compiles, on CUDA or with LNBENCH_NO_CKERNEL=1, the eager aten path above runs (same numbers).
 
 Supported: LSTMCell / GRUCell with norm layer or batch. none / weight (torch's fused kernels serve
 them: `lnbench.nn.fused`) and rms return None. The backward is once-differentiable (no double backward).
@@ -139,6 +147,24 @@ def _sum_steps(grads: list) -> Optional[Tensor]:
 # normalizers' gain/bias gradients come out of the same fused backward call) and only the recurrent
 # weight gradient is batched over all steps.
 
+def _lstm_buffers(x: Tensor, need_grad: bool) -> tuple[Tensor, ...]:
+    """What an LSTM forward keeps per step for its backward, for x (T, B, 4H): the outputs h_t, W_h h_{t-1},
+    the gate activations (sigmoid of i, f, o; tanh of g in g's slot), c_t and tanh(N_c(c_t)). Without a
+    backward, one step's scratch space is reused."""
+    T, B, G = x.shape
+    L = T if need_grad else 1
+    return (x.new_empty(T, B, G // 4), x.new_empty(L, B, G), x.new_empty(L, B, G), x.new_empty(L, B, G // 4),
+            x.new_empty(L, B, G // 4))
+
+
+def _gru_buffers(xp_n: Tensor, need_grad: bool) -> tuple[Tensor, ...]:
+    """What a GRU forward keeps per step, for xp_n (T, B, H): the outputs h_t, [W_h; U] h_{t-1},
+    sigmoid(r) and sigmoid(z), and the candidate h~_t (one step's scratch space without a backward)."""
+    T, B, H = xp_n.shape
+    L = T if need_grad else 1
+    return xp_n.new_empty(T, B, H), xp_n.new_empty(L, B, 3 * H), xp_n.new_empty(L, B, 2 * H), xp_n.new_empty(L, B, H)
+
+
 # --------------------------------------------------------------------------------------------------
 # LSTM: a = xp_t + N_h(W_h h_{t-1}); c_t = sf c_{t-1} + si tanh(g); h_t = so tanh(N_c(c_t))
 # --------------------------------------------------------------------------------------------------
@@ -149,13 +175,7 @@ class _LSTMRecurrence(torch.autograd.Function):
         T, B, G = xp.shape
         H = G // 4
         WhT = Wh.t()
-        opts = dict(dtype=xp.dtype, device=xp.device)
-        L = T if need_grad else 1  # without a backward, one step's scratch space is reused
-        out = torch.empty(T, B, H, **opts)
-        AH = torch.empty(L, B, G, **opts)  # W_h h_{t-1}
-        S = torch.empty(L, B, G, **opts)  # sigmoid of i, f, o; tanh of g in g's slot
-        C = torch.empty(L, B, H, **opts)  # c_t
-        TC = torch.empty(L, B, H, **opts)  # tanh(N_c(c_t))
+        out, AH, S, C, TC = _lstm_buffers(xp, need_grad)
         h, c = h0, c0
         for t, xp_t in enumerate(xp.unbind(0)):
             k = t if need_grad else 0
@@ -224,14 +244,8 @@ class _GRURecurrence(torch.autograd.Function):
     def forward(ctx, norms, need_grad, xp_rz, xp_n, h0, Wh, w_rz, b_rz, w_n, b_n):
         n_rz, n_n = norms
         T, B, H = xp_n.shape
-        G = 3 * H
         WhT = Wh.t()
-        opts = dict(dtype=xp_n.dtype, device=xp_n.device)
-        L = T if need_grad else 1
-        out = torch.empty(T, B, H, **opts)
-        AH = torch.empty(L, B, G, **opts)  # [W_h; U] h_{t-1}
-        SRZ = torch.empty(L, B, 2 * H, **opts)  # sigmoid(r), sigmoid(z)
-        N = torch.empty(L, B, H, **opts)  # the candidate h~_t
+        out, AH, SRZ, N = _gru_buffers(xp_n, need_grad)
         NN = []  # N_n(U h_{t-1})
         h = h0
         for t, (xr, xn) in enumerate(zip(xp_rz.unbind(0), xp_n.unbind(0))):
@@ -290,6 +304,187 @@ class _GRURecurrence(torch.autograd.Function):
 
 
 # --------------------------------------------------------------------------------------------------
+# The same two recurrences for LN on CPU through the C kernels of `lnbench.nn.ckernel`: per step one
+# torch.mm for the recurrent matmul and ONE C call for everything pointwise (the LNs, the gates, the
+# state update; in the backward the pointwise/LN chain rule, accumulating the LN gains/biases' gradients
+# in place). Tensors are contiguous; the C side gets raw pointers, stepped by hand (ptr + t * stride).
+# The kernels split the batch rows over torch's OpenMP threads (the library links libgomp.so.1, which
+# resolves to the copy torch already loaded, so both share one thread pool).
+# --------------------------------------------------------------------------------------------------
+def _ptr(x: Tensor) -> int:
+    return x.data_ptr()
+
+
+def _rows(x: Tensor, n: int) -> list[int]:
+    """Pointers to x[0], ..., x[n-1] of a contiguous tensor (n <= len(x); n=1 for reused scratch)."""
+    base, step = x.data_ptr(), x[0].numel() * x.element_size()
+    return [base + k * step for k in range(n)]
+
+
+MIN_ROWS_PER_THREAD = 8  # the C kernels split the batch over torch's threads, at least this many rows each
+
+
+def _kernel_threads(B: int) -> int:
+    return max(1, min(torch.get_num_threads(), B // MIN_ROWS_PER_THREAD))
+
+
+def _consume(ctx) -> None:
+    """The C backward overwrites its saved buffers, so it can run only once per forward."""
+    if getattr(ctx, "consumed", False):
+        raise RuntimeError("lnbench fast LN layer (C kernels): backward through the same forward twice "
+                           "(retain_graph=True) is unsupported; set LNBENCH_NO_CKERNEL=1 for that")
+    ctx.consumed = True
+
+
+class _LNLSTMRecurrenceC(torch.autograd.Function):
+    """LN-LSTM with the input side's LN folded into the step kernel too: it takes ax = W_x x (T, B, 4H)
+    and bx = b2 + b (LN(W_x x)'s bias plus the gate bias), so no (T, B, 4H) pass runs outside the loop."""
+
+    @staticmethod
+    def forward(ctx, kern, eps, need_grad, ax, h0, c0, Wh, wx, bx, wh, bh, wc, bc):
+        T, B, G = ax.shape
+        H = G // 4
+        ax, h0, c0 = ax.contiguous(), h0.contiguous(), c0.contiguous()
+        wx, bx, wh, bh, wc, bc = (p.contiguous() for p in (wx, bx, wh, bh, wc, bc))
+        WhT = Wh.t()
+        out, AH, S, C, TC = _lstm_buffers(ax, need_grad)
+        L = AH.shape[0]
+        ST = ax.new_empty(L, 6, B)  # mean/rstd of LN(W_h h), LN(W_x x), LN(c): per step and row
+        fwd = kern.fn("lnlstm_fwd", ax.dtype)
+        nt = _kernel_threads(B)
+        ahs, axs, ss, cs, tcs, outs = AH.unbind(0), _rows(ax, T), _rows(S, L), _rows(C, L), _rows(TC, L), _rows(out, T)
+        sts = _rows(ST, L)
+        row = B * ST.element_size()
+        w = tuple(_ptr(p) for p in (wh, bh, wx, bx, wc, bc))
+        h, c_prev = h0, _ptr(c0)
+        for t in range(T):
+            k = t if need_grad else 0
+            torch.mm(h, WhT, out=ahs[k])
+            st = sts[k]
+            fwd(nt, B, H, eps, ahs[k].data_ptr(), axs[t], *w, c_prev, ss[k], cs[k], tcs[k], outs[t],
+                st, st + row, st + 2 * row, st + 3 * row, st + 4 * row, st + 5 * row)
+            h, c_prev = out[t], cs[k]
+        c_last = C[L - 1 if need_grad else 0]
+        if need_grad:
+            ctx.kern = kern
+            ctx.save_for_backward(ax, h0, c0, Wh, wx, wh, wc, out, AH, S, C, TC, ST)
+        return out, out[T - 1].clone(), c_last.clone()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dout, dhT, dcT):
+        _consume(ctx)
+        ax, h0, c0, Wh, wx, wh, wc, out, AH, S, C, TC, ST = ctx.saved_tensors
+        T, B, G = AH.shape
+        H = G // 4
+        dout = dout.contiguous()
+        opts = dict(dtype=AH.dtype, device=AH.device)
+        # In place, step by step (each step's forward values are dead once its backward ran): the grad
+        # of W_h h_{t-1} overwrites AH, that of W_x x_t overwrites ax; S is the kernel's scratch.
+        dAH, dAX = AH, ax
+        nt = _kernel_threads(B)  # the kernel's row chunks accumulate the LN gradients separately
+        dwh, dbh, dwx, dbx = (torch.zeros(nt, G, **opts) for _ in range(4))
+        dwc, dbc = torch.zeros(nt, H, **opts), torch.zeros(nt, H, **opts)
+        tmp = torch.empty(nt, G, **opts)
+        dh = (dout[T - 1] + dhT).contiguous()
+        dc = dcT.contiguous().clone()
+        bwd = ctx.kern.fn("lnlstm_bwd", AH.dtype)
+        ahs, axs, ss, cs, tcs, sts = _rows(AH, T), _rows(ax, T), _rows(S, T), _rows(C, T), _rows(TC, T), _rows(ST, T)
+        dahs = dAH.unbind(0)
+        w = (_ptr(wh), _ptr(wx), _ptr(wc), _ptr(dh), _ptr(dc))
+        acc = tuple(_ptr(a) for a in (dwh, dbh, dwx, dbx, dwc, dbc, tmp))
+        c0p = _ptr(c0)
+        for t in range(T - 1, -1, -1):
+            bwd(nt, B, H, ahs[t], axs[t], ss[t], cs[t], cs[t - 1] if t else c0p, tcs[t], sts[t], *w,
+                ahs[t], axs[t], *acc)
+            if t:
+                torch.addmm(dout[t - 1], dahs[t], Wh, out=dh)
+            else:
+                dh = torch.mm(dahs[0], Wh)
+        dWh = torch.mm(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+        return (None, None, None, dAX, dh, dc, dWh, dwx.sum(0), dbx.sum(0),
+                dwh.sum(0), dbh.sum(0), dwc.sum(0), dbc.sum(0))
+
+
+class _LNGRURecurrenceC(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, kern, eps, need_grad, xp_rz, xp_n, h0, Wh, w_rz, b_rz, w_n, b_n):
+        T, B, H = xp_n.shape
+        xp_rz, xp_n, h0 = xp_rz.contiguous(), xp_n.contiguous(), h0.contiguous()
+        w_rz, b_rz, w_n, b_n = (p.contiguous() for p in (w_rz, b_rz, w_n, b_n))
+        WhT = Wh.t()
+        out, AH, SRZ, N = _gru_buffers(xp_n, need_grad)
+        L = AH.shape[0]
+        ST = xp_n.new_empty(4, L, B)  # mean/rstd of LN(W_h h) and of LN(U h)
+        fwd = kern.fn("lngru_fwd", xp_n.dtype)
+        nt = _kernel_threads(B)
+        ahs, xrs, xns, ss, ns, outs = AH.unbind(0), _rows(xp_rz, T), _rows(xp_n, T), _rows(SRZ, L), _rows(N, L), _rows(out, T)
+        st = [_rows(ST[i], L) for i in range(4)]
+        w = (_ptr(w_rz), _ptr(b_rz), _ptr(w_n), _ptr(b_n))
+        h, hp = h0, _ptr(h0)
+        for t in range(T):
+            k = t if need_grad else 0
+            torch.mm(h, WhT, out=ahs[k])
+            fwd(nt, B, H, eps, ahs[k].data_ptr(), xrs[t], xns[t], *w, hp, ss[k], ns[k], outs[t],
+                st[0][k], st[1][k], st[2][k], st[3][k])
+            h, hp = out[t], outs[t]
+        if need_grad:
+            ctx.kern = kern
+            ctx.save_for_backward(h0, Wh, w_rz, w_n, b_n, out, AH, SRZ, N, ST)
+        return out, out[T - 1].clone()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dout, dhT):
+        _consume(ctx)
+        h0, Wh, w_rz, w_n, b_n, out, AH, SRZ, N, ST = ctx.saved_tensors
+        T, B, G = AH.shape
+        H = G // 3
+        dout = dout.contiguous()
+        opts = dict(dtype=AH.dtype, device=AH.device)
+        # In place, as in the LSTM: grad of xp_rz over SRZ, of xp_n over N, of [W_h; U] h_{t-1} over AH.
+        dXRZ, dXN, dAH = SRZ, N, AH
+        nt = _kernel_threads(B)
+        dw_rz, db_rz = torch.zeros(nt, 2 * H, **opts), torch.zeros(nt, 2 * H, **opts)
+        dw_n, db_n = torch.zeros(nt, H, **opts), torch.zeros(nt, H, **opts)
+        tmp = torch.empty(nt, G, **opts)
+        dh = (dout[T - 1] + dhT).contiguous()
+        bwd = ctx.kern.fn("lngru_bwd", AH.dtype)
+        ahs, ss, ns, outs, douts = _rows(AH, T), _rows(SRZ, T), _rows(N, T), _rows(out, T), _rows(dout, T)
+        dahs = dAH.unbind(0)
+        st = [_rows(ST[i], T) for i in range(4)]
+        w = (_ptr(w_rz), _ptr(w_n), _ptr(b_n), _ptr(dh))
+        acc = (_ptr(dw_rz), _ptr(db_rz), _ptr(dw_n), _ptr(db_n), _ptr(tmp))
+        h0p = _ptr(h0)
+        for t in range(T - 1, -1, -1):
+            bwd(nt, B, H, ahs[t], ss[t], ns[t], outs[t - 1] if t else h0p, st[0][t], st[1][t], st[2][t], st[3][t],
+                *w, douts[t - 1] if t else None, ss[t], ns[t], ahs[t], *acc)
+            dh.addmm_(dahs[t], Wh)  # dh (1 - z) + dout_{t-1} from the kernel, + dah [W_h; U]
+        dWh = torch.mm(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+        return None, None, None, dXRZ, dXN, dh, dWh, dw_rz.sum(0), db_rz.sum(0), dw_n.sum(0), db_n.sum(0)
+
+
+def _c_kernel_for(cell: nn.Module, x: Tensor):
+    """The loaded C kernels if this call can run through them (LN cell, CPU, float32/64), else None."""
+    if cell.norm_kind is not NormKind.layer or x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64):
+        return None
+    if isinstance(cell, LSTMCell):
+        norms = (cell.norm_h, cell.norm_c, cell.norm_x)
+        if cell.bias is None or cell.weight_x.bias is not None:
+            return None
+    else:
+        norms = (cell.norm_h_rz, cell.norm_h_n)
+    if any(n.weight is None or n.bias is None or n.eps != norms[0].eps for n in norms):
+        return None
+    params = [cell.weight_h.weight] + [p for n in norms for p in (n.weight, n.bias)]
+    if any(p.dtype != x.dtype or p.device.type != "cpu" for p in params):
+        return None
+    from lnbench.nn import ckernel
+
+    return ckernel.kernel()
+
+
+# --------------------------------------------------------------------------------------------------
 class FastRecurrentLayer(nn.Module):
     """`RecurrentLayer(cell)` with the recurrence in one autograd.Function; `cell` owns every parameter."""
 
@@ -303,6 +498,9 @@ class FastRecurrentLayer(nn.Module):
             return RecurrentLayer(cell)(x, state)
         T, B = x.shape[:2]
         Wh = cell.weight_h.weight
+        kern = _c_kernel_for(cell, x)
+        if kern is not None:
+            return self._forward_c(kern, x, state)
         if isinstance(cell, LSTMCell):
             xp = self._project_lstm(x)
             h0, c0 = cell.initial_state(B, xp) if state is None else state
@@ -317,6 +515,25 @@ class FastRecurrentLayer(nn.Module):
             fn = _GRURecurrence
         need_grad = torch.is_grad_enabled() and any(a is not None and a.requires_grad for a in args)
         out, *final = fn.apply(norms, need_grad, *args)
+        return out, tuple(final)
+
+    def _forward_c(self, kern, x: Tensor, state: Optional[State]) -> tuple[Tensor, State]:
+        cell = self.cell
+        B = x.shape[1]
+        Wh = cell.weight_h.weight
+        if isinstance(cell, LSTMCell):
+            ax = cell.weight_x(x)  # LN(W_x x) + b runs inside the step kernel
+            h0, c0 = cell.initial_state(B, ax) if state is None else state
+            ln = cell.norm_x
+            args = (ax, h0, c0, Wh, ln.weight, ln.bias + cell.bias, *_wb(cell.norm_h), *_wb(cell.norm_c))
+            fn, eps = _LNLSTMRecurrenceC, cell.norm_h.eps
+        else:
+            xp_rz, xp_n = self._project_gru(x)
+            (h0,) = cell.initial_state(B, xp_n) if state is None else state
+            args = (xp_rz, xp_n, h0, Wh, *_wb(cell.norm_h_rz), *_wb(cell.norm_h_n))
+            fn, eps = _LNGRURecurrenceC, cell.norm_h_rz.eps
+        need_grad = torch.is_grad_enabled() and any(a.requires_grad for a in args)
+        out, *final = fn.apply(kern, eps, need_grad, *args)
         return out, tuple(final)
 
     def _project_lstm(self, x: Tensor) -> Tensor:

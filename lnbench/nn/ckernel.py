@@ -1,0 +1,510 @@
+"""Plain-C pointwise kernels for one time step of the LN-LSTM / LN-GRU recurrences, loaded with ctypes.
+
+`lnbench.nn.fast_rnn` runs the recurrent matmul of each step in torch (`torch.mm(..., out=...)`) and
+everything else of the step -- both layer norms, the gate nonlinearities, the state update, and in the
+backward the whole pointwise/LN chain rule with the LN gain/bias gradients accumulated in place -- as
+ONE call into the C functions below, instead of ~25 small aten ops; for the LSTM that includes the
+input side's LN(W_x x_t) + b. Batch rows are split over OpenMP threads (`nt`, chosen by the caller);
+the backward's per-chunk LN gradient partials make the result independent of scheduling. The C is plain C99 (no torch
+headers), so it compiles in well under a second; it works on raw pointers (`tensor.data_ptr()`) of
+contiguous CPU tensors, float32 (`*_f32`) and float64 (`*_f64`): the same kernel body is compiled twice
+with REAL = float / double.
+
+Build: at first use, `kernel()` compiles the source with the system C compiler (`$CC`, else cc, else
+gcc) into the cache directory (`$LNBENCH_CACHE`, else ~/.cache/lnbench), the file name keyed by a hash
+of the source, the flags and the machine (arch and CPU flags, since it is built with -march=native);
+it compiles to a temporary name and renames, so concurrent runs never load half a file. The compiler
+runs in a background process: the first call waits for it up to `WAIT_S` seconds, and if it is not done
+by then callers get None (the eager torch path) until it is. No compiler, a failed compile or a failed
+load: one warning, and None from then on. `LNBENCH_NO_CKERNEL=1` always gives None.
+
+Vector math: gcc vectorizes the exp calls (sigmoid = 1 / (1 + exp(-x)), tanh = 2 sigmoid(2x) - 1)
+through glibc's libmvec, declared `omp declare simd` here as <math.h> itself does under -ffast-math,
+without the rest of -ffast-math (no reassociation beyond the `omp simd` reductions). libmvec's exp is
+accurate to a few ulp in float32 and float64; the float64 exactness tests (1e-12 vs the reference) run
+through these kernels. Where that build fails (no libmvec, no OpenMP, another compiler or arch), a
+portable single-threaded build with scalar libm calls is tried next (correct, much slower math).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Optional
+
+# Longest a run waits for the compiler on first use (it takes ~0.5-1 s; `make setup` builds it ahead).
+# Generous on purpose: a run that took its first steps on the eager path and the rest in C would differ in
+# the last bits from one that found the kernel cached, and same-seed runs are meant to be bit-identical.
+WAIT_S = 30.0
+
+_PRELUDE = r"""
+#include <math.h>
+#include <stdint.h>
+
+#ifdef LNB_VECMATH
+/* Vector variants from glibc's libmvec, as <bits/math-vector.h> declares them under -ffast-math. */
+#pragma omp declare simd notinbranch
+float expf(float);
+#pragma omp declare simd notinbranch
+double exp(double);
+#endif
+"""
+
+# The kernel body, compiled once per REAL type. SUF(name) appends the type suffix.
+_BODY = r"""
+static inline REAL SUF(sigm)(REAL x) { return (REAL)1 / ((REAL)1 + EXP(-x)); }
+/* tanh(x) = 2 sigmoid(2x) - 1: one vectorized exp (libmvec's tanh is slower); absolute error a few ulp of 1. */
+static inline REAL SUF(tanh_)(REAL x) { return (REAL)2 / ((REAL)1 + EXP((REAL)-2 * x)) - (REAL)1; }
+
+/* mean and 1/sqrt(var + eps) of x[0..n) (biased variance, two passes), as torch's layer_norm. */
+static inline void SUF(ln_stats)(const REAL *x, int64_t n, REAL eps, REAL *mean, REAL *rstd)
+{
+    REAL s = 0, v = 0;
+#pragma omp simd reduction(+:s)
+    for (int64_t j = 0; j < n; ++j) s += x[j];
+    const REAL m = s / (REAL)n;
+#pragma omp simd reduction(+:v)
+    for (int64_t j = 0; j < n; ++j) { const REAL d = x[j] - m; v += d * d; }
+    *mean = m;
+    *rstd = (REAL)1 / SQRT(v / (REAL)n + eps);
+}
+
+/* LN backward for one row, first pass: accumulates dw += dy xhat, db += dy (xhat = (x - mean) rstd);
+   writes g = dy w into g[0..n); returns s1 = sum(g), s2 = sum(g xhat). */
+static inline void SUF(ln_bwd_start)(const REAL *x, const REAL *dy, int64_t n, REAL mean, REAL rstd,
+                                     const REAL *w, REAL *dw, REAL *db, REAL *g, REAL *s1o, REAL *s2o)
+{
+    REAL s1 = 0, s2 = 0;
+#pragma omp simd reduction(+:s1, s2)
+    for (int64_t j = 0; j < n; ++j) {
+        const REAL xh = (x[j] - mean) * rstd, d = dy[j], gj = d * w[j];
+        dw[j] += d * xh;
+        db[j] += d;
+        g[j] = gj;
+        s1 += gj;
+        s2 += gj * xh;
+    }
+    *s1o = s1;
+    *s2o = s2;
+}
+
+/* LN backward for one row, second pass: dx = rstd (g - mean(g) - xhat mean(g xhat)).
+   dx may alias x (each x[j] is read before dx[j] is written), not g. */
+static inline void SUF(ln_bwd_finish)(const REAL *x, const REAL *g, int64_t n, REAL mean, REAL rstd,
+                                      REAL s1, REAL s2, REAL *dx)
+{
+    const REAL a = s1 / (REAL)n, c = s2 / (REAL)n;
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) dx[j] = rstd * (g[j] - a - (x[j] - mean) * rstd * c);
+}
+
+/* LN-LSTM forward, one time step, rows b = 0..B-1 (paper eqs. 20-22; gate order i, f, g, o):
+     a   = LN(ah; wh, bh) + LN(ax; wx, bx)    ah = W_h h_{t-1}, ax = W_x x_t, bx = b2 + the gate bias b
+     s   = [sigmoid(i), sigmoid(f), tanh(g), sigmoid(o)]
+     c   = sigmoid(f) c_prev + sigmoid(i) tanh(g)
+     tc  = tanh(LN(c; wc, bc)),  h = sigmoid(o) tc
+   Writes s (B, 4H), c, tc, h (B, H) and the three LNs' mean/rstd (B). c may alias c_prev. */
+void SUF(lnlstm_fwd)(int64_t nt, int64_t B, int64_t H, double eps_,
+                     const REAL *ah, const REAL *ax, const REAL *wh, const REAL *bh, const REAL *wx,
+                     const REAL *bx, const REAL *wc, const REAL *bc, const REAL *c_prev,
+                     REAL *s, REAL *c, REAL *tc, REAL *h, REAL *mh, REAL *rh, REAL *mx, REAL *rx,
+                     REAL *mc, REAL *rc)
+{
+    const int64_t G = 4 * H;
+    const REAL eps = (REAL)eps_;
+#pragma omp parallel for num_threads(nt) schedule(static) if(nt > 1)
+    for (int64_t b = 0; b < B; ++b) {
+        const REAL *ahb = ah + b * G, *axb = ax + b * G, *cp = c_prev + b * H;
+        REAL *sb = s + b * G, *cb = c + b * H, *tcb = tc + b * H, *hb = h + b * H;
+        REAL m, r, m2, r2;
+        SUF(ln_stats)(ahb, G, eps, &m, &r);
+        SUF(ln_stats)(axb, G, eps, &m2, &r2);
+        mh[b] = m;
+        rh[b] = r;
+        mx[b] = m2;
+        rx[b] = r2;
+#pragma omp simd
+        for (int64_t j = 0; j < G; ++j)
+            sb[j] = ((ahb[j] - m) * r * wh[j] + bh[j]) + ((axb[j] - m2) * r2 * wx[j] + bx[j]);
+#pragma omp simd
+        for (int64_t j = 0; j < 2 * H; ++j) sb[j] = SUF(sigm)(sb[j]);
+#pragma omp simd
+        for (int64_t j = 2 * H; j < 3 * H; ++j) sb[j] = SUF(tanh_)(sb[j]);
+#pragma omp simd
+        for (int64_t j = 3 * H; j < G; ++j) sb[j] = SUF(sigm)(sb[j]);
+        const REAL *si = sb, *sf = sb + H, *sg = sb + 2 * H, *so = sb + 3 * H;
+#pragma omp simd
+        for (int64_t j = 0; j < H; ++j) cb[j] = sf[j] * cp[j] + si[j] * sg[j];
+        SUF(ln_stats)(cb, H, eps, &m, &r);
+        mc[b] = m;
+        rc[b] = r;
+#pragma omp simd
+        for (int64_t j = 0; j < H; ++j) {
+            const REAL t = SUF(tanh_)((cb[j] - m) * r * wc[j] + bc[j]);
+            tcb[j] = t;
+            hb[j] = so[j] * t;
+        }
+    }
+}
+
+/* LN-LSTM backward, one time step (the chain rule of lnlstm_fwd, row by row):
+     in:     dh = dL/dh_t (B, H) (from the output and from step t+1)
+     in/out: dc = dL/dc_t from step t+1 on entry, dL/dc_{t-1} on exit (B, H)
+             s: the gate activations on entry, dL/d(gate pre-activations) on exit (B, 4H)
+     out:    dah = dL/d(W_h h_{t-1}), dax = dL/d(W_x x_t) (B, 4H); may alias ah, ax (written in place)
+     accumulates the LN gradients dwh, dbh, dwx, dbx (4H) and dwc, dbc (H): rows are split into nt
+     chunks run in parallel, chunk k accumulating into dwh + k 4H, ... (the caller sums the nt partials).
+     tmp: scratch of nt x 4H. */
+static void SUF(lnlstm_bwd_rows)(int64_t b0, int64_t b1, int64_t B, int64_t H,
+                                 const REAL *ah, const REAL *ax, REAL *s, const REAL *c, const REAL *c_prev,
+                                 const REAL *tc, const REAL *st, const REAL *wh, const REAL *wx, const REAL *wc,
+                                 const REAL *dh, REAL *dc, REAL *dah, REAL *dax, REAL *dwh, REAL *dbh,
+                                 REAL *dwx, REAL *dbx, REAL *dwc, REAL *dbc, REAL *tmp)
+{
+    const int64_t G = 4 * H;
+    const REAL *mh = st, *rh = st + B, *mx = st + 2 * B, *rx = st + 3 * B, *mc = st + 4 * B, *rc = st + 5 * B;
+    for (int64_t b = b0; b < b1; ++b) {
+        const REAL *ahb = ah + b * G, *axb = ax + b * G, *cb = c + b * H, *cp = c_prev + b * H;
+        const REAL *tcb = tc + b * H, *dhb = dh + b * H;
+        REAL *sb = s + b * G, *dcb = dc + b * H;
+        const REAL mcb = mc[b], rcb = rc[b];
+        REAL s1 = 0, s2 = 0;
+        /* h_t = sigmoid(o) tanh(LN(c_t)): LN(c)'s backward, first pass, with dy = dh sigmoid(o) (1 - tc^2) */
+#pragma omp simd reduction(+:s1, s2)
+        for (int64_t j = 0; j < H; ++j) {
+            const REAL dy = dhb[j] * sb[3 * H + j] * ((REAL)1 - tcb[j] * tcb[j]);
+            const REAL xh = (cb[j] - mcb) * rcb, g = dy * wc[j];
+            dwc[j] += dy * xh;
+            dbc[j] += dy;
+            tmp[j] = g;
+            s1 += g;
+            s2 += g * xh;
+        }
+        const REAL a1 = s1 / (REAL)H, a2 = s2 / (REAL)H;
+#pragma omp simd
+        for (int64_t j = 0; j < H; ++j) {
+            /* total dL/dc_t: through LN(c_t) into h_t, plus from c_{t+1} */
+            const REAL d = rcb * (tmp[j] - a1 - (cb[j] - mcb) * rcb * a2) + dcb[j];
+            const REAL si = sb[j], sf = sb[H + j], sg = sb[2 * H + j], so = sb[3 * H + j];
+            sb[j] = d * sg * si * ((REAL)1 - si);
+            sb[H + j] = d * cp[j] * sf * ((REAL)1 - sf);
+            sb[2 * H + j] = d * si * ((REAL)1 - sg * sg);
+            sb[3 * H + j] = dhb[j] * tcb[j] * so * ((REAL)1 - so);
+            dcb[j] = d * sf;
+        }
+        /* the gate pre-activations' gradient (now in sb) into both LNs */
+        SUF(ln_bwd_start)(ahb, sb, G, mh[b], rh[b], wh, dwh, dbh, tmp, &s1, &s2);
+        SUF(ln_bwd_finish)(ahb, tmp, G, mh[b], rh[b], s1, s2, dah + b * G);
+        SUF(ln_bwd_start)(axb, sb, G, mx[b], rx[b], wx, dwx, dbx, tmp, &s1, &s2);
+        SUF(ln_bwd_finish)(axb, tmp, G, mx[b], rx[b], s1, s2, dax + b * G);
+    }
+}
+
+/* st: the forward's six (B) statistics of this step, mh rh mx rx mc rc, contiguous. */
+void SUF(lnlstm_bwd)(int64_t nt, int64_t B, int64_t H,
+                     const REAL *ah, const REAL *ax, REAL *s, const REAL *c, const REAL *c_prev,
+                     const REAL *tc, const REAL *st, const REAL *wh, const REAL *wx, const REAL *wc,
+                     const REAL *dh, REAL *dc, REAL *dah, REAL *dax, REAL *dwh, REAL *dbh,
+                     REAL *dwx, REAL *dbx, REAL *dwc, REAL *dbc, REAL *tmp)
+{
+    const int64_t G = 4 * H;
+#pragma omp parallel for num_threads(nt) schedule(static, 1) if(nt > 1)
+    for (int64_t k = 0; k < nt; ++k)
+        SUF(lnlstm_bwd_rows)(B * k / nt, B * (k + 1) / nt, B, H, ah, ax, s, c, c_prev, tc, st, wh, wx, wc, dh, dc,
+                             dah, dax, dwh + k * G, dbh + k * G, dwx + k * G, dbx + k * G, dwc + k * H,
+                             dbc + k * H, tmp + k * G);
+}
+
+/* LN-GRU forward, one time step (paper eqs. 26-28), ah = [W_h; U] h_{t-1} (B, 3H):
+     [r, z] = sigmoid(LN(ah[:2H]; w_rz, b_rz) + xp_rz)      xp_rz = LN(W_x x_t; a2, b2)
+     n      = tanh(xp_n + r LN(ah[2H:]; w_n, b_n))          xp_n  = LN(W x_t; a3, b3)
+     h      = h_prev + z (n - h_prev)
+   Writes srz = [sigmoid(r), sigmoid(z)] (B, 2H), n, h (B, H) and both LNs' mean/rstd (B). */
+void SUF(lngru_fwd)(int64_t nt, int64_t B, int64_t H, double eps_,
+                    const REAL *ah, const REAL *xrz, const REAL *xn, const REAL *wrz, const REAL *brz,
+                    const REAL *wn, const REAL *bn, const REAL *h_prev,
+                    REAL *srz, REAL *n, REAL *h, REAL *m1, REAL *r1, REAL *m4, REAL *r4)
+{
+    const int64_t G = 3 * H;
+    const REAL eps = (REAL)eps_;
+#pragma omp parallel for num_threads(nt) schedule(static) if(nt > 1)
+    for (int64_t b = 0; b < B; ++b) {
+        const REAL *ahb = ah + b * G, *xrzb = xrz + b * 2 * H, *xnb = xn + b * H, *hp = h_prev + b * H;
+        REAL *sb = srz + b * 2 * H, *nb = n + b * H, *hb = h + b * H;
+        REAL m, r, mn, rn;
+        SUF(ln_stats)(ahb, 2 * H, eps, &m, &r);
+        SUF(ln_stats)(ahb + 2 * H, H, eps, &mn, &rn);
+        m1[b] = m;
+        r1[b] = r;
+        m4[b] = mn;
+        r4[b] = rn;
+#pragma omp simd
+        for (int64_t j = 0; j < 2 * H; ++j) sb[j] = SUF(sigm)((ahb[j] - m) * r * wrz[j] + brz[j] + xrzb[j]);
+        const REAL *ahn = ahb + 2 * H, *z = sb + H;
+#pragma omp simd
+        for (int64_t j = 0; j < H; ++j) {
+            const REAL v = SUF(tanh_)(xnb[j] + sb[j] * ((ahn[j] - mn) * rn * wn[j] + bn[j]));
+            nb[j] = v;
+            hb[j] = hp[j] + z[j] * (v - hp[j]);
+        }
+    }
+}
+
+/* LN-GRU backward, one time step (the chain rule of lngru_fwd, row by row):
+     in/out: dh = dL/dh_t on entry; on exit dL/dh_{t-1} except for the matmul term, i.e.
+             dh (1 - z) + dout_prev (dout_prev may be NULL); the caller adds dah [W_h; U].
+     out:    dxrz = dL/dxp_rz (B, 2H), may alias srz; dxn = dL/dxp_n (B, H), may alias n;
+             dah = dL/d([W_h; U] h_{t-1}) (B, 3H), may alias ah (all written in place)
+     accumulates the LN gradients dwrz, dbrz (2H) and dwn, dbn (H), per chunk of rows as in lnlstm_bwd.
+     tmp: scratch of nt x 3H. */
+static void SUF(lngru_bwd_rows)(int64_t b0, int64_t b1, int64_t H,
+                    const REAL *ah, const REAL *srz, const REAL *n, const REAL *h_prev,
+                    const REAL *m1, const REAL *r1, const REAL *m4, const REAL *r4,
+                    const REAL *wrz, const REAL *wn, const REAL *bn, REAL *dh, const REAL *dout_prev,
+                    REAL *dxrz, REAL *dxn, REAL *dah, REAL *dwrz, REAL *dbrz, REAL *dwn, REAL *dbn, REAL *tmp)
+{
+    const int64_t G = 3 * H;
+    REAL *dnn = tmp, *g = tmp + H;
+    for (int64_t b = b0; b < b1; ++b) {
+        const REAL *ahb = ah + b * G, *ahn = ahb + 2 * H, *sb = srz + b * 2 * H;
+        const REAL *nb = n + b * H, *hp = h_prev + b * H, *dop = dout_prev ? dout_prev + b * H : 0;
+        REAL *dhb = dh + b * H, *drz = dxrz + b * 2 * H, *dnb = dxn + b * H, *dahb = dah + b * G;
+        const REAL mn = m4[b], rn = r4[b];
+#pragma omp simd
+        for (int64_t j = 0; j < H; ++j) {
+            const REAL d = dhb[j], rj = sb[j], zj = sb[H + j], nj = nb[j];
+            const REAL nn = (ahn[j] - mn) * rn * wn[j] + bn[j]; /* LN(U h_{t-1}), recomputed */
+            const REAL dn = d * zj * ((REAL)1 - nj * nj);
+            dnb[j] = dn;
+            drz[j] = dn * nn * rj * ((REAL)1 - rj);
+            drz[H + j] = d * (nj - hp[j]) * zj * ((REAL)1 - zj);
+            dnn[j] = dn * rj; /* dL/dLN(U h_{t-1}) */
+            dhb[j] = d - d * zj + (dop ? dop[j] : (REAL)0);
+        }
+        REAL s1, s2;
+        SUF(ln_bwd_start)(ahb, drz, 2 * H, m1[b], r1[b], wrz, dwrz, dbrz, g, &s1, &s2);
+        SUF(ln_bwd_finish)(ahb, g, 2 * H, m1[b], r1[b], s1, s2, dahb);
+        SUF(ln_bwd_start)(ahn, dnn, H, mn, rn, wn, dwn, dbn, g, &s1, &s2);
+        SUF(ln_bwd_finish)(ahn, g, H, mn, rn, s1, s2, dahb + 2 * H);
+    }
+}
+
+void SUF(lngru_bwd)(int64_t nt, int64_t B, int64_t H,
+                    const REAL *ah, const REAL *srz, const REAL *n, const REAL *h_prev,
+                    const REAL *m1, const REAL *r1, const REAL *m4, const REAL *r4,
+                    const REAL *wrz, const REAL *wn, const REAL *bn, REAL *dh, const REAL *dout_prev,
+                    REAL *dxrz, REAL *dxn, REAL *dah, REAL *dwrz, REAL *dbrz, REAL *dwn, REAL *dbn, REAL *tmp)
+{
+#pragma omp parallel for num_threads(nt) schedule(static, 1) if(nt > 1)
+    for (int64_t k = 0; k < nt; ++k)
+        SUF(lngru_bwd_rows)(B * k / nt, B * (k + 1) / nt, H, ah, srz, n, h_prev, m1, r1, m4, r4, wrz, wn, bn, dh,
+                            dout_prev, dxrz, dxn, dah, dwrz + k * 2 * H, dbrz + k * 2 * H, dwn + k * H, dbn + k * H,
+                            tmp + k * 3 * H);
+}
+"""
+
+_TYPES = [  # (REAL, suffix, exp, sqrt)
+    ("float", "f32", "expf", "sqrtf"),
+    ("double", "f64", "exp", "sqrt"),
+]
+
+
+def _source() -> str:
+    parts = [_PRELUDE]
+    for real, suf, exp, sqrt in _TYPES:
+        parts.append(
+            f"#define REAL {real}\n#define SUF(name) name##_{suf}\n#define EXP {exp}\n"
+            f"#define SQRT {sqrt}\n{_BODY}\n#undef REAL\n#undef SUF\n#undef EXP\n#undef SQRT\n"
+        )
+    return "".join(parts)
+
+
+SOURCE = _source()
+# Tried in order: vectorized exp through libmvec (512-bit vectors on x86-64, which gcc otherwise
+# avoids), then plain scalar libm (portable).
+_X86 = platform.machine().lower() in ("x86_64", "amd64")
+FLAG_SETS = [
+    ["-O3", "-march=native", *(["-mprefer-vector-width=512"] if _X86 else []), "-fno-math-errno", "-fopenmp",
+     "-DLNB_VECMATH", "-shared", "-fPIC", "-lmvec", "-lm"],
+    ["-O3", "-fno-math-errno", "-fopenmp-simd", "-shared", "-fPIC", "-lm"],
+]
+
+# ctypes signatures, read off the C prototypes: P = pointer (a Python int from data_ptr()), I = int64,
+# D = double.
+_EXPORTS = ("lnlstm_fwd", "lnlstm_bwd", "lngru_fwd", "lngru_bwd")
+
+
+def _signature(name: str) -> str:
+    m = re.search(r"void SUF\(" + name + r"\)\((.*?)\)\s*\{", _BODY, re.S)
+    params = [p.strip() for p in m.group(1).split(",")]
+    return "".join("P" if "*" in p else "D" if p.startswith("double") else "I" for p in params)
+
+
+_SIGS = {name: _signature(name) for name in _EXPORTS}
+_CT = {"P": ctypes.c_void_p, "I": ctypes.c_int64, "D": ctypes.c_double}
+
+
+class Kernels:
+    """The loaded library: `k.fn("lnlstm_fwd", torch.float32)` -> the ctypes function."""
+
+    def __init__(self, lib: ctypes.CDLL, path: Path):
+        self.lib, self.path = lib, path
+        self._fns = {}
+        for name, sig in _SIGS.items():
+            for suf in ("f32", "f64"):
+                f = getattr(lib, f"{name}_{suf}")
+                f.argtypes = [_CT[ch] for ch in sig]
+                f.restype = None
+                self._fns[(name, suf)] = f
+
+    def fn(self, name: str, dtype) -> ctypes._CFuncPtr:
+        return self._fns[(name, "f64" if str(dtype) == "torch.float64" else "f32")]
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("LNBENCH_CACHE") or Path.home() / ".cache" / "lnbench")
+
+
+def _compiler() -> Optional[str]:
+    cc = os.environ.get("CC")
+    if cc:
+        return shutil.which(cc)
+    return shutil.which("cc") or shutil.which("gcc")
+
+
+def _machine_key() -> str:
+    """Arch plus CPU flags: the library is built with -march=native, so it must not move between CPUs."""
+    key = platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    key += line
+                    break
+    except OSError:
+        key += platform.processor()
+    return key
+
+
+def lib_path(cc: str, flags: list[str]) -> Path:
+    h = hashlib.sha256("\0".join([SOURCE, cc, " ".join(flags), _machine_key()]).encode()).hexdigest()[:16]
+    return cache_dir() / f"ckernel-{h}.so"
+
+
+class _Builder:
+    """Compiles (in a background process) and loads the library; remembers failure."""
+
+    def __init__(self):
+        self.kernels: Optional[Kernels] = None
+        self.failed = False
+        self.proc: Optional[subprocess.Popen] = None
+        self.attempt = 0
+        self.tmp: Optional[Path] = None
+        self.dest: Optional[Path] = None
+        self.errors: list[str] = []
+
+    def _fail(self, why: str) -> None:
+        self.failed = True
+        warnings.warn(f"lnbench: C kernels unavailable ({why}); using the eager torch path", RuntimeWarning, stacklevel=3)
+
+    def _start(self) -> None:
+        """Load the cached library for the next flag set if present, else start compiling it."""
+        cc = _compiler()
+        if cc is None:
+            self._fail("no C compiler found ($CC, cc, gcc)")
+            return
+        while self.attempt < len(FLAG_SETS):
+            flags = FLAG_SETS[self.attempt]
+            self.dest = lib_path(cc, flags)
+            if self.dest.exists():
+                if self._load():
+                    return
+                self.attempt += 1
+                continue
+            try:
+                d = cache_dir()
+                d.mkdir(parents=True, exist_ok=True)
+                fd, name = tempfile.mkstemp(prefix=".ckernel-", suffix=".c", dir=d)
+                with os.fdopen(fd, "w") as f:
+                    f.write(SOURCE)
+                src = Path(name)
+                self.tmp = src.with_suffix(".so")
+                self.proc = subprocess.Popen(
+                    [cc, str(src), "-o", str(self.tmp), *flags],
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                self.src = src
+                return
+            except OSError as e:
+                self._fail(f"cannot compile into {cache_dir()}: {e}")
+                return
+        self._fail("; ".join(self.errors) or "every build failed")
+
+    def _load(self) -> bool:
+        try:
+            self.kernels = Kernels(ctypes.CDLL(str(self.dest)), self.dest)
+            return True
+        except (OSError, AttributeError) as e:
+            self.errors.append(f"load {self.dest.name}: {e}")
+            return False
+
+    def _finish(self) -> None:
+        """The compiler exited: rename its output into place and load it, or try the next flag set."""
+        proc, self.proc = self.proc, None
+        out = proc.stdout.read() if proc.stdout else ""
+        if proc.stdout:
+            proc.stdout.close()
+        self.src.unlink(missing_ok=True)
+        if proc.returncode == 0:
+            os.replace(self.tmp, self.dest)
+            if self._load():
+                return
+        else:
+            self.tmp.unlink(missing_ok=True)
+            self.errors.append(f"compile failed: {out.strip()[-300:]}")
+        self.attempt += 1
+        self._start()
+
+    def get(self, wait: float) -> Optional[Kernels]:
+        if self.kernels is not None or self.failed:
+            return self.kernels
+        if self.proc is None:
+            self._start()
+        deadline = time.monotonic() + wait
+        while self.proc is not None:
+            try:
+                self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                return None  # still compiling: the eager path for now
+            self._finish()
+        return self.kernels
+
+
+_builder = _Builder()
+_waited = False
+
+
+def kernel(wait: Optional[float] = None) -> Optional[Kernels]:
+    """The C kernels, or None: disabled (LNBENCH_NO_CKERNEL=1), unavailable, or still compiling.
+
+    wait: seconds to wait for a compile in progress; by default WAIT_S on the first call, then 0."""
+    global _waited
+    if os.environ.get("LNBENCH_NO_CKERNEL", "") not in ("", "0"):
+        return None
+    if wait is None:
+        wait = 0.0 if _waited else WAIT_S  # only the first call waits for the compiler
+    _waited = True
+    return _builder.get(wait)
+
+
+def reset() -> None:
+    """Forget the loaded/failed state (tests)."""
+    global _builder, _waited
+    _builder, _waited = _Builder(), False
