@@ -31,8 +31,13 @@ test: setup
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
 
+# A few steps of every model preset on every dataset it can take (needs MNIST and Tiny Shakespeare
+# under $LNBENCH_DATA_DIR, else ../shared/data).
+FLAT_MODELS := mlp,bn_mlp,ln_mlp,wn_mlp,rms_mlp
+SEQ_MODELS := lstm,bn_lstm,ln_lstm,wn_lstm,rms_lstm,gru,bn_gru,ln_gru,wn_gru,rms_gru
 smoke: setup
-	$(BIN)/lnbench train -m +experiment=smoke
+	$(BIN)/lnbench train -m +experiment=smoke progress=false model=$(FLAT_MODELS) dataset=mnist
+	$(BIN)/lnbench train -m +experiment=smoke progress=false model=$(SEQ_MODELS) dataset=seq_mnist,adding,copy,shakespeare
 
 bench: setup
 	$(BIN)/lnbench bench
