@@ -118,7 +118,8 @@ def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags:
         x0, _ = dataset.train_batch(0)
         weight_norm_data_init(model, x0.to(device))
     optimizer, scheduler = build_optimizer(cfg.optim, model, device, cfg.steps)
-    clip = cfg.optim.clip_grad_norm or math.inf
+    clip = cfg.optim.clip_grad_norm  # None: no clipping
+    params = [p for p in model.parameters() if p.requires_grad]
     n_params = sum(p.numel() for p in model.parameters())
     log.info("model: %s, %d parameters, device %s", type(model).__name__, n_params, device)
 
@@ -137,16 +138,20 @@ def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags:
                       run_id=resume.get("wandb_id"), elapsed=resume.get("elapsed", 0.0), step=step)
 
     def save_checkpoint() -> None:
+        nonlocal checkpoint_time
+        t0 = time.perf_counter()
         checkpoint.save(run_dir, {
             "step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict(), "best": best, "val": val, "window": window,
             "metrics_bytes": tracker.metrics.size(), "wandb_id": tracker.wandb.id,
             "elapsed": tracker.elapsed(), "resumed_at": resumed_at, "config": config,
         })
+        checkpoint_time += time.perf_counter() - t0
 
     names = tasks.metric_names(spec)
     summary: dict[str, Any] = {"status": "running", "params": n_params, "device": str(device), "primary_metric": tasks.primary_metric(spec), "baseline": spec.baseline}
-    start_step, eval_time = step, 0.0
+    # time_per_step counts training steps with their logging; evaluations and checkpoints are timed apart.
+    start_step, eval_time, checkpoint_time = step, 0.0, 0.0
     model.train()
     loop_start = time.perf_counter()
     try:
@@ -159,10 +164,11 @@ def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags:
                 loss, values, _ = tasks.loss_and_metrics(spec, model(x), y)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+                if clip:
+                    grad_norm = torch.nn.utils.clip_grad_norm_(params, clip)
                 optimizer.step()
                 scheduler.step()
-                window.append(torch.cat([values, grad_norm.detach().reshape(1).to(values)]))
+                window.append(values)
                 step += 1
                 last = step == cfg.steps
                 if step % cfg.log_every == 0 or last:
@@ -173,7 +179,11 @@ def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags:
                         summary.update(status="diverged", diverged_at_step=step - len(rows) + int(bad[0, 0]) + 1)
                         log.error("loss is not finite at step %d: stopping (status diverged).", summary["diverged_at_step"])
                         break
-                    means = dict(zip(names + ["grad_norm"], rows.mean(0).tolist()))
+                    # The gradient norm of the logging step (before clipping): computing it at every step
+                    # would cost a pass over all gradients per step.
+                    if not clip:
+                        grad_norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params if p.grad is not None]))
+                    means = {**dict(zip(names, rows.mean(0).tolist())), "grad_norm": float(grad_norm)}
                     extra = {"epoch": round(dataset.epoch(step), 4), "samples": step * dataset.batch_size, "lr": scheduler.get_last_lr()[0]}
                     tracker.log("train", step, means, **extra)
                     tracker.show(step, fmt({k: means[k] for k in names[:2]}), line=False)
@@ -206,8 +216,9 @@ def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags:
             summary.update(status="interrupted" if stopped else "failed", error=f"{type(e).__name__}: {e}")
         raise
     finally:
-        train_time = time.perf_counter() - loop_start - eval_time
-        summary.update(steps=step, wall_time=round(tracker.elapsed(), 3), time_per_step=round(train_time / max(step - start_step, 1), 6))
+        train_time = time.perf_counter() - loop_start - eval_time - checkpoint_time
+        summary.update(steps=step, wall_time=round(tracker.elapsed(), 3), time_per_step=round(train_time / max(step - start_step, 1), 6),
+                       eval_time=round(eval_time, 3), checkpoint_time=round(checkpoint_time, 3))
         if resumed_at:
             summary["resumed_at"] = resumed_at
         summary["wandb"] = tracker.wandb.where

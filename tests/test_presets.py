@@ -60,3 +60,15 @@ def test_test_seq_lens_tests_the_trained_model_at_each_length(tmp_path):
 def test_test_seq_lens_on_a_fixed_length_dataset_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match=r"test_seq_lens=\[40\] is not allowed with this dataset"):
         train(tiny("ln_mlp", "mnist", "test_seq_lens=[40]"), tmp_path)
+
+
+def test_gradient_clipping_applies_only_when_set_and_the_norm_is_logged(tmp_path):
+    def train_records(*extra):
+        d = tmp_path / str(len(list(tmp_path.iterdir())))
+        train(tiny("ln_lstm", "adding", "optim.lr=0.1", *extra), d)
+        return [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines() if '"train"' in line]
+
+    free, clipped = train_records(), train_records("optim.clip_grad_norm=1e-4")
+    assert all(r["grad_norm"] > 0 for r in free + clipped)
+    assert free[0]["grad_norm"] == clipped[0]["grad_norm"]  # step 1: the same gradient, logged before clipping
+    assert free[1]["loss"] != clipped[1]["loss"]  # step 2 follows a (tiny) clipped update
