@@ -91,8 +91,8 @@ def resume_overrides(args: list[str]) -> list[str]:
         )
     from omegaconf import OmegaConf
 
-    before = [str(o) for o in OmegaConf.load(saved) if not str(o).startswith("resume=")]
-    return [*before, *args]
+    before = [str(o) for o in OmegaConf.load(saved) if not str(o).startswith(("resume=", "hydra.run.dir="))]
+    return [*before, *args, f"hydra.run.dir={run_dir}"]  # the run continues in its own directory
 
 
 def task(cfg) -> dict:

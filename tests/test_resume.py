@@ -332,3 +332,10 @@ def test_parallel_sweep_jobs_get_their_own_directories(tmp_path):
     assert r.returncode == 0, r.stderr
     a, b = metrics_without_time(tmp_path / "0"), metrics_without_time(tmp_path / "1")
     assert len(a) == len(b) and a != b
+
+
+def test_a_plain_run_makes_its_own_directory_under_outputs_runs(tmp_path):
+    r = run_cli("train", *TINY_CLI, "steps=3", "eval_every=3", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    (run_dir,) = (tmp_path / "outputs" / "runs").glob("*/*")
+    assert summary_of(run_dir)["status"] == "completed"
