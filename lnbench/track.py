@@ -213,7 +213,3 @@ def run_name(overrides: list[str]) -> str:
     """A W&B run name from the command line's overrides, e.g. 'model=ln_lstm,dataset.seq_len=200'."""
     keep = [o for o in overrides if not o.startswith(("hydra", "logger."))]
     return ",".join(keep) or "default"
-
-
-def env_flag(name: str) -> bool:
-    return os.environ.get(name, "").lower() in ("1", "true", "yes")

@@ -6,7 +6,6 @@ data-loader state, and two runs with the same seed see the same batches in the s
 """
 from __future__ import annotations
 
-import math
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -94,18 +93,9 @@ def _mix(*xs: int) -> int:
     return h % (2**63 - 1)
 
 
-def check_positive(name: str, value: int, allowed: str = "an integer >= 1") -> None:
-    if not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{name}={value!r} is not allowed: it must be {allowed}.")
-
-
 def chunks(x: Tensor, y: Tensor, batch_size: int) -> Iterator[tuple[Tensor, Tensor]]:
     for i in range(0, len(x), batch_size):
         yield x[i : i + batch_size], y[i : i + batch_size]
-
-
-def n_batches(n: int, batch_size: int) -> int:
-    return math.ceil(n / batch_size)
 
 
 # --- Helpers shared by the concrete datasets (validation messages, data folder, fixed sets). ---

@@ -31,11 +31,6 @@ def linear_has_bias(kind: NormKind) -> bool:
     return kind in (NormKind.none, NormKind.weight)
 
 
-def norm_has_bias(kind: NormKind) -> bool:
-    """Whether make_norm(kind, bias=True) returns a module with an additive bias of its own."""
-    return kind in (NormKind.layer, NormKind.batch)
-
-
 def make_linear(cfg: NormConfig, in_features: int, out_features: int) -> nn.Linear:
     """A Linear whose summed inputs feed `cfg`'s normalizer; weight norm re-parametrizes the weight."""
     linear = nn.Linear(in_features, out_features, bias=linear_has_bias(cfg.kind))
