@@ -152,13 +152,19 @@ def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags:
     summary: dict[str, Any] = {"status": "running", "params": n_params, "device": str(device), "primary_metric": tasks.primary_metric(spec), "baseline": spec.baseline}
     # time_per_step counts training steps with their logging; evaluations and checkpoints are timed apart.
     start_step, eval_time, checkpoint_time = step, 0.0, 0.0
+    # Plain ints: reading a DictConfig costs ~10 us, and the loop reads these every step.
+    steps, log_every, eval_every, checkpoint_every = cfg.steps, cfg.log_every, cfg.eval_every, cfg.checkpoint_every
+
+    def seen(step: int) -> dict[str, float]:
+        return {"epoch": round(dataset.epoch(step), 4), "samples": step * dataset.batch_size}
+
     model.train()
     loop_start = time.perf_counter()
     try:
         with checkpoint.StopSignals(run_dir) as stop:  # SIGTERM/SIGINT: checkpoint at the end of the step, then stop
             if ckpt is None:
                 save_checkpoint()  # step 0: from here on the run can always be resumed
-            while step < cfg.steps:
+            while step < steps:
                 x, y = dataset.train_batch(step)
                 x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
                 loss, values, _ = tasks.loss_and_metrics(spec, model(x), y)
@@ -170,8 +176,8 @@ def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags:
                 scheduler.step()
                 window.append(values)
                 step += 1
-                last = step == cfg.steps
-                if step % cfg.log_every == 0 or last:
+                last = step == steps
+                if step % log_every == 0 or last:
                     rows = torch.stack(window).cpu()  # the only host sync of the logging interval
                     window = []
                     bad = (~torch.isfinite(rows[:, 0])).nonzero()
@@ -184,18 +190,17 @@ def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags:
                     if not clip:
                         grad_norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params if p.grad is not None]))
                     means = {**dict(zip(names, rows.mean(0).tolist())), "grad_norm": float(grad_norm)}
-                    extra = {"epoch": round(dataset.epoch(step), 4), "samples": step * dataset.batch_size, "lr": scheduler.get_last_lr()[0]}
-                    tracker.log("train", step, means, **extra)
+                    tracker.log("train", step, means, **seen(step), lr=scheduler.get_last_lr()[0])
                     tracker.show(step, fmt({k: means[k] for k in names[:2]}), line=False)
-                if step % cfg.eval_every == 0 or last:
+                if step % eval_every == 0 or last:
                     t0 = time.perf_counter()
                     val = evaluate(model, dataset, "val", device)
                     eval_time += time.perf_counter() - t0
-                    tracker.log("val", step, val, epoch=round(dataset.epoch(step), 4), samples=step * dataset.batch_size)
+                    tracker.log("val", step, val, **seen(step))
                     for k, v in val.items():
                         best[k] = min(best.get(k, math.inf), v)
                     tracker.show(step, "val " + fmt(val), line=True)
-                if step % cfg.checkpoint_every == 0 or last or stop.requested:
+                if step % checkpoint_every == 0 or last or stop.requested:
                     save_checkpoint()
                 if stop.requested:
                     summary.update(status="interrupted")
