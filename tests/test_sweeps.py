@@ -13,7 +13,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from lnbench import report
-from lnbench.cli import CONF_DIR, parallel_job_threads
+from lnbench.cli import CONF_DIR
+from lnbench.threads import parallel_job_threads
 from lnbench.config import register_configs, validate
 from lnbench.errors import ConfigError
 from tests.conftest import REPO, TINY, compose_train
