@@ -14,6 +14,7 @@ A preset declares the paper's claims under `claims:` (they travel in every job's
         # target: 0.1           # to_target: x until the metric first reaches this value
         where: {dataset.batch_size: 4}   # optional: only these panels (default: every panel)
         min_effect: 0.0         # optional
+        # eval_seq_len: 160     # a test metric at this test length (a preset's test_seq_lens)
 
 Per panel, the effect is the mean over seeds of value(than) - value(better), so a positive effect supports
 the claim. Runs are paired by seed (the seeds both lines ran); without 3 common seeds the two lines are
@@ -57,6 +58,7 @@ class Claim:
     target: float | None = None
     where: dict[str, Any] = field(default_factory=dict)
     min_effect: float = 0.0
+    eval_seq_len: int | None = None  # test metrics only: the run's test at this length (test_seq_lens)
 
     @property
     def split(self) -> str:
@@ -68,7 +70,7 @@ class Claim:
 
     def describe(self) -> str:
         """'val/error final', 'train/loss auc to epoch 2', ... as a table cell."""
-        text = f"{self.metric} {self.measure}"
+        text = f"{self.metric} {self.measure}" + (f" at length {self.eval_seq_len}" if self.eval_seq_len else "")
         if self.measure == "at":
             text += f" {self.x} {self.at:g}"
         elif self.measure == "auc":
@@ -100,6 +102,8 @@ def parse_claim(raw: dict[str, Any]) -> Claim:
         raise ClaimError(f"claim {cid}: measure=at needs `at: N` (the {claim.x} to read the metric at).")
     if claim.measure == "to_target" and claim.target is None:
         raise ClaimError(f"claim {cid}: measure=to_target needs `target: VALUE`.")
+    if claim.eval_seq_len is not None and claim.split != "test":
+        raise ClaimError(f"claim {cid}: eval_seq_len is for test metrics (test_seq_lens), not {claim.metric}.")
     if claim.split == "test" and claim.measure != "final":
         raise ClaimError(f"claim {cid}: a test metric has one value per run: use measure=final, not {claim.measure}.")
     return claim
@@ -116,10 +120,12 @@ def claims_of(configs: Iterable[dict[str, Any]]) -> list[Claim]:
 
 
 # ---- one run's number -------------------------------------------------------------------------
-def run_measure(claim: Claim, points: dict[int, tuple[float, float]], test: dict[str, Any] | None) -> float | None:
+def run_measure(claim: Claim, points: dict[int, tuple[float, float]], summary: dict[str, Any] | None) -> float | None:
     """The claim's number for one run. points: step -> (x, value) of the claim's split and metric.
-    test: the run's summary `test` dict (test metrics exist once per run)."""
+    summary: the run's summary.json (test metrics exist once per run, there)."""
     if claim.split == "test":
+        summary = summary or {}
+        test = summary.get("test_at_len", {}).get(str(claim.eval_seq_len)) if claim.eval_seq_len else summary.get("test")
         v = (test or {}).get(claim.name)
         return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
     curve = [points[s] for s in sorted(points)]

@@ -532,7 +532,7 @@ def judge_claims(runs: list[Run], groups: list[Group], lay: Layout) -> tuple[lis
             for r in rs:
                 if r.status != "completed":
                     continue
-                v = claimlib.run_measure(claim, r.points(claim.split, claim.name, claim.x), r.summary.get("test"))
+                v = claimlib.run_measure(claim, r.points(claim.split, claim.name, claim.x), r.summary)
                 if v is not None:
                     out[r.value("seed")] = v
             return out

@@ -184,3 +184,91 @@ def test_every_preset_runs_as_a_smoke_sweep(name, tmp_path):
     assert len(summaries) == len(list(itertools.product(*sweep_axes([f"+experiment={name}"]).values())))
     for s in summaries.values():
         assert s["status"] == "completed" or "batch normalization" in s.get("error", ""), s
+
+
+# ---- the claims every preset declares -----------------------------------------------------------
+CLAIM_PRESETS = [p for p in SWEEP_PRESETS if (Path(CONF_DIR) / "experiment" / f"{p}.yaml").read_text().count("\nclaims:")]
+
+
+def test_every_sweep_preset_declares_claims_seeds_and_a_tuned_lr():
+    assert CLAIM_PRESETS == SWEEP_PRESETS
+    assert {"shakespeare_bpc", "pmnist"} <= set(CLAIM_PRESETS)
+
+
+@pytest.mark.parametrize("name", CLAIM_PRESETS)
+def test_each_claim_compares_lines_the_sweep_runs_in_panels_it_has(name):
+    from lnbench.claims import claims_of, same
+
+    cfg = OmegaConf.to_container(compose_train([f"+experiment={name}"]))
+    claims = claims_of([cfg])
+    axes = sweep_axes([f"+experiment={name}"])
+    assert len(axes["seed"]) >= 3 and len(axes["optim.lr"]) >= 3 and cfg["tune"] == ["optim.lr"]
+    line = next(k for k in ("model", "model.norm.gain_init") if k in axes)
+    assert claims and len({c.id for c in claims}) == len(claims)
+    for c in claims:
+        assert any(same(c.better, v) for v in axes[line]) and any(same(c.than, v) for v in axes[line]), c
+        for key, value in c.where.items():
+            assert any(same(value, v) for v in axes[key]), (c.id, key)
+        if c.eval_seq_len:
+            assert c.eval_seq_len in cfg["test_seq_lens"]
+
+
+def test_fig6_gives_both_batch_sizes_the_same_epochs_and_bn_on_all_layers():
+    small, large = (compose_train(["+experiment=fig6_mnist", f"dataset.batch_size={b}", "model=bn_mlp_all"]) for b in (4, 128))
+    assert (small.steps, large.steps) == (2 * (8000 // 4), 2 * (8000 // 128))  # 2 epochs each, short batch dropped
+    assert small.eval_every * 4 == pytest.approx(large.eval_every * 128, rel=0.05)
+    assert small.model.norm.norm_logits is True and small.model.norm.unbiased_var is True
+    assert "bn_mlp" in sweep_axes(["+experiment=fig6_mnist"])["model"]  # the hidden-only BN stays as a variant
+
+
+# ---- lnbench check ------------------------------------------------------------------------------
+def test_check_arguments_presets_scale_and_pass_through_overrides():
+    from lnbench import check
+
+    args = check.parse_args(["pmnist", "scale=2", "hydra/launcher=submitit_slurm", "hydra.launcher.partition=gpu"])
+    assert args.presets == ["pmnist"] and args.scale == 2
+    cmd = check.sweep_command(args, "pmnist")
+    assert "+experiment=pmnist" in cmd and "steps=800" in cmd and "eval_every=200" in cmd
+    assert "hydra/launcher=submitit_slurm" in cmd and "hydra/launcher=joblib" not in cmd  # the user's launcher wins
+    assert f"hydra.sweep.dir={Path('outputs/check/pmnist-x2')}" in cmd  # fixed: a re-run resumes there
+    default = check.sweep_command(check.parse_args([]), "pmnist")
+    assert "hydra/launcher=joblib" in default and "logger.mode=disabled" in default and not any(a.startswith("steps=") for a in default)
+    assert check.parse_args([]).presets == check.claim_presets() and "fig6_mnist" in check.claim_presets()
+
+
+def test_check_scales_a_preset_counted_in_epochs_by_its_epochs():
+    from lnbench import check
+
+    scaled = check.scaled_overrides("fig6_mnist", 3)
+    cfg = compose_train(["+experiment=fig6_mnist", "dataset.batch_size=128", *scaled])
+    assert cfg.steps == 3 * 2 * (8000 // 128)
+
+
+@pytest.mark.parametrize("argv,match", [(["fig7"], "preset 'fig7' is not a claim preset: use one of"),
+                                        (["scale=0"], "scale=0 is not allowed"), (["scale=x"], "scale=x is not allowed")])
+def test_check_bad_arguments_are_one_clear_error(argv, match, capsys):
+    from lnbench import check
+
+    assert check.main(argv) == 2
+    err = capsys.readouterr().err
+    assert match in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_check_runs_a_preset_writes_its_page_and_resumes(tmp_path):
+    out = tmp_path / "check"
+    proc = subprocess.run([sys.executable, "-m", "lnbench.cli", "check", "ln_gain_init", "scale=0.02", "--out", str(out),
+                           "dataset.val_size=64", "dataset.test_size=64", "model.hidden_size=16"],
+                          capture_output=True, text=True, timeout=1800, env={**os.environ, "WANDB_MODE": "disabled"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    page = (out / "check.md").read_text()
+    assert page.count("| ln_gain_init |") == 2 and "ln_gain_init-x0.02/report/report.html" in page
+    claims = json.loads((out / "ln_gain_init-x0.02" / "report" / "claims.json").read_text())
+    assert {c["n_seeds"] for c in claims} == {3} and all(c["verdict"] in ("held", "contradicted", "inconclusive") for c in claims)
+    before = {p: p.stat().st_mtime for p in out.glob("ln_gain_init-x0.02/*/metrics.jsonl")}
+    assert len(before) == 18
+    again = subprocess.run([sys.executable, "-m", "lnbench.cli", "check", "ln_gain_init", "scale=0.02", "--out", str(out),
+                            "dataset.val_size=64", "dataset.test_size=64", "model.hidden_size=16"],
+                           capture_output=True, text=True, timeout=1800, env={**os.environ, "WANDB_MODE": "disabled"})
+    assert again.returncode == 0 and "already completed" in again.stdout + again.stderr
+    assert {p: p.stat().st_mtime for p in before} == before  # completed jobs were skipped, not re-run
