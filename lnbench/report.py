@@ -432,18 +432,34 @@ def plot_curves(groups: list[Group], lay: Layout, metric: str, x: str) -> bytes 
             if row == 0:
                 ax.set_title(panel_title(lay.panels, panel))
     handles = [plt.Line2D([], [], color=colors[line], lw=2) for line in lines]
-    labels = [str(v) for v in lines]
+    labels = [line_label(groups, line) for line in lines]
     if any(r.summary.get("baseline") is not None for g in groups for r in g.runs):
         handles.append(plt.Line2D([], [], color="grey", ls="--", lw=1))
         labels.append("trivial predictor")
     title = lay.line or "run"
     band = " (line: mean over seeds, band: min–max)" if lay.seeds else ""
-    fig.legend(handles, labels, title=title + band, loc="upper center", ncol=min(len(labels), 7), frameon=False)
-    fig.tight_layout(rect=(0, 0, 1, 0.9 if len(rows) > 1 else 0.82))
+    ncol = legend_columns(labels, fig.get_figwidth())
+    fig.legend(handles, labels, title=title + band, loc="upper center", ncol=ncol, frameon=False)
+    legend_in = 0.45 + 0.25 * math.ceil(len(labels) / ncol)  # inches: the title and each row of entries
+    fig.tight_layout(rect=(0, 0, 1, 1 - legend_in / fig.get_figheight()))
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
     return buf.getvalue()
+
+
+def legend_columns(labels: list[str], width_in: float) -> int:
+    """As many legend entries per row as fit the figure's width (a 10-pt character is ~0.075 in)."""
+    widest = max((len(t) for t in labels), default=1) * 0.075 + 0.7  # the handle and the gap
+    return max(1, min(len(labels), 7, int(width_in / widest)))
+
+
+def line_label(groups: list[Group], line: Any) -> str:
+    """The line's name, with its tuned value when every panel chose the same one."""
+    picks = {g.selection.text() for g in groups if g.line == line and g.selection}
+    if not picks:
+        return str(line)
+    return f"{line}, {picks.pop()}" if len(picks) == 1 else f"{line}, tuned per panel"
 
 
 def _log_y(ax) -> None:
