@@ -272,3 +272,18 @@ def test_check_runs_a_preset_writes_its_page_and_resumes(tmp_path):
                            capture_output=True, text=True, timeout=1800, env={**os.environ, "WANDB_MODE": "disabled"})
     assert again.returncode == 0 and "already completed" in again.stdout + again.stderr
     assert {p: p.stat().st_mtime for p in before} == before  # completed jobs were skipped, not re-run
+
+
+def test_check_page_lists_every_verdict_with_its_interval_and_a_link(tmp_path):
+    from lnbench import check
+
+    verdicts = [{"id": "a", "text": "LN beats BN", "verdict": "held", "effect": 0.05, "ci_low": 0.01, "ci_high": 0.09, "n_seeds": 3, "reason": ""},
+                {"id": "b", "text": "BN beats LSTM", "verdict": "inconclusive", "effect": 0.01, "ci_low": -0.02, "ci_high": 0.04,
+                 "n_seeds": 3, "reason": "the interval includes 0"}]
+    args = check.Args(["pmnist"], 1.0, tmp_path)
+    outcome = check.Outcome("pmnist", tmp_path / "pmnist", 60.0, (1.0, 2.0), 0, verdicts)
+    md = check.write_page([outcome, check.Outcome("fig6_mnist", tmp_path / "fig6_mnist", 1.0, (1.0, 1.0), 1, [], "the sweep left no runs")], args, 61.0)
+    assert "| a: LN beats BN | pmnist | held | 0.05 [0.01, 0.09] | 3 | [report](pmnist/report/report.html) |" in md
+    assert "| inconclusive (the interval includes 0) |" in md and "no verdict: the sweep left no runs" in md
+    assert "1 held, 1 inconclusive" in md and "load 1.0→2.0" in md
+    assert "<a href='pmnist/report/report.html'>report</a>" in (tmp_path / "check.html").read_text()
