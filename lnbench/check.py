@@ -137,7 +137,13 @@ def run_preset(args: Args, preset: str) -> Outcome:
     cmd = sweep_command(args, preset)
     print(f"\nlnbench check: {preset}: {' '.join(cmd[3:])}", flush=True)
     load0, t0 = os.getloadavg()[0], time.time()
-    code = subprocess.call(cmd)
+    sweep = subprocess.Popen(cmd)
+    try:
+        code = sweep.wait()
+    except KeyboardInterrupt:
+        # Ctrl-C reached the sweep too: let its jobs write their checkpoints (never kill it mid-write)
+        sweep.wait()
+        raise
     seconds, load1 = time.time() - t0, os.getloadavg()[0]
     directory = sweep_dir(args, preset)
     runs = report.load_runs(directory) if directory.is_dir() else []
@@ -231,8 +237,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     t0 = time.time()
     outcomes = []
+    md = ""
     for preset in args.presets:
-        outcomes.append(run_preset(args, preset))
+        try:
+            outcomes.append(run_preset(args, preset))
+        except KeyboardInterrupt:
+            print(f"\nlnbench check: interrupted during {preset}; run the same command again to resume.", file=sys.stderr)
+            return 130
         # the page after every preset: a check stopped half-way still shows the verdicts it reached
         md = write_page(outcomes, args, time.time() - t0)
     print("\n" + md)
