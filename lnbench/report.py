@@ -535,10 +535,15 @@ def judge_claims(runs: list[Run], groups: list[Group], lay: Layout) -> tuple[lis
         claims = claimlib.claims_of(r.config for r in runs)
     except claimlib.ClaimError as e:
         return [], [str(e)]
+    where_keys = {k for c in claims for k in c.where}
     panels = []
     for panel in dict.fromkeys(g.panel for g in groups):
         cells = {g.line: g.runs for g in groups if g.panel == panel}
         values = dict(zip(lay.panels, panel))
+        for key in where_keys - set(values):  # a key the sweep did not vary: the value all its runs share
+            shared = {_sort_key(r.value(key)): r.value(key) for rs in cells.values() for r in rs}
+            if len(shared) == 1:
+                values[key] = next(iter(shared.values()))
         panels.append((panel_title(lay.panels, panel), values, cells))
     verdicts = []
     for claim in claims:

@@ -33,6 +33,7 @@ OWN = [0.001, -0.002, 0.0015, -0.001, 0.002]
 
 
 def sweep(root, ln_minus_bn, seeds=5, **kw):
+    root.mkdir(exist_ok=True)
     num = 0
     for seed in range(seeds):
         for model, shift in (("bn_mlp", 0.0), ("ln_mlp", ln_minus_bn)):
@@ -207,3 +208,12 @@ class _Poisoned(dict):
     def __getitem__(self, k):
         self.log.append(k)
         raise KeyError(k)
+
+
+def test_where_matches_a_value_the_sweep_did_not_vary(tmp_path):
+    only4 = {**CLAIM, "where": {"dataset.batch_size": 4}}
+    sweep(tmp_path, -0.05, seeds=3, batch=4, claim_list=[only4])
+    d = verdict(tmp_path)["ln_beats_bn"]
+    assert d["verdict"] == "held" and d["panels"][0]["panel"] == "all runs"
+    only128 = verdict(sweep(tmp_path / "b", -0.05, seeds=3, batch=4, claim_list=[{**CLAIM, "where": {"dataset.batch_size": 128}}]))
+    assert only128["ln_beats_bn"]["verdict"] == "inconclusive" and "no panel" in only128["ln_beats_bn"]["reason"]
