@@ -42,7 +42,7 @@ smoke: setup
 bench: setup
 	$(BIN)/lnbench bench
 
-# Every claim preset (3 seeds x 3 learning rates, joblib), then outputs/check/check.md: ~40 min on 2 cores.
+# Every claim preset (3 seeds x 3 learning rates, joblib), then outputs/check/check.md: ~35 min on 2 idle cores.
 # Re-running resumes. CHECK_ARGS="fig6_mnist scale=10 hydra/launcher=submitit_slurm ..." passes through.
 CHECK_ARGS ?=
 check: setup
