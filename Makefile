@@ -10,7 +10,7 @@ TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 PYTEST_ARGS ?=
 
-.PHONY: setup run test test-slow smoke bench clean
+.PHONY: setup run test test-slow smoke bench check clean
 
 setup: $(VENV)/.installed
 
@@ -41,6 +41,12 @@ smoke: setup
 
 bench: setup
 	$(BIN)/lnbench bench
+
+# Every claim preset (3 seeds x 3 learning rates, joblib), then outputs/check/check.md: ~35 min on 2 idle cores.
+# Re-running resumes. CHECK_ARGS="fig6_mnist scale=10 hydra/launcher=submitit_slurm ..." passes through.
+CHECK_ARGS ?=
+check: setup
+	$(BIN)/lnbench check $(CHECK_ARGS)
 
 clean:
 	rm -rf $(VENV) *.egg-info

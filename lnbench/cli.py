@@ -10,6 +10,7 @@ commands:
   train [overrides]   train one run, or a sweep with -m (a Hydra app: `lnbench train --help`)
   report DIR          plots and tables for a run or sweep directory
   bench [options]     time per training step of each model against torch's fused kernels
+  check [PRESET...]   run the paper's claim presets (3 seeds, tuned lr) and write one page of verdicts
 """
 
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
@@ -30,11 +31,15 @@ def main(argv: list[str] | None = None) -> int:
         from lnbench.report import main as report_main
 
         return report_main(rest)
+    if cmd == "check":
+        from lnbench.check import main as check_main
+
+        return check_main(rest)
     if cmd == "bench":
         from lnbench.bench import main as bench_main
 
         return bench_main(rest)
-    print(f"lnbench: unknown command {cmd!r}: use one of train, report, bench.\n\n{USAGE}", file=sys.stderr)
+    print(f"lnbench: unknown command {cmd!r}: use one of train, report, bench, check.\n\n{USAGE}", file=sys.stderr)
     return 2
 
 

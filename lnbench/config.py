@@ -188,6 +188,9 @@ class TrainConfig:
     progress: Optional[bool] = None  # null: a rich progress bar on a TTY, log lines otherwise
     # Sequence datasets: after training, also test at each of these lengths (the same trained model).
     test_seq_lens: list[int] = field(default_factory=list)
+    # What the run's sweep tests (read by `lnbench report`, never by training): see lnbench/claims.py.
+    claims: list[Any] = field(default_factory=list)
+    tune: list[str] = field(default_factory=list)  # swept keys the report selects on validation
 
 
 SCHEMAS = {
@@ -202,6 +205,16 @@ SCHEMAS = {
     "optim": {"base_adam": AdamConfig, "base_sgd": SGDConfig, "base_rmsprop": RMSpropConfig},
     "logger": {"base_wandb": LoggerConfig},
 }
+
+
+def steps_for_epochs(epochs: float, batch_size: int, train_size: int) -> int:
+    """Optimizer steps for `epochs` passes over the training set (a short last batch is dropped per epoch):
+    `steps: ${lnbench.epochs:3,${dataset.batch_size},8000}` gives batch 4 and batch 128 the same epochs."""
+    return max(1, round(float(epochs) * (int(train_size) // int(batch_size))))
+
+
+# At import, so that every process that builds a model (joblib/submitit workers too) can resolve it.
+OmegaConf.register_new_resolver("lnbench.epochs", steps_for_epochs, replace=True)
 
 
 def register_configs() -> None:

@@ -25,6 +25,9 @@ class NormConfig:
     momentum: float = 0.1
     # WN: Salimans & Kingma's data-dependent initialisation of g and b from the first batch.
     data_init: bool = False
+    # MLP only: also normalize the output layer's summed inputs (the logits). The paper's Figure 6 BN is
+    # "applied to all layers"; its LN covers the hidden layers only.
+    norm_logits: bool = False
 
 
 class Impl(str, Enum):

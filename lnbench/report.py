@@ -6,7 +6,11 @@ report needs no network and no W&B account, and works on a sweep that is still r
 A sweep's axes are the keys whose value differs between its jobs (from each job's overrides, falling back
 to its composed config). They take three roles: `seed` is averaged over (mean line, min-max band), one
 axis gives the lines of every panel (the model, else the normalizer, else the last axis), and each value
-of the remaining axes (batch size, seq_len, ...) gets its own panel.
+of the remaining axes (batch size, seq_len, ...) gets its own panel. A tuned axis (`tune:` in the preset or
+`--tune KEY`) is no panel: each line of each panel keeps its best value on validation (lnbench.tuning).
+
+The claims the runs' configs declare are judged on the selected runs (lnbench.claims) and written to
+report/claims.json and the top of report.md/report.html.
 """
 from __future__ import annotations
 
@@ -26,7 +30,9 @@ from typing import Any, Iterable
 
 import yaml
 
+from lnbench import claims as claimlib
 from lnbench.atomic import read_jsonl, write_bytes
+from lnbench.tuning import Selection, select
 
 SEED_KEYS = ("seed",)
 # Which swept key draws the lines of a panel, in order of preference; otherwise the last swept key.
@@ -167,6 +173,7 @@ class Layout:
     panels: list[str]  # keys whose value combinations are the panels
     seeds: list[str]  # keys averaged over
     fixed: dict[str, Any]  # overrides every run shares
+    tuned: list[str] = field(default_factory=list)  # keys selected on validation per (panel, line)
 
 
 def swept_keys(runs: list[Run]) -> list[str]:
@@ -177,17 +184,26 @@ def swept_keys(runs: list[Run]) -> list[str]:
     return [k for k in keys if len({_sort_key(r.value(k)) for r in runs}) > 1]
 
 
-def layout(runs: list[Run], line: str | None = None, panels: list[str] | None = None) -> Layout:
+def layout(runs: list[Run], line: str | None = None, panels: list[str] | None = None, tune: list[str] | None = None) -> Layout:
     axes = swept_keys(runs)
     seeds = [k for k in axes if k in SEED_KEYS]
-    rest = [k for k in axes if k not in seeds]
+    tuned = [k for k in (tune if tune is not None else tune_keys(runs)) if k in axes]
+    rest = [k for k in axes if k not in seeds and k not in tuned]
     if line is None:
         line = next((k for k in LINE_KEYS if k in rest), rest[-1] if rest else None)
     if panels is None:
         panels = [k for k in rest if k != line]
     shared = {k: v for k, v in runs[0].overrides.items() if k not in axes} if runs else {}
     fixed = {k: v for k, v in shared.items() if all(r.overrides.get(k) == v for r in runs)}
-    return Layout(line, panels, seeds, fixed)
+    return Layout(line, panels, seeds, fixed, tuned)
+
+
+def tune_keys(runs: list[Run]) -> list[str]:
+    """The keys the runs' configs declare `tune:` (the preset's), in order."""
+    keys: list[str] = []
+    for run in runs:
+        keys += [str(k) for k in run.config.get("tune") or () if str(k) not in keys]
+    return keys
 
 
 def _sort_key(v: Any, seen: dict | None = None) -> tuple:
@@ -205,7 +221,9 @@ class Group:
 
     panel: tuple
     line: Any
-    runs: list[Run]
+    runs: list[Run]  # the selected runs when a key is tuned
+    selection: Selection | None = None
+    best: bool = False  # the best line of its panel (mean final validation metric)
 
 
 def group_runs(runs: list[Run], lay: Layout) -> list[Group]:
@@ -217,6 +235,26 @@ def group_runs(runs: list[Run], lay: Layout) -> list[Group]:
     seen = {v: i for i, v in enumerate(dict.fromkeys(v for panel, line in cells for v in (*panel, line)))}
     order = sorted(cells, key=lambda pl: ([_sort_key(v, seen) for v in pl[0]], _sort_key(pl[1], seen)))
     return [Group(panel, line, cells[(panel, line)]) for panel, line in order]
+
+
+def tune_groups(groups: list[Group], lay: Layout, metric: str) -> None:
+    """Keep each group's runs at its best tuned value (final validation metric; never test), and mark
+    the best line of each panel by the same validation number."""
+    if lay.tuned:
+        for g in groups:
+            g.selection = select(g.runs, lay.tuned, Run.value, lambda r: final_val(r, metric))
+            g.runs = g.selection.runs
+    for panel in dict.fromkeys(g.panel for g in groups):
+        scored = [(m, g) for g in groups if g.panel == panel and (m := mean_of([final_val(r, metric) for r in g.runs])) is not None]
+        if len(scored) > 1:
+            min(scored, key=lambda mg: mg[0])[1].best = True
+
+
+def mean_of(values: list[float | None]) -> float | None:
+    """The mean when every run has a finite value, else None (a diverged seed disqualifies its line)."""
+    if not values or any(v is None or not math.isfinite(v) for v in values):
+        return None
+    return statistics.fmean(values)
 
 
 def panel_title(keys: list[str], panel: tuple) -> str:
@@ -269,13 +307,13 @@ def reach(run: Run, metric: str, target: float) -> tuple[int, float] | None:
 
 
 def fmt_agg(values: list[float | None], digits: int = 4, scale: float = 1.0) -> str:
-    """One value as is; several (seeds) as mean (min-max); runs without a value are counted."""
+    """One value as is; several (seeds) as mean ± standard deviation; runs without a value are counted."""
     have = [v * scale for v in values if v is not None]
     if not have:
         return "—"
     text = f"{statistics.fmean(have):.{digits}g}"
     if min(have) != max(have):
-        text += f" ({min(have):.{digits}g}–{max(have):.{digits}g})"
+        text += f" ± {statistics.stdev(have):.2g}"
     if len(have) < len(values):
         text += f" [{len(have)}/{len(values)}]"
     return text
@@ -312,7 +350,9 @@ def build_table(groups: list[Group], lay: Layout, metric: str, targets: dict[str
     """One row per (panel, line), seeds aggregated. The primary metric's target, unless given, is set per
     panel (batch 4 and batch 128 reach different values in the same number of steps)."""
     target_metrics = list(dict.fromkeys([metric, *targets]))
-    columns = [*lay.panels, *([lay.line] if lay.line else ["run"]), "runs", "status", f"final val {metric}", f"best val {metric}"]
+    columns = [*lay.panels, *([lay.line] if lay.line else ["run"]), "runs", "status"]
+    columns += [f"tuned {', '.join(k.rsplit('.', 1)[-1] for k in lay.tuned)} (val)"] if lay.tuned else []
+    columns += [f"final val {metric}", f"best val {metric}", f"test {metric}"]
     for m in target_metrics:
         columns += [f"{m} target", f"steps to {m} target", f"seconds to {m} target"]
     lengths = sorted({int(n) for g in groups for r in g.runs for n in r.summary.get("test_at_len", {})})
@@ -322,8 +362,10 @@ def build_table(groups: list[Group], lay: Layout, metric: str, targets: dict[str
     rows = []
     for g in groups:
         runs = g.runs
-        row = [str(v) for v in g.panel] + [str(g.line), _runs_text(runs, lay), status_text(runs)]
+        row = [str(v) for v in g.panel] + [str(g.line) + (" ★" if g.best else ""), _runs_text(runs, lay), status_text(runs)]
+        row += [g.selection.text()] if g.selection else []
         row += [fmt_agg([final_val(r, metric) for r in runs]), fmt_agg([best_val(r, metric) for r in runs])]
+        row.append(fmt_agg([(r.summary.get("test") or {}).get(metric) for r in runs]))
         for m in target_metrics:
             t = targets.get(m, panel_targets[g.panel])
             hits = [reach(r, m, t) if t is not None else None for r in runs]
@@ -373,7 +415,8 @@ def plot_curves(groups: list[Group], lay: Layout, metric: str, x: str) -> bytes 
     lines = list(dict.fromkeys(g.line for g in groups))
     colors = {line: plt.cm.tab10(i % 10) for i, line in enumerate(lines)}
     rows = [("train", "loss"), ("val", metric)]
-    fig, axes = plt.subplots(len(rows), len(panels), figsize=(4.6 * len(panels), 3.4 * len(rows)), squeeze=False)
+    # sharey="row": the panels of one row show one metric, so one scale lets them be compared at a glance
+    fig, axes = plt.subplots(len(rows), len(panels), figsize=(4.6 * len(panels), 3.4 * len(rows)), squeeze=False, sharey="row")
     for col, panel in enumerate(panels):
         for row, (split, m) in enumerate(rows):
             ax = axes[row][col]
@@ -381,25 +424,42 @@ def plot_curves(groups: list[Group], lay: Layout, metric: str, x: str) -> bytes 
                 _draw_band(ax, g, split, m, x, colors[g.line])
             _baseline(ax, groups, m)
             ax.set_xlabel(X_AXES[x])
-            ax.set_ylabel(f"{split} {m}")
-            if m in LOG_METRICS:
+            if col == 0:
+                ax.set_ylabel(f"{split} {m}")
+            if m in LOG_METRICS and col == len(panels) - 1:  # after every panel of the row has drawn
                 _log_y(ax)
             ax.grid(True, which="major", alpha=0.3)
             if row == 0:
                 ax.set_title(panel_title(lay.panels, panel))
     handles = [plt.Line2D([], [], color=colors[line], lw=2) for line in lines]
-    labels = [str(v) for v in lines]
+    labels = [line_label(groups, line) for line in lines]
     if any(r.summary.get("baseline") is not None for g in groups for r in g.runs):
         handles.append(plt.Line2D([], [], color="grey", ls="--", lw=1))
         labels.append("trivial predictor")
     title = lay.line or "run"
     band = " (line: mean over seeds, band: min–max)" if lay.seeds else ""
-    fig.legend(handles, labels, title=title + band, loc="upper center", ncol=min(len(labels), 7), frameon=False)
-    fig.tight_layout(rect=(0, 0, 1, 0.9 if len(rows) > 1 else 0.82))
+    ncol = legend_columns(labels, fig.get_figwidth())
+    fig.legend(handles, labels, title=title + band, loc="upper center", ncol=ncol, frameon=False)
+    legend_in = 0.45 + 0.25 * math.ceil(len(labels) / ncol)  # inches: the title and each row of entries
+    fig.tight_layout(rect=(0, 0, 1, 1 - legend_in / fig.get_figheight()))
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
     return buf.getvalue()
+
+
+def legend_columns(labels: list[str], width_in: float) -> int:
+    """As many legend entries per row as fit the figure's width (a 10-pt character is ~0.075 in)."""
+    widest = max((len(t) for t in labels), default=1) * 0.075 + 0.7  # the handle and the gap
+    return max(1, min(len(labels), 7, int(width_in / widest)))
+
+
+def line_label(groups: list[Group], line: Any) -> str:
+    """The line's name, with its tuned value when every panel chose the same one."""
+    picks = {g.selection.text() for g in groups if g.line == line and g.selection}
+    if not picks:
+        return str(line)
+    return f"{line}, {picks.pop()}" if len(picks) == 1 else f"{line}, tuned per panel"
 
 
 def _log_y(ax) -> None:
@@ -447,20 +507,69 @@ class Report:
     target_note: str
     table: Table
     images: dict[str, bytes]  # file name -> PNG
+    verdicts: list[dict[str, Any]] = field(default_factory=list)  # claims.json
+    claim_errors: list[str] = field(default_factory=list)
+    groups: list[Group] = field(default_factory=list)
 
 
 def make_report(root: Path, runs: list[Run], targets: dict[str, float], line: str | None = None,
-                panels: list[str] | None = None, x_axes: Iterable[str] = tuple(X_AXES)) -> Report:
-    lay = layout(runs, line, panels)
+                panels: list[str] | None = None, x_axes: Iterable[str] = tuple(X_AXES), tune: list[str] | None = None) -> Report:
+    lay = layout(runs, line, panels, tune)
     groups = group_runs(runs, lay)
     metric = primary_metric(runs)
+    tune_groups(groups, lay, metric)
+    verdicts, claim_errors = judge_claims(runs, groups, lay)
     targets = {metric if k == PRIMARY else k: v for k, v in targets.items()}
     images = {}
     for x in x_axes:
         png = plot_curves(groups, lay, metric, x)
         if png is not None:
             images[f"curves_{x}.png"] = png
-    return Report(root, runs, lay, metric, targets, target_note(metric, targets), build_table(groups, lay, metric, targets), images)
+    return Report(root, runs, lay, metric, targets, target_note(metric, targets), build_table(groups, lay, metric, targets), images,
+                  verdicts, claim_errors, groups)
+
+
+def judge_claims(runs: list[Run], groups: list[Group], lay: Layout) -> tuple[list[dict[str, Any]], list[str]]:
+    """claims.json's entries for the claims the runs declare, judged on the (selected) runs of each panel."""
+    try:
+        claims = claimlib.claims_of(r.config for r in runs)
+    except claimlib.ClaimError as e:
+        return [], [str(e)]
+    where_keys = {k for c in claims for k in c.where}
+    panels = []
+    for panel in dict.fromkeys(g.panel for g in groups):
+        cells = {g.line: g.runs for g in groups if g.panel == panel}
+        values = dict(zip(lay.panels, panel))
+        for key in where_keys - set(values):  # a key the sweep did not vary: the value all its runs share
+            shared = {_sort_key(r.value(key)): r.value(key) for rs in cells.values() for r in rs}
+            if len(shared) == 1:
+                values[key] = next(iter(shared.values()))
+        panels.append((panel_title(lay.panels, panel), values, cells))
+    verdicts = []
+    for claim in claims:
+        def numbers(line: Any, cells: dict) -> dict[Any, float]:
+            rs = next((rs for v, rs in cells.items() if claimlib.same(v, line)), [])
+            out = {}
+            for r in rs:
+                if r.status != "completed":
+                    continue
+                v = claimlib.run_measure(claim, r.points(claim.split, claim.name, claim.x), r.summary)
+                if v is not None:
+                    out[r.value("seed")] = v
+            return out
+
+        judged = claimlib.evaluate(claim, [(t, vals, lambda line, c=cells: numbers(line, c)) for t, vals, cells in panels])
+        verdicts.append(judged.as_dict())
+    return verdicts, []
+
+
+def claims_table(rep: Report, link: str | None = None) -> Table:
+    rows = []
+    for d in rep.verdicts:
+        verdict = d["verdict"] + (f" ({d['reason']})" if d["verdict"] == claimlib.INCONCLUSIVE and d["reason"] else "")
+        rows.append([d["id"], d["text"], f"{d['better']} vs {d['than']}", d["measure"], verdict,
+                     claimlib.fmt_effect(d), str(d["n_seeds"])])
+    return Table(["claim", "paper", "better vs than", "measure", "verdict", "effect [95% CI]", "seeds"], rows)
 
 
 def target_note(metric: str, targets: dict[str, float]) -> str:
@@ -495,6 +604,13 @@ def header_lines(rep: Report) -> list[str]:
     lines.append(f"panels: {', '.join(lay.panels) or '—'}; lines: {lay.line or '—'}; averaged over: {', '.join(lay.seeds) or '—'}")
     if lay.fixed:
         lines.append("fixed: " + ", ".join(f"`{k}={v}`" for k, v in lay.fixed.items()))
+    if lay.tuned:
+        picks = [g for g in rep.groups if g.selection]
+        edges = [f"{g.line} ({panel_title(lay.panels, g.panel)})" for g in picks if g.selection.edge]
+        lines.append(f"tuned on validation (final val {rep.metric}, mean over seeds; test never read): "
+                     + ", ".join(f"`{k}`" for k in lay.tuned) + "; the table and claims use each line's winner"
+                     + (f"; **winner at the edge of the grid** for {', '.join(edges)}: widen the grid" if edges else ""))
+    lines.append("★: the best line of its panel by mean final validation " + rep.metric + "; cells: mean ± standard deviation over seeds")
     lines.append(rep.target_note)
     lines.append("seconds are wall-clock time of each job, evaluations included: compare them only between jobs that "
                  "ran under the same conditions (launcher, machine load)")
@@ -505,8 +621,19 @@ def _sections(rep: Report) -> list[tuple[str, list[str]]]:
     return [(title, items) for title, items in (("Failures", problems(rep)), ("Torn metrics", torn_runs(rep))) if items]
 
 
+def claims_lines(rep: Report) -> list[str]:
+    lines = [f"claim error: {e}" for e in rep.claim_errors]
+    if rep.verdicts:
+        lines.append("statistics: " + claimlib.METHOD + "; effect > 0 supports the claim; details in claims.json")
+    return lines
+
+
 def render_markdown(rep: Report) -> str:
-    out = [f"# lnbench report: {rep.root}", "", *[f"- {line}" for line in header_lines(rep)], ""]
+    out = [f"# lnbench report: {rep.root}", ""]
+    if rep.verdicts or rep.claim_errors:
+        out += ["## Claims", "", *[f"- {line}" for line in claims_lines(rep)], ""]
+        out += [markdown_table(claims_table(rep)), "", "## Runs", ""] if rep.verdicts else []
+    out += [*[f"- {line}" for line in header_lines(rep)], ""]
     out += [markdown_table(rep.table), ""]
     for title, items in _sections(rep):
         out += [f"## {title}", "", *[f"- {item}" for item in items], ""]
@@ -526,8 +653,11 @@ def render_html(rep: Report) -> str:
         return "<li>" + html.escape(text.replace("`", "").replace("**", "")) + "</li>"
 
     parts = [f"<!doctype html><meta charset='utf-8'><title>lnbench report</title><style>{STYLE}</style>",
-             f"<h1>lnbench report: {html.escape(str(rep.root))}</h1>", "<ul>", *map(li, header_lines(rep)), "</ul>",
-             html_table(rep.table)]
+             f"<h1>lnbench report: {html.escape(str(rep.root))}</h1>"]
+    if rep.verdicts or rep.claim_errors:
+        parts += ["<h2>Claims</h2><ul>", *map(li, claims_lines(rep)), "</ul>"]
+        parts += [html_table(claims_table(rep)), "<h2>Runs</h2>"] if rep.verdicts else []
+    parts += ["<ul>", *map(li, header_lines(rep)), "</ul>", html_table(rep.table)]
     for title, items in _sections(rep):
         parts += [f"<h2>{title}</h2><ul>", *map(li, items), "</ul>"]
     for name, png in rep.images.items():
@@ -540,6 +670,7 @@ def write_report(rep: Report, out: Path) -> list[Path]:
     files: dict[str, bytes] = dict(rep.images)
     files["report.md"] = render_markdown(rep).encode()
     files["report.html"] = render_html(rep).encode()
+    files["claims.json"] = (json.dumps(rep.verdicts, indent=2) + "\n").encode()
     for name, data in files.items():
         write_bytes(out / name, data)
     return [out / name for name in files]
@@ -569,6 +700,8 @@ def parser() -> argparse.ArgumentParser:
                         "metric's best value of the slowest-converging completed run)")
     p.add_argument("--lines", metavar="KEY", help="the swept key drawn as lines (default: model)")
     p.add_argument("--panels", metavar="KEY[,KEY]", help="the swept keys drawn as panels (default: the other swept keys)")
+    p.add_argument("--tune", metavar="KEY[,KEY]",
+                   help="swept keys to select per line and panel on validation (default: the preset's `tune:`)")
     p.add_argument("--out", type=Path, help=f"where to write (default: DIR/{OUT_DIR})")
     return p
 
@@ -584,10 +717,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lnbench report: no runs under {root} (no summary.json, metrics.jsonl or .hydra/overrides.yaml).", file=sys.stderr)
         return 2
     panels = args.panels.split(",") if args.panels else None
-    rep = make_report(root, runs, parse_targets(args.target), args.lines, panels)
+    tune = args.tune.split(",") if args.tune else None
+    rep = make_report(root, runs, parse_targets(args.target), args.lines, panels, tune=tune)
     for path in write_report(rep, args.out or root / OUT_DIR):
         print(path)
     print()
+    if rep.verdicts:
+        print(markdown_table(claims_table(rep)))
+        print()
+    for e in rep.claim_errors:
+        print(f"claim error: {e}")
     print(markdown_table(rep.table))
     for title, items in _sections(rep):
         print(f"\n{title}:")

@@ -72,3 +72,19 @@ def test_gradient_clipping_applies_only_when_set_and_the_norm_is_logged(tmp_path
     assert all(r["grad_norm"] > 0 for r in free + clipped)
     assert free[0]["grad_norm"] == clipped[0]["grad_norm"]  # step 1: the same gradient, logged before clipping
     assert free[1]["loss"] != clipped[1]["loss"]  # step 2 follows a (tiny) clipped update
+
+
+def test_bn_of_all_layers_normalizes_the_logits_and_hidden_only_bn_does_not():
+    import torch
+
+    from lnbench.data.base import DataSpec
+    from lnbench.models.mlp import MLP
+
+    spec = DataSpec(kind="flat", task="classify", num_outputs=10, input_size=20)
+    torch.manual_seed(0)
+    x = torch.randn(64, 20) * 5 + 3
+    for norm_logits in (True, False):
+        model = MLP(spec, [32], {"kind": "batch", "norm_logits": norm_logits}).train()
+        logits = model(x)
+        normalized = torch.allclose(logits.mean(0), torch.zeros(10), atol=1e-4) and torch.allclose(logits.std(0, unbiased=False), torch.ones(10), atol=1e-2)
+        assert normalized is norm_logits

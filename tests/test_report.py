@@ -101,21 +101,21 @@ def test_table_columns_and_rows(sweep, swept):
     md = swept[0]
     header = next(line for line in md.splitlines() if line.startswith("| dataset.batch_size"))
     columns = [c.strip() for c in header.strip("|").split("|")]
-    assert columns[:6] == ["dataset.batch_size", "model", "runs", "status", "final val error", "best val error"]
-    assert columns[6:9] == ["error target", "steps to error target", "seconds to error target"]
+    assert columns[:7] == ["dataset.batch_size", "model", "runs", "status", "final val error", "best val error", "test error"]
+    assert columns[7:10] == ["error target", "steps to error target", "seconds to error target"]
     assert columns[-1] == "ms/step"
     rows = [line for line in md.splitlines() if line.startswith("| 4 ") or line.startswith("| 128 ")]
-    # panels by batch (numeric order), lines in the order the sweep ran them
-    assert [r.split("|")[1:3] for r in rows] == [[" 4 ", " mlp "], [" 4 ", " ln_mlp "], [" 4 ", " bn_mlp "],
-                                                 [" 128 ", " mlp "], [" 128 ", " ln_mlp "]]
+    # panels by batch (numeric order), lines in the order the sweep ran them; ★ the best of each panel
+    assert [r.split("|")[1:3] for r in rows] == [[" 4 ", " mlp "], [" 4 ", " ln_mlp ★ "], [" 4 ", " bn_mlp "],
+                                                 [" 128 ", " mlp "], [" 128 ", " ln_mlp ★ "]]
 
 
-def test_seeds_are_aggregated_mean_and_range(sweep, swept):
+def test_seeds_are_aggregated_mean_and_spread(sweep, swept):
     md = swept[0]
     row = next(line for line in md.splitlines() if line.startswith("| 128 | ln_mlp"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2] == "2 (seed 0,1)"
-    assert cells[4] == "0.105 (0.1–0.11)"  # final val error: mean (min–max) over seeds 0 and 1
+    assert cells[4] == "0.105 ± 0.0071"  # final val error: mean ± standard deviation over seeds 0 and 1
 
 
 def test_failed_job_is_listed_with_its_error(swept):

@@ -179,8 +179,113 @@ def test_a_diverging_job_ends_its_wandb_run_with_a_failing_exit_code_under_jobli
 @pytest.mark.parametrize("name", SWEEP_PRESETS)
 def test_every_preset_runs_as_a_smoke_sweep(name, tmp_path):
     sweep_dir = tmp_path / "sweep"
-    multirun(sweep_dir, f"+experiment=[{name},smoke]", "hydra/launcher=joblib", timeout=1800)
+    # one seed and one learning rate: every model and panel of the preset, a ninth of its jobs
+    multirun(sweep_dir, f"+experiment=[{name},smoke]", "seed=0", "optim.lr=1e-3", "hydra/launcher=joblib", timeout=1800)
     summaries = job_summaries(sweep_dir)
-    assert len(summaries) == len(list(itertools.product(*sweep_axes([f"+experiment={name}"]).values())))
+    axes = {k: v for k, v in sweep_axes([f"+experiment={name}"]).items() if k not in ("seed", "optim.lr")}
+    assert len(summaries) == len(list(itertools.product(*axes.values())))
     for s in summaries.values():
         assert s["status"] == "completed" or "batch normalization" in s.get("error", ""), s
+
+
+# ---- the claims every preset declares -----------------------------------------------------------
+CLAIM_PRESETS = [p for p in SWEEP_PRESETS if (Path(CONF_DIR) / "experiment" / f"{p}.yaml").read_text().count("\nclaims:")]
+
+
+def test_every_sweep_preset_declares_claims_seeds_and_a_tuned_lr():
+    assert CLAIM_PRESETS == SWEEP_PRESETS
+    assert {"shakespeare_bpc", "pmnist"} <= set(CLAIM_PRESETS)
+
+
+@pytest.mark.parametrize("name", CLAIM_PRESETS)
+def test_each_claim_compares_lines_the_sweep_runs_in_panels_it_has(name):
+    from lnbench.claims import claims_of, same
+
+    cfg = OmegaConf.to_container(compose_train([f"+experiment={name}"]))
+    claims = claims_of([cfg])
+    axes = sweep_axes([f"+experiment={name}"])
+    assert len(axes["seed"]) >= 3 and len(axes["optim.lr"]) >= 3 and cfg["tune"] == ["optim.lr"]
+    line = next(k for k in ("model", "model.norm.gain_init") if k in axes)
+    assert claims and len({c.id for c in claims}) == len(claims)
+    for c in claims:
+        assert any(same(c.better, v) for v in axes[line]) and any(same(c.than, v) for v in axes[line]), c
+        for key, value in c.where.items():
+            assert any(same(value, v) for v in axes[key]), (c.id, key)
+        if c.eval_seq_len:
+            assert c.eval_seq_len in cfg["test_seq_lens"]
+
+
+def test_fig6_gives_both_batch_sizes_the_same_epochs_and_bn_on_all_layers():
+    small, large = (compose_train(["+experiment=fig6_mnist", f"dataset.batch_size={b}", "model=bn_mlp_all"]) for b in (4, 128))
+    assert (small.steps, large.steps) == (2 * (8000 // 4), 2 * (8000 // 128))  # 2 epochs each, short batch dropped
+    assert small.eval_every * 4 == pytest.approx(large.eval_every * 128, rel=0.05)
+    assert small.model.norm.norm_logits is True and small.model.norm.unbiased_var is True
+    assert "bn_mlp" in sweep_axes(["+experiment=fig6_mnist"])["model"]  # the hidden-only BN stays as a variant
+
+
+# ---- lnbench check ------------------------------------------------------------------------------
+def test_check_arguments_presets_scale_and_pass_through_overrides():
+    from lnbench import check
+
+    args = check.parse_args(["pmnist", "scale=2", "hydra/launcher=submitit_slurm", "hydra.launcher.partition=gpu"])
+    assert args.presets == ["pmnist"] and args.scale == 2
+    cmd = check.sweep_command(args, "pmnist")
+    assert "+experiment=pmnist" in cmd and "steps=800" in cmd and "eval_every=200" in cmd
+    assert "hydra/launcher=submitit_slurm" in cmd and "hydra/launcher=joblib" not in cmd  # the user's launcher wins
+    assert f"hydra.sweep.dir={Path('outputs/check/pmnist-x2')}" in cmd  # fixed: a re-run resumes there
+    default = check.sweep_command(check.parse_args([]), "pmnist")
+    assert "hydra/launcher=joblib" in default and "logger.mode=disabled" in default and not any(a.startswith("steps=") for a in default)
+    assert check.parse_args([]).presets == check.claim_presets() and "fig6_mnist" in check.claim_presets()
+
+
+def test_check_scales_a_preset_counted_in_epochs_by_its_epochs():
+    from lnbench import check
+
+    scaled = check.scaled_overrides("fig6_mnist", 3)
+    cfg = compose_train(["+experiment=fig6_mnist", "dataset.batch_size=128", *scaled])
+    assert cfg.steps == 3 * 2 * (8000 // 128)
+
+
+@pytest.mark.parametrize("argv,match", [(["fig7"], "preset 'fig7' is not a claim preset: use one of"),
+                                        (["scale=0"], "scale=0 is not allowed"), (["scale=x"], "scale=x is not allowed")])
+def test_check_bad_arguments_are_one_clear_error(argv, match, capsys):
+    from lnbench import check
+
+    assert check.main(argv) == 2
+    err = capsys.readouterr().err
+    assert match in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_check_runs_a_preset_writes_its_page_and_resumes(tmp_path):
+    out = tmp_path / "check"
+    proc = subprocess.run([sys.executable, "-m", "lnbench.cli", "check", "ln_gain_init", "scale=0.02", "--out", str(out),
+                           "dataset.val_size=64", "dataset.test_size=64", "model.hidden_size=16"],
+                          capture_output=True, text=True, timeout=1800, env={**os.environ, "WANDB_MODE": "disabled"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    page = (out / "check.md").read_text()
+    assert page.count("| ln_gain_init |") == 2 and "ln_gain_init-x0.02/report/report.html" in page
+    claims = json.loads((out / "ln_gain_init-x0.02" / "report" / "claims.json").read_text())
+    assert {c["n_seeds"] for c in claims} == {3} and all(c["verdict"] in ("held", "contradicted", "inconclusive") for c in claims)
+    before = {p: p.stat().st_mtime for p in out.glob("ln_gain_init-x0.02/*/metrics.jsonl")}
+    assert len(before) == 18
+    again = subprocess.run([sys.executable, "-m", "lnbench.cli", "check", "ln_gain_init", "scale=0.02", "--out", str(out),
+                            "dataset.val_size=64", "dataset.test_size=64", "model.hidden_size=16"],
+                           capture_output=True, text=True, timeout=1800, env={**os.environ, "WANDB_MODE": "disabled"})
+    assert again.returncode == 0 and "already completed" in again.stdout + again.stderr
+    assert {p: p.stat().st_mtime for p in before} == before  # completed jobs were skipped, not re-run
+
+
+def test_check_page_lists_every_verdict_with_its_interval_and_a_link(tmp_path):
+    from lnbench import check
+
+    verdicts = [{"id": "a", "text": "LN beats BN", "verdict": "held", "effect": 0.05, "ci_low": 0.01, "ci_high": 0.09, "n_seeds": 3, "reason": ""},
+                {"id": "b", "text": "BN beats LSTM", "verdict": "inconclusive", "effect": 0.01, "ci_low": -0.02, "ci_high": 0.04,
+                 "n_seeds": 3, "reason": "the interval includes 0"}]
+    args = check.Args(["pmnist"], 1.0, tmp_path)
+    outcome = check.Outcome("pmnist", tmp_path / "pmnist", 60.0, (1.0, 2.0), 0, verdicts)
+    md = check.write_page([outcome, check.Outcome("fig6_mnist", tmp_path / "fig6_mnist", 1.0, (1.0, 1.0), 1, [], "the sweep left no runs")], args, 61.0)
+    assert "| a: LN beats BN | pmnist | held | 0.05 [0.01, 0.09] | 3 | [report](pmnist/report/report.html) |" in md
+    assert "| inconclusive (the interval includes 0) |" in md and "no verdict: the sweep left no runs" in md
+    assert "1 held, 1 inconclusive" in md and "load 1.0→2.0" in md
+    assert "<a href='pmnist/report/report.html'>report</a>" in (tmp_path / "check.html").read_text()

@@ -9,7 +9,7 @@ from lnbench.nn.norm import NormConfig, as_norm_config, make_linear, make_norm
 
 
 class MLP(nn.Module):
-    """input -> [Linear -> norm -> ReLU] x len(hidden_sizes) -> Linear (the logits, never normalized)."""
+    """input -> [Linear -> norm -> ReLU] x len(hidden_sizes) -> Linear (the logits) [-> norm if norm.norm_logits]."""
 
     accepts = "flat"
 
@@ -23,7 +23,10 @@ class MLP(nn.Module):
             layers += [make_linear(norm, width, h), make_norm(norm, h), nn.ReLU()]
             width = h
         self.body = nn.Sequential(*layers)
-        self.head = nn.Linear(width, spec.num_outputs)
+        if norm.norm_logits:
+            self.head = nn.Sequential(make_linear(norm, width, spec.num_outputs), make_norm(norm, spec.num_outputs))
+        else:
+            self.head = nn.Linear(width, spec.num_outputs)
         self.norm = norm
 
     def forward(self, x: Tensor) -> Tensor:
