@@ -169,6 +169,7 @@ class LoggerConfig:
     name: Optional[str] = None  # null: made from the command-line overrides
     init_timeout: float = 30.0  # seconds wandb.init may take before the run goes on offline
     finish_timeout: float = 60.0  # seconds the end of the run may wait for uploads (the rest: `wandb sync`)
+    report: bool = False  # after a sweep, one more W&B run in its group with the report's tables and plots
 
 
 @dataclass

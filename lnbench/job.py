@@ -56,7 +56,7 @@ def task(cfg) -> dict:
 
     from lnbench.errors import Diverged, UserError
     from lnbench import threads
-    from lnbench.track import run_name
+    from lnbench.track import job_name, run_group, run_tags
     from lnbench.train import train
 
     started = time.time()
@@ -64,8 +64,9 @@ def task(cfg) -> dict:
     run_dir = Path(hc.runtime.output_dir)
     multirun = hc.mode == RunMode.MULTIRUN
     overrides = list(hc.overrides.task)
-    group = str(Path(hc.sweep.dir)) if multirun else None
-    tags = [o for o in overrides if not o.startswith("hydra")] if multirun else []
+    choices = dict(hc.runtime.choices)
+    group = run_group(choices.get("experiment"), hc.sweep.dir) if multirun else None
+    tags = run_tags(choices, cfg)
     cfg.threads = threads.apply(cfg.threads, hc)  # the cores free now, within the launcher's share; logged
     # A segfault or an OOM kill bypasses every except clause: leave the native traceback in the job's
     # own directory, where the report looks for it.
@@ -73,7 +74,7 @@ def task(cfg) -> dict:
     crash_log = open(run_dir / "crash.log", "a")
     faulthandler.enable(crash_log)
     try:
-        return train(cfg, run_dir, name=run_name(overrides), group=group, tags=tags)
+        return train(cfg, run_dir, name=job_name(hc), group=group, tags=tags)
     except Diverged as e:  # summary.json already says diverged
         if full_error():
             raise

@@ -17,11 +17,11 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from lnbench import checkpoint, tasks
+from lnbench import checkpoint, provenance, tasks
 from lnbench.config import Schedule, validate
 from lnbench.errors import ConfigError, Diverged, Interrupted
 from lnbench.nn.norm import NormKind, weight_norm_data_init
-from lnbench.track import Tracker
+from lnbench.track import Tracker, end_of_run_block
 
 log = logging.getLogger("lnbench")
 
@@ -149,7 +149,9 @@ def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags:
         checkpoint_time += time.perf_counter() - t0
 
     names = tasks.metric_names(spec)
-    summary: dict[str, Any] = {"status": "running", "params": n_params, "device": str(device), "primary_metric": tasks.primary_metric(spec), "baseline": spec.baseline}
+    primary = tasks.primary_metric(spec)
+    summary: dict[str, Any] = {"status": "running", "params": n_params, "device": str(device), "primary_metric": primary, "baseline": spec.baseline,
+                               "provenance": provenance.collect(str(device))}
     # time_per_step counts training steps with their logging; evaluations and checkpoints are timed apart.
     start_step, eval_time, checkpoint_time = step, 0.0, 0.0
     # Plain ints: reading a DictConfig costs ~10 us, and the loop reads these every step.
@@ -191,7 +193,7 @@ def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags:
                         grad_norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params if p.grad is not None]))
                     means = {**dict(zip(names, rows.mean(0).tolist())), "grad_norm": float(grad_norm)}
                     tracker.log("train", step, means, **seen(step), lr=scheduler.get_last_lr()[0])
-                    tracker.show(step, fmt({k: means[k] for k in names[:2]}), line=False)
+                    tracker.show(step, fmt({k: means[k] for k in dict.fromkeys(["loss", primary])}), line=False)
                 if step % eval_every == 0 or last:
                     t0 = time.perf_counter()
                     val = evaluate(model, dataset, "val", device)
@@ -214,7 +216,6 @@ def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags:
                 tracker.log("test", step, at_len, eval_seq_len=n)
                 summary.setdefault("test_at_len", {})[str(n)] = at_len
             tracker.console.close()  # the log lines below go under the finished bar, not over it
-            log.info("test: %s", fmt(test))
     except BaseException as e:
         if summary["status"] == "running":
             stopped = isinstance(e, (Interrupted, KeyboardInterrupt))
@@ -228,9 +229,7 @@ def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags:
             summary["resumed_at"] = resumed_at
         summary["wandb"] = tracker.wandb.where
         tracker.finish(summary)
-    log.info("metrics: %s", run_dir / "metrics.jsonl")
-    if tracker.wandb.where:
-        log.info("W&B run: %s", tracker.wandb.where)
+        log.info(end_of_run_block(summary, run_dir, primary))
     if summary["status"] == "diverged":
         raise Diverged(summary["diverged_at_step"], run_dir)
     return summary

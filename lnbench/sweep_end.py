@@ -1,0 +1,165 @@
+"""A sweep as a person follows it in the terminal, and as a W&B group: a Hydra callback (conf/train.yaml).
+
+- start: the sweep directory, printed (Hydra's basic launcher never says where it writes);
+- each job: its console log lines prefixed with its number and name, so parallel jobs can be told apart
+  (its own train.log stays unprefixed);
+- end: a block with the sweep directory, how many jobs completed, failed and diverged, how to upload the
+  W&B runs and the report command; with logger.report=true, one more W&B run in the sweep's group
+  (job_type `report`) holding the report's tables and plots.
+"""
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger("lnbench")
+
+
+class SweepEnd(Callback):
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        print(f"sweep: {config.hydra.sweep.dir}", flush=True)
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if HydraConfig.get().mode != RunMode.MULTIRUN:
+            return
+        from lnbench.track import job_name
+
+        prefix = f"[#{config.hydra.job.num} {job_name(config.hydra)}] "
+        for h in logging.getLogger().handlers:
+            if type(h) is logging.StreamHandler:  # the console, not train.log
+                h.setFormatter(Prefixed(prefix, h.formatter))
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        jobs = job_statuses(sweep_dir)
+        report_run = None
+        if OmegaConf.select(config, "logger.report", default=False) and jobs:
+            report_run = log_report(config, sweep_dir)
+        print(end_of_sweep_block(sweep_dir, jobs, report_run), flush=True)
+
+
+class Prefixed(logging.Formatter):
+    def __init__(self, prefix: str, inner: logging.Formatter | None):
+        super().__init__()
+        self.prefix, self.inner = prefix, inner or logging.Formatter()
+
+    def format(self, record: logging.LogRecord) -> str:
+        return "\n".join(self.prefix + line for line in self.inner.format(record).split("\n"))
+
+
+# ---- the end-of-sweep block -------------------------------------------------------------------
+def job_statuses(sweep_dir: Path) -> dict[str, dict[str, Any]]:
+    """Job directory (relative) -> its summary.json ({} for a job that left none: killed or never ran)."""
+    found = {}
+    for overrides in sorted(sweep_dir.glob("**/.hydra/overrides.yaml")):
+        job = overrides.parent.parent
+        try:
+            summary = json.loads((job / "summary.json").read_text())
+        except (OSError, ValueError):
+            summary = {}
+        found[str(job.relative_to(sweep_dir))] = summary
+    return dict(sorted(found.items(), key=lambda kv: [int(p) if p.isdigit() else p for p in Path(kv[0]).parts]))
+
+
+def end_of_sweep_block(sweep_dir: Path, jobs: dict[str, dict[str, Any]], report_run: str | None = None) -> str:
+    counts = Counter(s.get("status", "no summary") for s in jobs.values())
+    order = ["completed", "failed", "diverged", "interrupted"]
+    shown = [f"{counts.get(s, 0)} {s}" for s in order] + [f"{n} {s}" for s, n in counts.items() if s not in order]
+    lines = [f"sweep done: {sweep_dir}", f"  jobs       {len(jobs)}: " + ", ".join(shown)]
+    for job, s in jobs.items():
+        if s.get("status") in ("failed", "diverged"):
+            why = s.get("error") or f"loss not finite at step {s.get('diverged_at_step')}"
+            lines.append(f"  {s['status']:<10} {job}: {_short(why)}")
+    offline = sorted(sweep_dir.glob("*/wandb/offline-run-*"))
+    if offline:
+        extra = f" {sweep_dir}/wandb/offline-run-*" if any(sweep_dir.glob("wandb/offline-run-*")) else ""
+        lines.append(f"  W&B        {len(offline)} offline run folder(s); upload all with `wandb sync {sweep_dir}/*/wandb/offline-run-*{extra}`")
+    if report_run:
+        lines.append(f"  W&B report {report_run}")
+    lines.append(f"  next       lnbench report {sweep_dir}")
+    return "\n".join(lines)
+
+
+def _short(text: str, width: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+# ---- the report as a W&B run ------------------------------------------------------------------
+def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
+    """One W&B run (job_type `report`) in the sweep's group: the report's table(s) as wandb.Table, the
+    claims table (report/claims.json) when there is one, the plots as images. Returns where it is."""
+    from lnbench.track import run_group, start_wandb
+
+    mode = str(getattr(config.logger.mode, "value", config.logger.mode))
+    if mode == "disabled":
+        return None
+    try:
+        tables, images = report_contents(sweep_dir)
+    except Exception as e:  # a report that cannot be made must not hide the sweep's own results
+        log.warning("the report for W&B could not be made (%s: %s); `lnbench report %s` says more.", type(e).__name__, e, sweep_dir)
+        return None
+    group = config.logger.group or run_group(config.hydra.runtime.choices.get("experiment"), str(sweep_dir))
+    run, mode = start_wandb(config.logger, mode, dict(
+        project=config.logger.project, entity=config.logger.entity, group=group, job_type="report",
+        name=f"report · {group}", tags=list(config.logger.tags), dir=str(sweep_dir),
+        config={"sweep_dir": str(sweep_dir.resolve())},
+    ))
+    if run is None:
+        return None
+    try:
+        import wandb
+        from PIL import Image
+
+        payload = {f"report/{name}": wandb.Table(columns=cols, data=rows) for name, (cols, rows) in tables.items()}
+        payload.update({f"report/{Path(name).stem}": wandb.Image(Image.open(io.BytesIO(png)), caption=name) for name, png in images.items()})
+        run.log(payload)
+        where = run.url if mode != "offline" else f"{run.dir.rsplit('/files', 1)[0]} (offline)"
+        run.finish()
+        return where
+    except Exception as e:
+        log.warning("the W&B report run failed (%s: %s); the sweep's runs are unaffected.", type(e).__name__, e)
+        return None
+
+
+def report_contents(sweep_dir: Path) -> tuple[dict[str, tuple[list[str], list[list[Any]]]], dict[str, bytes]]:
+    """({table name: (columns, rows)}, {png name: bytes}) from lnbench.report. Only load_runs, make_report
+    and the Report's `table` (or `tables`) and `images` are relied on: report.py changes often."""
+    from lnbench import report
+
+    rep = report.make_report(sweep_dir, report.load_runs(sweep_dir), {})
+    found = getattr(rep, "tables", None) or {"table": rep.table}
+    tables = {name: (list(t.columns), [list(r) for r in t.rows]) for name, t in found.items()}
+    claims = sweep_dir / "report" / "claims.json"
+    if claims.is_file():
+        tables["claims"] = json_table(json.loads(claims.read_text()))
+    return tables, dict(rep.images)
+
+
+def json_table(data: Any) -> tuple[list[str], list[list[Any]]]:
+    """A list of objects (or an object of objects, or one object holding such a list) as columns and rows;
+    nested values as JSON text, since a W&B Table cell holds a scalar."""
+    if isinstance(data, dict):
+        lists = [v for v in data.values() if isinstance(v, list) and all(isinstance(x, dict) for x in v)]
+        if lists:
+            data = lists[0]
+        elif all(isinstance(v, dict) for v in data.values()):
+            data = [{"name": k, **v} for k, v in data.items()]
+        else:
+            data = [data]
+    rows_in = [r if isinstance(r, dict) else {"value": r} for r in data]
+    columns = list(dict.fromkeys(k for r in rows_in for k in r))
+
+    def cell(v: Any) -> Any:
+        return v if v is None or isinstance(v, (str, int, float, bool)) else json.dumps(v)
+
+    return columns, [[cell(r.get(c)) for c in columns] for r in rows_in]
