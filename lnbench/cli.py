@@ -11,6 +11,8 @@ commands:
   report DIR          plots and tables for a run or sweep directory
   bench [options]     time per training step of each model against torch's fused kernels
   check [PRESET...]   run the paper's claim presets (3 seeds, tuned lr) and write one page of verdicts
+  presets             the experiment, model, dataset and optimizer presets, with what each is
+  --version           lnbench's version
 """
 
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
@@ -23,6 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
+        return 0
+    if argv[0] in ("-V", "--version"):
+        from lnbench import __version__
+
+        print(f"lnbench {__version__}")
         return 0
     cmd, rest = argv[0], argv[1:]
     if cmd == "train":
@@ -39,7 +46,11 @@ def main(argv: list[str] | None = None) -> int:
         from lnbench.bench import main as bench_main
 
         return bench_main(rest)
-    print(f"lnbench: unknown command {cmd!r}: use one of train, report, bench, check.\n\n{USAGE}", file=sys.stderr)
+    if cmd == "presets":
+        from lnbench.presets import main as presets_main
+
+        return presets_main(rest)
+    print(f"lnbench: unknown command {cmd!r}: use one of train, report, bench, check, presets.\n\n{USAGE}", file=sys.stderr)
     return 2
 
 

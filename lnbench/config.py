@@ -1,6 +1,6 @@
 """Typed schemas for every config group, registered in Hydra's ConfigStore.
 
-Each preset YAML under conf/ starts from one of these schemas (its defaults list names `base_*`), so a
+Each preset YAML under conf/ starts from one of these schemas (its defaults list names `/base_*`), so a
 misspelt key or a value of the wrong type fails at composition, with Hydra's own message, before any
 tensor is made. Checks that need more than a type (ranges, combinations) live in `validate`.
 """
@@ -219,11 +219,13 @@ OmegaConf.register_new_resolver("lnbench.epochs", steps_for_epochs, replace=True
 
 
 def register_configs() -> None:
+    """The schemas are stored outside the config groups (a preset names one as `/base_*`), so that they are
+    never offered as choices: not in `lnbench train --help`, not in the options of a misspelt choice."""
     cs = ConfigStore.instance()
     cs.store(name="base_train", node=TrainConfig)
-    for group, nodes in SCHEMAS.items():
+    for nodes in SCHEMAS.values():
         for name, node in nodes.items():
-            cs.store(group=group, name=name, node=node)
+            cs.store(name=name, node=node)
 
 
 def validate(cfg: Any) -> None:
