@@ -2,7 +2,6 @@
 import itertools
 import json
 import os
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from lnbench.threads import parallel_job_threads
 from lnbench.config import register_configs, validate
 from lnbench.errors import ConfigError
 from tests.conftest import REPO, TINY, compose_train
+from tests.wandb_file import read_offline_runs
 
 PRESETS = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("*.yaml"))
 SWEEP_PRESETS = [p for p in PRESETS if p != "smoke"]
@@ -108,37 +108,6 @@ def job_summaries(sweep_dir: Path) -> dict[str, dict]:
     return {str(p.parent.relative_to(sweep_dir)): json.loads(p.read_text()) for p in sweep_dir.glob("*/summary.json")}
 
 
-def wandb_records(run_dir: Path):
-    """The protobuf records of a job's offline W&B run (LevelDB log format: 32 KiB blocks of chunks)."""
-    from wandb.proto import wandb_internal_pb2 as pb
-
-    (path,) = run_dir.glob("wandb/offline-run-*/run-*.wandb")
-    data, pos, pending = path.read_bytes(), 7, b""  # 7: the file header (":W&B", magic, version)
-    while pos + 7 <= len(data):
-        if 32768 - pos % 32768 < 7:  # a block's tail too short for a chunk header is padding
-            pos += 32768 - pos % 32768
-            continue
-        length, kind = struct.unpack("<HB", data[pos + 4 : pos + 7])
-        pending += data[pos + 7 : pos + 7 + length]
-        pos += 7 + length
-        if kind in (1, 4):  # FULL or LAST chunk: a whole record
-            record = pb.Record()
-            record.ParseFromString(pending)
-            yield record
-            pending = b""
-
-
-def wandb_run(run_dir: Path) -> dict:
-    out = {}
-    for r in wandb_records(run_dir):
-        kind = r.WhichOneof("record_type")
-        if kind == "run":
-            out.update(group=r.run.run_group, tags=list(r.run.tags), config={i.key: json.loads(i.value_json) for i in r.run.config.update})
-        elif kind == "exit":
-            out["exit_code"] = r.exit.exit_code
-    return out
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher", list(LAUNCHERS))
 def test_sweep_runs_every_job_records_failures_and_reports(launcher, tmp_path):
@@ -153,11 +122,12 @@ def test_sweep_runs_every_job_records_failures_and_reports(launcher, tmp_path):
     assert "ConfigError" in failed["error"] and "batch_size=1" in failed["error"]
 
     for job in (sweep_dir / n for n, s in summaries.items() if s["status"] == "completed"):
-        run = wandb_run(job)
-        assert run["group"] == str(sweep_dir) and run["exit_code"] == 0
-        assert any(t.startswith("model=") for t in run["tags"]) and any(t.startswith("dataset.batch_size=") for t in run["tags"])
+        run = read_offline_runs(job)
+        assert run.group == f"sweep {sweep_dir.name}" and run.exit_code == 0 and run.job_type == "train"
+        assert run.name.startswith(("ln_lstm · ", "bn_lstm · ")) and "batch_size=" in run.name
+        assert {"dataset=adding", "norm=layer"} <= set(run.tags) or {"dataset=adding", "norm=batch"} <= set(run.tags)
         if launcher == "joblib":  # two jobs at a time on this machine's cores: torch threads split between them
-            assert run["config"]["threads"] == parallel_job_threads(OmegaConf.create({"launcher": {"n_jobs": -1}}))
+            assert run.config["threads"] == parallel_job_threads(OmegaConf.create({"launcher": {"n_jobs": -1}}))
 
     assert report.main([str(sweep_dir)]) == 0
     md = (sweep_dir / "report" / "report.md").read_text()
@@ -171,8 +141,8 @@ def test_a_diverging_job_ends_its_wandb_run_with_a_failing_exit_code_under_jobli
     summaries = job_summaries(sweep_dir)
     by_status = {s["status"]: n for n, s in summaries.items()}
     assert set(by_status) == {"completed", "diverged"}, summaries
-    assert wandb_run(sweep_dir / by_status["diverged"])["exit_code"] == 1
-    assert wandb_run(sweep_dir / by_status["completed"])["exit_code"] == 0
+    assert read_offline_runs(sweep_dir / by_status["diverged"]).exit_code == 1
+    assert read_offline_runs(sweep_dir / by_status["completed"]).exit_code == 0
 
 
 @pytest.mark.slow

@@ -59,7 +59,11 @@ class OfflineRun:
 
 def read_run(path: Path, into: OfflineRun | None = None) -> OfflineRun:
     """One .wandb file; pass the OfflineRun of an earlier segment to continue it (a resumed run)."""
+    import wandb
     from google.protobuf.json_format import MessageToDict
+
+    # run.finish() returns before W&B's core process has written the whole file; teardown waits for it.
+    wandb.teardown()
     from wandb.proto import wandb_internal_pb2 as pb
 
     run = into or OfflineRun()
