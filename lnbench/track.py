@@ -220,12 +220,14 @@ class Console:
                 TimeElapsedColumn(),
                 TimeRemainingColumn(),
             )
-            before = {id(sys.stdout): "stdout", id(sys.stderr): "stderr"}
+            out, err = sys.stdout, sys.stderr
             self.progress.start()
             self.task = self.progress.add_task("train", total=total, completed=start, info="")
+            # rich redirects only when the console is a terminal
+            redirected = {id(old): new for old, new in ((out, sys.stdout), (err, sys.stderr)) if new is not old}
             for h in {*logging.getLogger().handlers, *log.handlers}:
-                if type(h) is logging.StreamHandler and id(h.stream) in before:
-                    self._swapped.append((h, h.setStream(getattr(sys, before[id(h.stream)]))))
+                if type(h) is logging.StreamHandler and id(h.stream) in redirected:
+                    self._swapped.append((h, h.setStream(redirected[id(h.stream)])))
 
     def update(self, step: int, text: str, line: bool) -> None:
         """line: also a log line (val results), kept in the terminal and in train.log."""
