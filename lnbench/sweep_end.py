@@ -9,9 +9,10 @@
 """
 from __future__ import annotations
 
-import io
+import atexit
 import json
 import logging
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,17 @@ log = logging.getLogger("lnbench")
 class SweepEnd(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         print(f"sweep: {config.hydra.sweep.dir}", flush=True)
+        self.config, self.done, self.pid = config, False, os.getpid()
+        # Hydra skips on_multirun_end when a job failed (the sweeper re-raises the first failure once
+        # every job has run) or a signal stopped the sweep: the block then comes at exit, after the error.
+        atexit.register(self.end)
+
+    def on_job_end(self, config: DictConfig, **kwargs: Any) -> None:
+        # Exit hooks run last-registered first: keep ours ahead of those W&B registered during a job run
+        # in this process (they clear the temp folder W&B writes tables and images through).
+        if getattr(self, "pid", None) == os.getpid():
+            atexit.unregister(self.end)
+            atexit.register(self.end)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         if HydraConfig.get().mode != RunMode.MULTIRUN:
@@ -39,11 +51,17 @@ class SweepEnd(Callback):
                 h.setFormatter(Prefixed(prefix, h.formatter))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        sweep_dir = Path(str(config.hydra.sweep.dir))
+        self.end()
+
+    def end(self) -> None:
+        if getattr(self, "done", True):
+            return
+        self.done = True
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
         jobs = job_statuses(sweep_dir)
         report_run = None
-        if OmegaConf.select(config, "logger.report", default=False) and jobs:
-            report_run = log_report(config, sweep_dir)
+        if OmegaConf.select(self.config, "logger.report", default=False) and jobs:
+            report_run = log_report(self.config, sweep_dir)
         print(end_of_sweep_block(sweep_dir, jobs, report_run), flush=True)
 
 
@@ -108,23 +126,35 @@ def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
     except Exception as e:  # a report that cannot be made must not hide the sweep's own results
         log.warning("the report for W&B could not be made (%s: %s); `lnbench report %s` says more.", type(e).__name__, e, sweep_dir)
         return None
+    try:
+        import wandb
+
+        wandb.teardown()  # at exit, W&B's own exit hook may have stopped its service already: start afresh
+    except Exception:
+        pass  # start_wandb says why W&B cannot start
     group = config.logger.group or run_group(config.hydra.runtime.choices.get("experiment"), str(sweep_dir))
     run, mode = start_wandb(config.logger, mode, dict(
         project=config.logger.project, entity=config.logger.entity, group=group, job_type="report",
         name=f"report · {group}", tags=list(config.logger.tags), dir=str(sweep_dir),
         config={"sweep_dir": str(sweep_dir.resolve())},
-    ))
+    ), kept=f"the report is still there: `lnbench report {sweep_dir}`")
     if run is None:
         return None
     try:
-        import wandb
-        from PIL import Image
+        import tempfile
 
-        payload = {f"report/{name}": wandb.Table(columns=cols, data=rows) for name, (cols, rows) in tables.items()}
-        payload.update({f"report/{Path(name).stem}": wandb.Image(Image.open(io.BytesIO(png)), caption=name) for name, png in images.items()})
-        run.log(payload)
+        import wandb
+
+        payload: dict[str, Any] = {f"report/{name}": wandb.Table(columns=cols, data=rows) for name, (cols, rows) in tables.items()}
+        # From files of our own: at exit W&B's own temp folder (where it would write image bytes) is gone.
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, png in images.items():
+                (Path(tmp) / name).write_bytes(png)
+                payload[f"report/{Path(name).stem}"] = wandb.Image(str(Path(tmp) / name), caption=name)
+            run.log(payload)
         where = run.url if mode != "offline" else f"{run.dir.rsplit('/files', 1)[0]} (offline)"
         run.finish()
+        wandb.teardown()  # the sweep is over: wait for W&B's core to write everything, then stop it
         return where
     except Exception as e:
         log.warning("the W&B report run failed (%s: %s); the sweep's runs are unaffected.", type(e).__name__, e)

@@ -85,7 +85,7 @@ class WandbSink:
             config=config,
             id=run_id,
             resume="allow",
-        ))
+        ), kept=f"metrics are still in {run_dir / 'metrics.jsonl'}")
         if self.run is not None:
             self._define_metrics()
 
@@ -149,13 +149,13 @@ class WandbSink:
             log.warning("W&B did not finish cleanly (%s: %s); its files are in %s (`wandb sync` uploads them).", type(e).__name__, _one_line(e), self.folder)
 
 
-def start_wandb(logger: DictConfig, mode: str, init: dict[str, Any]) -> tuple[Any, str]:
+def start_wandb(logger: DictConfig, mode: str, init: dict[str, Any], kept: str) -> tuple[Any, str]:
     """(run, mode it runs in): wandb.init with lnbench's timeouts, falling back from online to offline,
-    and to (None, mode) -- local files only -- when W&B cannot start at all."""
+    and to (None, mode) -- local files only, which `kept` names for the log -- when W&B cannot start."""
     try:
         import wandb
     except Exception as e:
-        log.warning("W&B cannot be imported (%s: %s); metrics are still in %s.", type(e).__name__, e, init["dir"])
+        log.warning("W&B cannot be imported (%s: %s); %s.", type(e).__name__, e, kept)
         return None, mode
     timeouts = dict(init_timeout=logger.init_timeout, login_timeout=logger.init_timeout, finish_timeout=logger.finish_timeout)
     try:
@@ -171,7 +171,7 @@ def start_wandb(logger: DictConfig, mode: str, init: dict[str, Any]) -> tuple[An
             return run, "offline"
         except Exception as e:
             reason += f"; offline: {type(e).__name__}: {_one_line(e)}"
-    log.warning("W&B did not start (%s); metrics are still in %s.", reason, Path(init["dir"]) / "metrics.jsonl")
+    log.warning("W&B did not start (%s); %s.", reason, kept)
     return None, mode
 
 
@@ -308,17 +308,18 @@ def job_name(hydra_cfg: DictConfig) -> str:
 
 
 def swept_keys(sweep_dir: str, preset_axes: Any) -> set[str]:
-    """The keys a sweep varies: its preset's axes (hydra.sweeper.params) and the command line's sweeps
-    (a,b / range() / choice()), read from the multirun.yaml Hydra writes when the sweep starts (a job
-    sees only its own values), parsed by Hydra's own override parser."""
+    """The keys a sweep varies: its preset's axes (hydra.sweeper.params) unless the command line sets
+    one to a single value, and the command line's sweeps (a,b / range() / choice()), read from the
+    multirun.yaml Hydra writes when the sweep starts (a job sees only its own values), parsed by
+    Hydra's own override parser."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     keys = set(preset_axes or {})
     try:
-        given = list(OmegaConf.load(Path(sweep_dir) / "multirun.yaml").hydra.overrides.task)
+        given = OverridesParser.create().parse_overrides(list(OmegaConf.load(Path(sweep_dir) / "multirun.yaml").hydra.overrides.task))
     except Exception:  # no multirun.yaml (a launcher that writes none): the preset's axes only
         return keys
-    return keys | {o.key_or_group for o in OverridesParser.create().parse_overrides(given) if o.is_sweep_override()}
+    return (keys - {o.key_or_group for o in given if not o.is_sweep_override()}) | {o.key_or_group for o in given if o.is_sweep_override()}
 
 
 def run_group(experiment: str | None, sweep_dir: str) -> str:

@@ -57,8 +57,10 @@ def test_run_name_is_the_model_and_the_swept_values_and_stable_across_resume():
 
 
 def test_swept_keys_come_from_the_preset_and_the_command_line(tmp_path):
-    (tmp_path / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n    - seed=0,1\n    - steps=5\n    - optim.lr=range(1,3)\n")
-    assert swept_keys(str(tmp_path), {"model": "lstm,ln_lstm"}) == {"model", "seed", "optim.lr"}
+    (tmp_path / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n    - seed=0,1\n    - steps=5\n    - optim.lr=range(1,3)\n"
+                                           "    - dataset.seq_len=10\n")
+    preset = {"model": "lstm,ln_lstm", "dataset.seq_len": "10,25,50"}  # the command line fixes seq_len
+    assert swept_keys(str(tmp_path), preset) == {"model", "seed", "optim.lr"}
     assert swept_keys(str(tmp_path / "none"), None) == set()
 
 
@@ -182,3 +184,26 @@ def test_outputs_folder_is_in_the_repository_with_only_its_readme_tracked():
     assert tracked == ["outputs/README.md"]
     ignored = subprocess.run(["git", "-C", str(REPO), "check-ignore", "outputs/runs/2026-01-01/x/summary.json"], capture_output=True, text=True)
     assert ignored.returncode == 0
+
+
+def test_a_sweep_with_a_failed_job_ends_with_its_block_names_and_report_run(tmp_path):
+    """Hydra skips on_multirun_end when a job fails: the block still comes, last, and the W&B report run
+    joins the jobs' group; each job's console lines carry its number and name."""
+    from wandb_file import read_offline_runs
+
+    sweep = tmp_path / "2026-11-22" / "13-05-01-000001"
+    args = [o for o in TINY_CLI if not o.startswith("logger.mode")]
+    proc = run_cli("train", "-m", "model=ln_lstm,bn_lstm", *args, "dataset.batch_size=1", "steps=2", "eval_every=2",
+                   "logger.mode=offline", "logger.report=true", f"hydra.sweep.dir={sweep}", env={"WANDB_MODE": "offline"})
+    assert proc.returncode == 1
+    out = proc.stdout
+    assert out.startswith(f"sweep: {sweep}\n")
+    assert "[#0 ln_lstm] " in out and "[#1 bn_lstm] " in out  # only the swept key names a job
+    block = out[out.index("sweep done:"):]
+    assert "jobs       2: 1 completed, 1 failed, 0 diverged" in block and "failed     1: ConfigError" in block
+    assert "W&B report" in block and block.rstrip().endswith(f"next       lnbench report {sweep}")
+
+    job, report_run = read_offline_runs(sweep / "0"), read_offline_runs(sweep)
+    assert (job.name, job.group, job.job_type) == ("ln_lstm", "sweep 2026-11-22 13:05:01", "train")
+    assert (report_run.group, report_run.job_type) == (job.group, "report")
+    assert report_run.history[0]["report/table/nrows"] == 2
