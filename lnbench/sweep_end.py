@@ -29,6 +29,11 @@ class SweepEnd(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         print(f"sweep: {config.hydra.sweep.dir}", flush=True)
         self.config, self.done, self.pid = config, False, os.getpid()
+        if wants_report(config):
+            try:  # now: at exit it is too late to import (it registers exit hooks of its own)
+                import wandb  # noqa: F401
+            except Exception:
+                pass  # start_wandb says why, at the end
         # Hydra skips on_multirun_end when a job failed (the sweeper re-raises the first failure once
         # every job has run) or a signal stopped the sweep: the block then comes at exit, after the error.
         atexit.register(self.end)
@@ -59,9 +64,7 @@ class SweepEnd(Callback):
         self.done = True
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         jobs = job_statuses(sweep_dir)
-        report_run = None
-        if OmegaConf.select(self.config, "logger.report", default=False) and jobs:
-            report_run = log_report(self.config, sweep_dir)
+        report_run = log_report(self.config, sweep_dir) if wants_report(self.config) and jobs else None
         print(end_of_sweep_block(sweep_dir, jobs, report_run), flush=True)
 
 
@@ -113,14 +116,17 @@ def _short(text: str, width: int = 160) -> str:
 
 
 # ---- the report as a W&B run ------------------------------------------------------------------
+def wants_report(config: DictConfig) -> bool:
+    mode = OmegaConf.select(config, "logger.mode", default="disabled")
+    return bool(OmegaConf.select(config, "logger.report", default=False)) and str(getattr(mode, "value", mode)) != "disabled"
+
+
 def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
     """One W&B run (job_type `report`) in the sweep's group: the report's table(s) as wandb.Table, the
     claims table (report/claims.json) when there is one, the plots as images. Returns where it is."""
     from lnbench.track import run_group, start_wandb
 
     mode = str(getattr(config.logger.mode, "value", config.logger.mode))
-    if mode == "disabled":
-        return None
     try:
         tables, images = report_contents(sweep_dir)
     except Exception as e:  # a report that cannot be made must not hide the sweep's own results
