@@ -106,6 +106,8 @@ def end_of_sweep_block(sweep_dir: Path, jobs: dict[str, dict[str, Any]], report_
         lines.append(f"  W&B        {len(offline)} offline run folder(s); upload all with `wandb sync {sweep_dir}/*/wandb/offline-run-*{extra}`")
     if report_run:
         lines.append(f"  W&B report {report_run}")
+    if counts.get("interrupted") or counts.get("no summary"):
+        lines.append(f"  continue   the same command with hydra.sweep.dir={sweep_dir}: each job goes on from its checkpoint")
     lines.append(f"  next       lnbench report {sweep_dir}")
     return "\n".join(lines)
 

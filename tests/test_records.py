@@ -109,6 +109,7 @@ def test_end_of_sweep_block_counts_jobs_and_names_failures(tmp_path):
     assert f"sweep done: {tmp_path}" in block
     assert "jobs       4: 1 completed, 1 failed, 1 diverged, 0 interrupted, 1 no summary" in block
     assert "failed     1: ConfigError: bad 1" in block and "diverged   2: ConfigError: bad 2" in block
+    assert f"continue   the same command with hydra.sweep.dir={tmp_path}" in block
     assert block.endswith(f"next       lnbench report {tmp_path}")
 
 
