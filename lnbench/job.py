@@ -56,7 +56,7 @@ def task(cfg) -> dict:
 
     from lnbench.errors import Diverged, UserError
     from lnbench import threads
-    from lnbench.track import job_name, run_group, run_tags
+    from lnbench.track import job_name, run_tags, sweep_group
     from lnbench.train import train
 
     started = time.time()
@@ -64,9 +64,8 @@ def task(cfg) -> dict:
     run_dir = Path(hc.runtime.output_dir)
     multirun = hc.mode == RunMode.MULTIRUN
     overrides = list(hc.overrides.task)
-    choices = dict(hc.runtime.choices)
-    group = run_group(choices.get("experiment"), hc.sweep.dir) if multirun else None
-    tags = run_tags(choices, cfg)
+    group = sweep_group(hc) if multirun else None
+    tags = run_tags(dict(hc.runtime.choices), cfg)
     cfg.threads = threads.apply(cfg.threads, hc)  # the cores free now, within the launcher's share; logged
     # A segfault or an OOM kill bypasses every except clause: leave the native traceback in the job's
     # own directory, where the report looks for it.

@@ -126,7 +126,7 @@ def wants_report(config: DictConfig) -> bool:
 def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
     """One W&B run (job_type `report`) in the sweep's group: the report's table(s) as wandb.Table, the
     claims table (report/claims.json) when there is one, the plots as images. Returns where it is."""
-    from lnbench.track import run_group, start_wandb
+    from lnbench.track import start_wandb, sweep_group
 
     mode = str(getattr(config.logger.mode, "value", config.logger.mode))
     try:
@@ -140,7 +140,7 @@ def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
         wandb.teardown()  # at exit, W&B's own exit hook may have stopped its service already: start afresh
     except Exception:
         pass  # start_wandb says why W&B cannot start
-    group = config.logger.group or run_group(config.hydra.runtime.choices.get("experiment"), str(sweep_dir))
+    group = config.logger.group or sweep_group(config.hydra)
     run, mode = start_wandb(config.logger, mode, dict(
         project=config.logger.project, entity=config.logger.entity, group=group, job_type="report",
         name=f"report · {group}", tags=list(config.logger.tags), dir=str(sweep_dir),

@@ -335,6 +335,16 @@ def run_group(experiment: str | None, sweep_dir: str) -> str:
     return f"{what} {when}"
 
 
+def sweep_group(hydra_cfg: DictConfig) -> str:
+    """run_group of a Hydra sweep, from its HydraConfig. A list of presets (+experiment=[a,smoke]) is not
+    among Hydra's recorded choices: it is read from the overrides."""
+    experiment = hydra_cfg.runtime.choices.get("experiment")
+    for o in hydra_cfg.overrides.task if experiment is None else ():
+        key, _, value = o.lstrip("+~").partition("=")
+        experiment = value if key == "experiment" else experiment
+    return run_group(experiment, hydra_cfg.sweep.dir)
+
+
 def run_tags(choices: dict[str, Any], cfg: DictConfig) -> list[str]:
     """What to filter a W&B project by: the model and dataset presets and the normalizer."""
     tags = [f"{group}={choices[group]}" for group in ("model", "dataset") if choices.get(group)]

@@ -176,10 +176,11 @@ def test_report_run_holds_the_reports_tables_and_plots(tmp_path):
     (sweep / "report").mkdir()
     (sweep / "report" / "claims.json").write_text(json.dumps([{"claim": "LN faster", "verdict": "holds", "ci": [0.1, 0.2]}]))
     config = OmegaConf.create({"logger": {**OmegaConf.to_container(tiny("ln_lstm", "adding").logger), "mode": "offline"},
-                               "hydra": {"runtime": {"choices": {"experiment": "seq_len_sweep"}}}})
+                               "hydra": {"runtime": {"choices": {}}, "overrides": {"task": ["+experiment=[seq_len_sweep,smoke]"]},
+                                         "sweep": {"dir": str(sweep)}}})
     assert log_report(config, sweep) is not None
     run = read_offline_runs(sweep)
-    assert run.job_type == "report" and run.group == "seq_len_sweep 2026-11-22 13:05:01"
+    assert run.job_type == "report" and run.group == "seq_len_sweep+smoke 2026-11-22 13:05:01"
     (row,) = run.history
     assert row["report/table/_type"] == "table-file" and row["report/table/nrows"] == 2
     assert row["report/claims/_type"] == "table-file" and row["report/claims/nrows"] == 1
