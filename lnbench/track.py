@@ -87,7 +87,10 @@ class WandbSink:
             resume="allow",
         ), kept=f"metrics are still in {run_dir / 'metrics.jsonl'}")
         if self.run is not None:
-            self._define_metrics()
+            try:
+                self._define_metrics()
+            except Exception as e:  # charts against W&B's own _step then; the run goes on
+                log.warning("W&B refused the metric definitions (%s: %s).", type(e).__name__, _one_line(e))
 
     def _define_metrics(self) -> None:
         """Charts against lnbench's own step (not W&B's _step), with epoch, samples and seconds as other
