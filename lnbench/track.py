@@ -119,8 +119,9 @@ class WandbSink:
 
     @property
     def sync_command(self) -> str:
-        """Uploads every offline folder of this run (a resumed run has one per segment), oldest first."""
-        return f"wandb sync {self.run_dir}/wandb/offline-run-*-{self.id}"
+        """Uploads every offline folder of this run (a resumed run has one per segment, suffixed -1, -2, ...
+        when two start in the same second), oldest first."""
+        return f"wandb sync {self.run_dir}/wandb/offline-run-*-{self.id}*"
 
     def log(self, record: dict[str, Any], step: int) -> None:
         if self.run is None or self.failed:

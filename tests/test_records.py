@@ -125,7 +125,9 @@ def test_val_lines_stay_as_lines_above_the_live_bar(terminal, capsys, monkeypatc
     stream = handler.stream
     log = logging.getLogger("lnbench")
     log.addHandler(handler)
-    monkeypatch.setattr(log, "level", logging.INFO)
+    old_level = log.level
+    log.setLevel(logging.INFO)  # (setLevel, not the attribute: the logger caches what is enabled)
+    monkeypatch.setattr(log, "disabled", False)  # an in-process Hydra run's dictConfig disables old loggers
     try:
         console = Console(total=10, enabled=True)
         assert (handler.stream is not stream) == terminal
@@ -135,6 +137,7 @@ def test_val_lines_stay_as_lines_above_the_live_bar(terminal, capsys, monkeypatc
         assert handler.stream is stream
     finally:
         log.removeHandler(handler)
+        log.setLevel(old_level)
     out = capsys.readouterr().out
     assert out.count("step 5  val loss 0.5\n") == 1 and "step 6  loss 0.4" not in out
 
