@@ -171,15 +171,18 @@ def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
 
 def report_contents(sweep_dir: Path) -> tuple[dict[str, tuple[list[str], list[list[Any]]]], dict[str, bytes]]:
     """({table name: (columns, rows)}, {png name: bytes}) from lnbench.report. Only load_runs, make_report
-    and the Report's `table` (or `tables`) and `images` are relied on: report.py changes often."""
+    and the Report's `table` (or `tables`), `verdicts` (what claims.json holds) and `images` are relied
+    on: report.py changes often. Without verdicts, report/claims.json if an earlier report wrote one."""
     from lnbench import report
 
     rep = report.make_report(sweep_dir, report.load_runs(sweep_dir), {})
     found = getattr(rep, "tables", None) or {"table": rep.table}
     tables = {name: (list(t.columns), [list(r) for r in t.rows]) for name, t in found.items()}
-    claims = sweep_dir / "report" / "claims.json"
-    if claims.is_file():
-        tables["claims"] = json_table(json.loads(claims.read_text()))
+    claims, saved = getattr(rep, "verdicts", None), sweep_dir / "report" / "claims.json"
+    if not claims and saved.is_file():
+        claims = json.loads(saved.read_text())
+    if claims:
+        tables["claims"] = json_table(claims)
     return tables, dict(rep.images)
 
 
