@@ -189,12 +189,21 @@ class StopSignals:
     def __init__(self, run_dir: Path):
         self.run_dir = run_dir
         self.requested: int | None = None
+        self._first = 0.0
         self._previous: dict[int, Any] = {}
 
+    # A second signal this soon after the first is the same request delivered twice (the terminal sends
+    # Ctrl-C to the whole process group, and a launcher or SLURM passes it on as well), not a second ask.
+    SAME_REQUEST_S = 1.0
+
     def _handle(self, signum: int, frame: Any) -> None:
+        import time
+
         if self.requested is not None:  # asked twice: stop now, from the last periodic checkpoint
+            if time.monotonic() - self._first < self.SAME_REQUEST_S:
+                return
             raise Interrupted(signum, -1, self.run_dir)
-        self.requested = signum
+        self.requested, self._first = signum, time.monotonic()
         log.warning("%s received: writing a checkpoint at the end of this step, then stopping (send it again to stop at once).", signal.Signals(signum).name)
 
     def __enter__(self) -> "StopSignals":

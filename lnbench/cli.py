@@ -42,7 +42,7 @@ def train_app(args: list[str]) -> int:
 
     from lnbench.config import register_configs
     from lnbench.errors import Interrupted, UserError
-    from lnbench.job import SWEEP, full_error, preflight, resume_overrides, sweep_interrupted, task, user_error
+    from lnbench.job import SWEEP, full_error, preflight, resume_overrides, sweep_interrupted, sweep_was_interrupted, task, user_error
 
     register_configs()
     typed = list(args)
@@ -70,9 +70,14 @@ def train_app(args: list[str]) -> int:
         else:
             return stopped_before_training()
         return 128 + signum
-    except Exception as e:  # a parallel launcher's pool broken by the interrupt (joblib: BrokenProcessPool)
-        if not SWEEP or full_error() or "BrokenProcessPool" not in type(e).__name__ + type(e.__cause__).__name__:
+    except Exception as e:  # a launcher's report of jobs a signal stopped (joblib: BrokenProcessPool; submitit: a failed job)
+        broken = "BrokenProcessPool" in type(e).__name__ + type(e.__cause__).__name__
+        if not SWEEP or full_error() or not (broken or sweep_was_interrupted()):
             raise
+        signum = 15 if "SIGTERM received" in str(e) else 2
+        print(f"lnbench: {sweep_interrupted(signum, typed)}", file=sys.stderr)
+        return 128 + signum
+    if SWEEP and sweep_was_interrupted():  # submitit: the jobs stopped on the signal and returned
         print(f"lnbench: {sweep_interrupted(2, typed)}", file=sys.stderr)
         return 130
     return 0

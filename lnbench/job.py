@@ -59,7 +59,7 @@ def task(cfg) -> dict:
     from hydra.types import RunMode
 
     from lnbench import checkpoint
-    from lnbench.errors import Diverged, UserError
+    from lnbench.errors import Diverged, Interrupted, UserError
     from lnbench.threads import parallel_job_threads
     from lnbench.track import run_name
     from lnbench.train import train
@@ -73,6 +73,11 @@ def task(cfg) -> dict:
     tags = [o for o in overrides if not o.startswith("hydra")] if multirun else []
     if cfg.threads is None and (threads := parallel_job_threads(hc)):
         cfg.threads = threads
+    if multirun and _main_thread():
+        import signal
+
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # inherited from a submitit_local sweep (RunChecks)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
         # The lock before anything is written: a process refused here leaves the directory (and the
@@ -92,6 +97,13 @@ def task(cfg) -> dict:
             raise job_failed(f"lnbench: job {hc.job.num} ({' '.join(overrides)}) diverged: {e}") from None
         print(f"lnbench: {e}", file=sys.stderr)
         sys.exit(1)
+    except (Interrupted, KeyboardInterrupt) as e:
+        if multirun and not own_process_per_job(hc) and not full_error():
+            # submitit: a job that raises gives the waiting sweep process a traceback, not a result. The
+            # job's summary says interrupted; that process reports the sweep (lnbench.cli) once all end.
+            log.warning("job %s: %s", hc.job.num, e)
+            return {"status": "interrupted"}
+        raise
     except BaseException as e:
         if not multirun and isinstance(e, UserError) and str(run_dir.resolve()) in NEW_RUN_DIRS:
             import shutil  # bad input found only now: the run directory this process made goes again
@@ -109,10 +121,10 @@ def task(cfg) -> dict:
 
 @contextmanager
 def crash_log(run_dir: Path):
-    """faulthandler writes a native traceback to <run dir>/crash.log on a segfault; the file is removed
-    again if it stayed empty and this process made it."""
+    """faulthandler writes a native traceback to <run dir>/crash.log on a segfault; an empty one is removed
+    at the end (also one an attempt killed before its clean-up left). Called under the run's lock, so the
+    file is never another process's."""
     path = run_dir / "crash.log"
-    existed = path.exists()
     f = open(path, "a")
     faulthandler.enable(f)
     try:
@@ -120,7 +132,7 @@ def crash_log(run_dir: Path):
     finally:
         faulthandler.disable()
         f.close()
-        if not existed and path.exists() and path.stat().st_size == 0:
+        if path.exists() and path.stat().st_size == 0:
             path.unlink()
 
 
@@ -280,6 +292,14 @@ def _hydra_classes() -> dict[str, type]:
         def on_multirun_start(self, config, **kwargs) -> None:
             check_output_dir(config.hydra.sweep.dir, "hydra.sweep.dir")
             SWEEP["dir"] = str(config.hydra.sweep.dir)
+            if "submitit" in str(config.hydra.launcher._target_) and "Local" in str(config.hydra.launcher._target_):
+                # submitit's local controller processes (one per job, in the terminal's process group)
+                # die on Ctrl-C with a traceback and take their job down mid-checkpoint. Ignored here,
+                # SIGINT stays ignored in them (inherited); each job installs its own handler, checkpoints
+                # and stops, and this process reports the sweep once every job has ended.
+                import signal
+
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     for c in (JobFailed, RunChecks):  # importable (and picklable, for parallel launchers) as lnbench.job.X
         c.__module__, c.__qualname__ = __name__, c.__name__
@@ -526,6 +546,19 @@ def _one_paragraph(text: str) -> str:
 
 
 # ---- a sweep stopped by Ctrl-C or SIGTERM -------------------------------------------------------
+def sweep_was_interrupted() -> bool:
+    import json
+
+    folder = Path(SWEEP.get("dir", "/nonexistent"))
+    for summary in folder.glob("*/summary.json"):
+        try:
+            if json.loads(summary.read_text()).get("status") == "interrupted":
+                return True
+        except (OSError, ValueError):
+            pass
+    return False
+
+
 def sweep_interrupted(signum: int, args: list[str]) -> str:
     """One paragraph: how many jobs completed, how many stopped with a checkpoint, the command to resume."""
     import json
