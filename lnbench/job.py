@@ -286,8 +286,13 @@ def _hydra_classes() -> dict[str, type]:
             with user_errors_exit():  # in use, or holding another run: refused before Hydra writes there
                 from lnbench import checkpoint
 
-                EARLY_LOCKS[str(run_dir.resolve())] = checkpoint.RunLock(run_dir)
-                check_resume(config)
+                lock = checkpoint.RunLock(run_dir)
+                try:
+                    check_resume(config)
+                except BaseException:  # refused, or nothing to do: no lock file left behind
+                    lock.release()
+                    raise
+                EARLY_LOCKS[str(run_dir.resolve())] = lock
 
         def on_multirun_start(self, config, **kwargs) -> None:
             check_output_dir(config.hydra.sweep.dir, "hydra.sweep.dir")
