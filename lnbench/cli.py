@@ -46,6 +46,8 @@ def train_app(args: list[str]) -> int:
 
     register_configs()
     typed = list(args)
+    # `lnbench train steps=5 -m seed=0,1`: argparse would take -m after an override for a stray argument.
+    args = [a for a in args if a in ("-m", "--multirun")] + [a for a in args if a not in ("-m", "--multirun")]
     try:
         args = resume_overrides(args)
         preflight(args, CONF_DIR)

@@ -6,6 +6,7 @@ tensor is made. Checks that need more than a type (ranges, combinations) live in
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Optional
@@ -248,6 +249,17 @@ def check_keys(cfg: Any, prefix: str = "") -> None:
             check_keys(node, f"{full}.")
 
 
+def _leaves(node: Any, prefix: str = ""):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _leaves(v, f"{prefix}{k}.")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _leaves(v, f"{prefix[:-1]}[{i}].")
+    else:
+        yield prefix[:-1], node
+
+
 def _typed(value: Any) -> str:
     return str(OmegaConf.to_container(value)) if OmegaConf.is_config(value) else str(value)
 
@@ -255,6 +267,9 @@ def _typed(value: Any) -> str:
 def validate(cfg: Any) -> None:
     """Checks a type cannot express; each raises ConfigError naming the key, the value, what is allowed."""
     check_keys(cfg)
+    for key, value in _leaves(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{key}={value} is not allowed: it must be a finite number.")
     if cfg.seed < 0:
         raise ConfigError(f"seed={cfg.seed} is not allowed: it must be an integer >= 0.")
     for key in ("steps", "eval_every", "log_every", "checkpoint_every", "dataset.batch_size", "dataset.eval_batch_size"):

@@ -74,7 +74,8 @@ def test_bad_input_is_one_clear_error_before_training(overrides, message, tmp_pa
     run_dir = tmp_path / "run"
     where = [] if any(o.startswith(("hydra.", "-m")) for o in overrides) else [f"hydra.run.dir={run_dir}"]
     before = sorted(str(p) for p in tmp_path.rglob("*"))
-    r = run_cli("train", *BASE, *where, *overrides)
+    flags = [o for o in overrides if o == "-m"]  # Hydra's flags go first
+    r = run_cli("train", *flags, *BASE, *where, *[o for o in overrides if o != "-m"])
     assert r.returncode == 2, r.stderr
     assert message in r.stderr, r.stderr
     assert [ln for ln in r.stderr.splitlines() if ln.strip()] == [ln for ln in r.stderr.splitlines() if ln.startswith("lnbench: error: ")]
