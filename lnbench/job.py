@@ -1,8 +1,11 @@
-"""One Hydra job of `lnbench train`: the task function Hydra calls, its failure handling, and the checks
-Hydra runs (as a callback) before it writes into a run or sweep directory.
+"""One Hydra job of `lnbench train`: the checks before Hydra runs (`preflight`: every override composes,
+every key is in its schema, a single run builds), the checks Hydra runs as a callback before it writes
+into a run or sweep directory (`RunChecks`), the task function Hydra calls, and its failure handling.
 
-A user error becomes one paragraph and exit 2, a divergence exit 1; in a sweep both become a one-line
-error Hydra records before it goes on with the other jobs. Each job's status is in its own summary.json.
+A user error becomes one paragraph and exit 2 with nothing written, a divergence exit 1; in a sweep a
+job's failure is a one-line error Hydra records before it goes on with the other jobs, and under the
+basic and joblib launchers each job runs in a forked process so that a segfault or an OOM kill ends
+only that job. Each job's status is in its own summary.json.
 """
 from __future__ import annotations
 
@@ -80,13 +83,21 @@ def task(cfg) -> dict:
             signal.signal(signal.SIGINT, signal.default_int_handler)
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
-        # The lock before anything is written: a process refused here leaves the directory (and the
-        # crash.log of the process that holds it) as they were.
-        with EARLY_LOCKS.pop(str(run_dir.resolve()), None) or checkpoint.RunLock(run_dir):
+        # The lock before anything is written: a process refused here leaves the directory (its summary,
+        # and the crash.log of the process that holds it) as they were.
+        lock = EARLY_LOCKS.pop(str(run_dir.resolve()), None) or checkpoint.RunLock(run_dir)
+    except UserError as e:
+        if full_error():
+            raise
+        if multirun:
+            raise job_failed(f"lnbench: job {hc.job.num} ({' '.join(overrides)}) not run: {e}") from None
+        sys.exit(user_error(e))
+    try:
+        with lock:
             # A segfault or an OOM kill bypasses every except clause: leave the native traceback in the
             # job's own directory, where the report looks for it.
             with crash_log(run_dir):
-                if multirun and own_process_per_job(hc):
+                if multirun and not launcher_isolates_jobs(hc):
                     return in_child_process(run_dir, train, cfg, run_dir, name=run_name(overrides), group=group, tags=tags)
                 return train(cfg, run_dir, name=run_name(overrides), group=group, tags=tags)
     except Diverged as e:  # summary.json already says diverged
@@ -98,7 +109,7 @@ def task(cfg) -> dict:
         print(f"lnbench: {e}", file=sys.stderr)
         sys.exit(1)
     except (Interrupted, KeyboardInterrupt) as e:
-        if multirun and not own_process_per_job(hc) and not full_error():
+        if multirun and launcher_isolates_jobs(hc) and not full_error():
             # submitit: a job that raises gives the waiting sweep process a traceback, not a result. The
             # job's summary says interrupted; that process reports the sweep (lnbench.cli) once all end.
             log.warning("job %s: %s", hc.job.num, e)
@@ -136,13 +147,12 @@ def crash_log(run_dir: Path):
             path.unlink()
 
 
-def own_process_per_job(hc) -> bool:
-    """Whether this launcher runs each job in a process of its own already (submitit does; basic runs
-    every job in the one Hydra process, joblib several jobs in each of its workers)."""
+def launcher_isolates_jobs(hc) -> bool:
+    """Whether the launcher runs each job in a process of its own already (submitit does; basic runs every
+    job in the one Hydra process, joblib several jobs in each of its workers)."""
     from omegaconf import OmegaConf
 
-    target = str(OmegaConf.select(hc, "launcher._target_", default=""))
-    return "submitit" not in target.lower()
+    return "submitit" in str(OmegaConf.select(hc, "launcher._target_", default="")).lower()
 
 
 class JobCrashed(Exception):
@@ -459,6 +469,9 @@ def without_hydra(config):
     return cfg
 
 
+ALL_JOBS_UP_TO = 24  # sweeps up to this many jobs compose every job before the first starts
+
+
 def sweep_jobs(master, overrides: list[str]) -> list[list[str]]:
     """The override list of every job, expanded as Hydra's basic sweeper does (other sweepers: none)."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -470,7 +483,15 @@ def sweep_jobs(master, overrides: list[str]) -> list[list[str]]:
     params = OmegaConf.select(master, "hydra.sweeper.params", default=None) or {}
     task = [o for o in OmegaConf.to_container(master.hydra.overrides.task)]
     parsed = OverridesParser.create().parse_overrides([*(f"{k}={v}" for k, v in params.items()), *task])
-    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+    jobs = [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+    if len(jobs) <= ALL_JOBS_UP_TO:
+        return jobs
+    # A big sweep: each value of each axis once, with the first value of the others (a composition costs
+    # ~0.1 s; this finds every typo, at the price of a combination of two values that only clash together).
+    axes = BasicSweeper.split_arguments(parsed, 1)  # one job per batch, in order
+    first = axes[0][0]
+    values = {i: sorted({job[0][i] for job in axes}) for i in range(len(first))}
+    return [first[:i] + [v] + first[i + 1:] for i, vs in values.items() for v in vs]
 
 
 def build_check(cfg) -> None:
