@@ -221,8 +221,13 @@ def test_ctrl_c_on_a_sweep_exits_130_with_the_command_to_resume(launcher, tmp_pa
     p = subprocess.Popen([*lnbench_cmd(), "train", *LONG_SWEEP, *extra, f"hydra.sweep.dir={d}"], cwd=REPO, env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.time() + 300
-    while not any("train" in r and r["step"] >= 10 for j in d.glob("*/metrics.jsonl") for r in map(json.loads, j.read_text().splitlines()[:-1] or ["{}"])):
-        assert time.time() < deadline and p.poll() is None
+
+    def training() -> bool:  # a job has logged a training step (whole lines only)
+        return any(line.endswith("}") and json.loads(line).get("split") == "train"
+                   for j in d.glob("*/metrics.jsonl") for line in j.read_text().splitlines())
+
+    while not training():
+        assert time.time() < deadline and p.poll() is None, p.communicate()
         time.sleep(0.5)
     os.killpg(p.pid, signal.SIGINT)
     out, err = p.communicate(timeout=300)
