@@ -119,30 +119,54 @@ def _show(v: Any) -> str:
 
 # ---- one process per run directory ------------------------------------------------------------
 class RunLock:
-    """An exclusive lock on `<run dir>/.lock` for the life of the run (released by the OS if killed)."""
+    """An exclusive lock on `<run dir>/.lock` for the life of the run (released by the OS if killed).
+
+    Re-entrant within a process (and its forked job process): the job's checks take it before Hydra
+    writes into the directory, the train loop takes it again. The file is removed on release, so a
+    finished or refused run leaves no `.lock`; a process that locked a file just removed by its holder
+    notices (another inode at the path) and tries again.
+    """
+
+    _held: dict[str, "RunLock"] = {}
 
     def __init__(self, run_dir: Path):
         import fcntl
 
-        self.path = run_dir / ".lock"
-        self._f = open(self.path, "a+")
-        try:
-            fcntl.flock(self._f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self._f.seek(0)
-            holder = self._f.read().strip() or "unknown"
-            self._f.close()
-            raise ConfigError(
-                f"{run_dir} is in use by another lnbench process ({holder}): two runs may not write into "
-                f"one directory. Wait for it to end, or give this run its own hydra.run.dir."
-            ) from None
+        self.path = Path(run_dir) / ".lock"
+        key = str(self.path.resolve())
+        self._nested = key in RunLock._held
+        if self._nested:
+            return
+        while True:
+            self._f = open(self.path, "a+")
+            try:
+                fcntl.flock(self._f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                self._f.seek(0)
+                holder = self._f.read().strip() or "unknown"
+                self._f.close()
+                raise ConfigError(
+                    f"{run_dir} is in use by another lnbench process ({holder}): two runs may not write into "
+                    f"one directory. Wait for it to end, or give this run its own hydra.run.dir."
+                ) from None
+            try:
+                if os.stat(self.path).st_ino == os.fstat(self._f.fileno()).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            self._f.close()  # locked a file its holder removed on release: lock the current one
         self._f.truncate(0)
         self._f.write(f"pid {os.getpid()} on {os.uname().nodename}\n")
         self._f.flush()
+        self._key = key
+        RunLock._held[key] = self
 
     def release(self) -> None:
-        if not self._f.closed:
-            self._f.close()
+        if self._nested or self._f.closed:
+            return
+        RunLock._held.pop(self._key, None)
+        self.path.unlink(missing_ok=True)  # while still locked: nobody can take a file being removed
+        self._f.close()
 
     def __enter__(self) -> "RunLock":
         return self
@@ -165,12 +189,21 @@ class StopSignals:
     def __init__(self, run_dir: Path):
         self.run_dir = run_dir
         self.requested: int | None = None
+        self._first = 0.0
         self._previous: dict[int, Any] = {}
 
+    # A second signal this soon after the first is the same request delivered twice (the terminal sends
+    # Ctrl-C to the whole process group, and a launcher or SLURM passes it on as well), not a second ask.
+    SAME_REQUEST_S = 1.0
+
     def _handle(self, signum: int, frame: Any) -> None:
+        import time
+
         if self.requested is not None:  # asked twice: stop now, from the last periodic checkpoint
+            if time.monotonic() - self._first < self.SAME_REQUEST_S:
+                return
             raise Interrupted(signum, -1, self.run_dir)
-        self.requested = signum
+        self.requested, self._first = signum, time.monotonic()
         log.warning("%s received: writing a checkpoint at the end of this step, then stopping (send it again to stop at once).", signal.Signals(signum).name)
 
     def __enter__(self) -> "StopSignals":

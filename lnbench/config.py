@@ -6,6 +6,7 @@ tensor is made. Checks that need more than a type (ranges, combinations) live in
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Optional
@@ -228,8 +229,65 @@ def register_configs() -> None:
             cs.store(name=name, node=node)
 
 
+# Keys whose values are free-form (not checked against a schema, any nested keys allowed). Every other
+# key must be a field of its schema, even one added with `+`/`++` (Hydra lets `+` add any key).
+FREE_FORM: tuple[str, ...] = ("claims",)
+
+
+def check_keys(cfg: Any, prefix: str = "") -> None:
+    """Refuses a key its node's schema does not declare (e.g. `+foo=1`, `+model.foo=1`, `+optim.momentum=0.9`
+    with Adam): the schema is the whitelist, so a misspelt key cannot silently do nothing."""
+    import dataclasses
+
+    from omegaconf import DictConfig
+
+    schema = OmegaConf.get_type(cfg)
+    allowed = {f.name for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else None
+    for key in sorted(allowed - set(cfg.keys())) if allowed is not None else []:
+        raise ConfigError(
+            f"~{prefix}{key} is not allowed: {prefix}{key} is a key of {schema.__name__} and every run needs it. "
+            f"Give it another value instead ({prefix}{key}=<value>, null where it is optional)."
+        )
+    for key in cfg.keys():
+        full = f"{prefix}{key}"
+        if full in FREE_FORM:
+            continue
+        if allowed is not None and key not in allowed:
+            value = OmegaConf.select(cfg, str(key), throw_on_missing=False)
+            where = f"the {prefix[:-1]} config ({schema.__name__})" if prefix else "lnbench train"
+            raise ConfigError(
+                f"{full}={_typed(value)} is not allowed: {where} has no key {key!r}. Its keys are "
+                f"{', '.join(sorted(k for k in allowed if not k.startswith('_')))}"
+                f"{'; keys free for any value: ' + ', '.join(FREE_FORM) if not prefix else ''}."
+            )
+        node = cfg._get_node(key)
+        if isinstance(node, DictConfig) and not node._is_none() and not node._is_missing():
+            check_keys(node, f"{full}.")
+
+
+def _leaves(node: Any, prefix: str = ""):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _leaves(v, f"{prefix}{k}.")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _leaves(v, f"{prefix[:-1]}[{i}].")
+    else:
+        yield prefix[:-1], node
+
+
+def _typed(value: Any) -> str:
+    return str(OmegaConf.to_container(value)) if OmegaConf.is_config(value) else str(value)
+
+
 def validate(cfg: Any) -> None:
     """Checks a type cannot express; each raises ConfigError naming the key, the value, what is allowed."""
+    check_keys(cfg)
+    for key, value in _leaves(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{key}={value} is not allowed: it must be a finite number.")
+    if cfg.seed < 0:
+        raise ConfigError(f"seed={cfg.seed} is not allowed: it must be an integer >= 0.")
     for key in ("steps", "eval_every", "log_every", "checkpoint_every", "dataset.batch_size", "dataset.eval_batch_size"):
         _at_least(cfg, key, 1)
     for key in ("dataset.seq_len", "dataset.eval_seq_len", "model.hidden_size", "model.num_layers", "threads"):

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lnbench import checkpoint, provenance, tasks
 from lnbench.config import Schedule, validate
-from lnbench.errors import ConfigError, Diverged, Interrupted
+from lnbench.errors import ConfigError, Diverged, Interrupted, refused_while_building
 from lnbench.nn.norm import NormKind, weight_norm_data_init
 from lnbench.track import Tracker, end_of_run_block
 
@@ -43,8 +43,14 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
+def build_dataset(cfg: DictConfig, **kw):
+    with refused_while_building("dataset", cfg.dataset):
+        return instantiate(cfg.dataset, _convert_="all", **kw)
+
+
 def build_model(cfg: DictConfig, spec) -> torch.nn.Module:
-    return instantiate(cfg.model, _partial_=True, _convert_="object")(spec=spec)
+    with refused_while_building("model", cfg.model):
+        return instantiate(cfg.model, _partial_=True, _convert_="object")(spec=spec)
 
 
 def build_optimizer(cfg: DictConfig, model: torch.nn.Module, device: torch.device, steps: int):
@@ -54,7 +60,8 @@ def build_optimizer(cfg: DictConfig, model: torch.nn.Module, device: torch.devic
     if "fused" in kw and kw["fused"] is None:
         # Fused Adam runs the whole update as one kernel; torch has it for CUDA and CPU floats.
         kw["fused"] = device.type in ("cuda", "cpu")
-    optimizer = instantiate(kw, _partial_=True)(model.parameters())
+    with refused_while_building("optim", cfg):
+        optimizer = instantiate(kw, _partial_=True)(model.parameters())
 
     def factor(step: int) -> float:
         if step < warmup:
@@ -109,7 +116,7 @@ def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags:
         return done
     seed_everything(cfg.seed)
 
-    dataset = instantiate(cfg.dataset, _convert_="all")
+    dataset = build_dataset(cfg)
     spec = dataset.spec
     log.info("data: %s", dataset.describe())
     model = build_model(cfg, spec).to(device)
@@ -212,7 +219,7 @@ def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags:
             tracker.log("test", step, test)
             summary.update(status="completed", test=test, final_val=val, best_val=best)
             for n in cfg.test_seq_lens:  # BN's per-step statistics vs LN on sequences longer than trained on
-                at_len = evaluate(model, instantiate(cfg.dataset, eval_seq_len=n, _convert_="all"), "test", device)
+                at_len = evaluate(model, build_dataset(cfg, eval_seq_len=n), "test", device)
                 tracker.log("test", step, at_len, eval_seq_len=n)
                 summary.setdefault("test_at_len", {})[str(n)] = at_len
             tracker.console.close()  # the log lines below go under the finished bar, not over it

@@ -1,6 +1,9 @@
 """Recurrent models: an input layer, 1..N recurrent layers of one cell type, a task head."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 from torch import Tensor, nn
 
 from lnbench.data.base import DataSpec
@@ -66,6 +69,17 @@ class SequenceModel(nn.Module):
                 "use model.impl=auto or model.impl=reference."
             )
         return fast or RecurrentLayer(cell)
+
+    @contextmanager
+    def reference_path(self) -> Iterator[None]:
+        """The plain per-step loop over the cells for the block, whatever `impl` chose: hooks on the cells'
+        Linear layers (weight norm's data-dependent init) fire there, never inside a fused kernel."""
+        chosen = self.layers
+        self.layers = [RecurrentLayer(c) for c in self.cells]
+        try:
+            yield
+        finally:
+            self.layers = chosen
 
     def forward(self, x: Tensor) -> Tensor:
         h = self.embed(x) if self.embed is not None else x
