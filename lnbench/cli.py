@@ -16,6 +16,9 @@ CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
 
 def main(argv: list[str] | None = None) -> int:
+    from lnbench.threads import passive_waiting
+
+    passive_waiting()  # before anything imports torch
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)

@@ -55,7 +55,7 @@ def task(cfg) -> dict:
     from hydra.types import RunMode
 
     from lnbench.errors import Diverged, UserError
-    from lnbench.threads import parallel_job_threads
+    from lnbench import threads
     from lnbench.track import run_name
     from lnbench.train import train
 
@@ -66,8 +66,7 @@ def task(cfg) -> dict:
     overrides = list(hc.overrides.task)
     group = str(Path(hc.sweep.dir)) if multirun else None
     tags = [o for o in overrides if not o.startswith("hydra")] if multirun else []
-    if cfg.threads is None and (threads := parallel_job_threads(hc)):
-        cfg.threads = threads
+    cfg.threads = threads.apply(cfg.threads, hc)  # the cores free now, within the launcher's share; logged
     # A segfault or an OOM kill bypasses every except clause: leave the native traceback in the job's
     # own directory, where the report looks for it.
     run_dir.mkdir(parents=True, exist_ok=True)
