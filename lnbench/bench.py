@@ -2,8 +2,10 @@
 
 Recurrent rows: for each preset kind (lstm, ln_lstm, bn_lstm, gru, ln_gru, bn_gru) one layer built from
 the reference cells of `lnbench.nn.rnn`, run the way a model runs it: the fast layer of
-`lnbench.nn.fast_rnn` for LN/BN (`impl=fast`), torch's fused kernel over the cell's weights for the
-un-normalized kinds (`impl=fused`), and with `--ref` also the reference Python loop (`impl=ref`). The
+`lnbench.nn.fast_rnn` for LN/BN (`impl=fast`), `lnbench.nn.fused` for the un-normalized kinds
+(`impl=fused`: as a model runs it, torch's fused kernel unless fused.use_c_kernel picks the C
+recurrence; `impl=c`: the C recurrence at every shape, the data for that rule), and with `--ref` also
+the reference Python loop (`impl=ref`). The
 baseline is `torch.nn.LSTM` / `torch.nn.GRU` at the same shape, timed in the same run.
 
 Timing: every measured candidate of one shape runs in turn, A B C A B C ... (this machine is shared
@@ -306,10 +308,12 @@ def _rnn_layer(model: str, impl: str, F: int, H: int, T: int, device, dtype) -> 
     cell = cell.to(device=device, dtype=dtype)
     if impl == "ref":
         return RecurrentLayer(cell)
-    if impl == "fused":
+    if impl in ("fused", "c"):
         from lnbench.nn.fused import fused_torch_layer
 
         layer = fused_torch_layer(cell)
+        if impl == "c":  # the C recurrence whatever the shape (fused.use_c_kernel's rule off)
+            layer._c_kernel = _always_c_kernel
     else:
         from lnbench.nn.fast_rnn import make_fast_layer
 
@@ -319,8 +323,14 @@ def _rnn_layer(model: str, impl: str, F: int, H: int, T: int, device, dtype) -> 
     return layer
 
 
+def _always_c_kernel(x: torch.Tensor):
+    from lnbench.nn import ckernel
+
+    return ckernel.kernel() if x.device.type == "cpu" else None
+
+
 def _impls_for(model: str, with_ref: bool) -> list[str]:
-    impls = ["fast"] if model[:3] in ("ln_", "bn_") else ["fused"]
+    impls = ["fast"] if model[:3] in ("ln_", "bn_") else ["fused", "c"]
     return impls + (["ref"] if with_ref else [])
 
 

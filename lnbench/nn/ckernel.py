@@ -567,6 +567,107 @@ void SUF(bngru_bwd)(int64_t nt, int64_t train, int64_t B, int64_t H, double invM
                     s1 + o, s2 + o, train, invM);
     }
 }
+
+/* ---- Un-normalized LSTM / GRU (torch's equations; `lnbench.nn.fused` uses these where they beat
+   torch's fused kernel). Rows split over the threads, as for LN. ---------------------------------- */
+
+/* LSTM forward, one step: a = xp + ah (xp = W_x x_t + b_x + b_h, ah = W_h h_{t-1}); s = [sigmoid i,
+   sigmoid f, tanh g, sigmoid o]; c = sf c_prev + si sg; tc = tanh(c); h = so tc. c may alias c_prev. */
+void SUF(lstm_fwd)(int64_t nt, int64_t B, int64_t H, const REAL *ah, const REAL *xp, const REAL *c_prev,
+                   REAL *s, REAL *c, REAL *tc, REAL *h)
+{
+    const int64_t G = 4 * H;
+#pragma omp parallel for num_threads(nt) schedule(static) if(nt > 1)
+    for (int64_t b = 0; b < B; ++b) {
+        const REAL *ahb = ah + b * G, *xb = xp + b * G, *cp = c_prev + b * H;
+        REAL *sb = s + b * G, *cb = c + b * H, *tcb = tc + b * H, *hb = h + b * H;
+#pragma omp simd
+        for (int64_t j = 0; j < 2 * H; ++j) sb[j] = SUF(sigm)(xb[j] + ahb[j]);
+#pragma omp simd
+        for (int64_t j = 2 * H; j < 3 * H; ++j) sb[j] = SUF(tanh_)(xb[j] + ahb[j]);
+#pragma omp simd
+        for (int64_t j = 3 * H; j < G; ++j) sb[j] = SUF(sigm)(xb[j] + ahb[j]);
+#pragma omp simd
+        for (int64_t j = 0; j < H; ++j) {
+            const REAL cv = sb[H + j] * cp[j] + sb[j] * sb[2 * H + j], t = SUF(tanh_)(cv);
+            cb[j] = cv;
+            tcb[j] = t;
+            hb[j] = sb[3 * H + j] * t;
+        }
+    }
+}
+
+/* LSTM backward, one step: dh in; dc in/out (dL/dc_t in, dL/dc_{t-1} out); s: the gate activations in,
+   dL/d(gate pre-activations) out (= dL/dxp_t = dL/d(W_h h_{t-1})). */
+void SUF(lstm_bwd)(int64_t nt, int64_t B, int64_t H, REAL *s, const REAL *c_prev, const REAL *tc,
+                   const REAL *dh, REAL *dc)
+{
+    const int64_t G = 4 * H;
+#pragma omp parallel for num_threads(nt) schedule(static) if(nt > 1)
+    for (int64_t b = 0; b < B; ++b) {
+        REAL *sb = s + b * G, *dcb = dc + b * H;
+        const REAL *cp = c_prev + b * H, *tcb = tc + b * H, *dhb = dh + b * H;
+#pragma omp simd
+        for (int64_t j = 0; j < H; ++j) {
+            const REAL si = sb[j], sf = sb[H + j], sg = sb[2 * H + j], so = sb[3 * H + j], t = tcb[j];
+            const REAL d = dhb[j] * so * ((REAL)1 - t * t) + dcb[j];
+            sb[j] = d * sg * si * ((REAL)1 - si);
+            sb[H + j] = d * cp[j] * sf * ((REAL)1 - sf);
+            sb[2 * H + j] = d * si * ((REAL)1 - sg * sg);
+            sb[3 * H + j] = dhb[j] * t * so * ((REAL)1 - so);
+            dcb[j] = d * sf;
+        }
+    }
+}
+
+/* GRU forward, one step (torch's variant; z as the paper's: h = h_prev + z (n - h_prev)):
+     [r, z] = sigmoid(xp_rz + ah[:2H]); n = tanh(xp_n + r ah[2H:])    ah = W_h h_{t-1} + b_h (B, 3H)
+   srz = [sigmoid r, sigmoid z] (B, 2H), n, h (B, H). */
+void SUF(gru_fwd)(int64_t nt, int64_t B, int64_t H, const REAL *ah, const REAL *xrz, const REAL *xn,
+                  const REAL *h_prev, REAL *srz, REAL *n, REAL *h)
+{
+    const int64_t G = 3 * H;
+#pragma omp parallel for num_threads(nt) schedule(static) if(nt > 1)
+    for (int64_t b = 0; b < B; ++b) {
+        const REAL *ahb = ah + b * G, *xrzb = xrz + b * 2 * H, *xnb = xn + b * H, *hp = h_prev + b * H;
+        REAL *sb = srz + b * 2 * H, *nb = n + b * H, *hb = h + b * H;
+#pragma omp simd
+        for (int64_t j = 0; j < 2 * H; ++j) sb[j] = SUF(sigm)(xrzb[j] + ahb[j]);
+#pragma omp simd
+        for (int64_t j = 0; j < H; ++j) {
+            const REAL v = SUF(tanh_)(xnb[j] + sb[j] * ahb[2 * H + j]);
+            nb[j] = v;
+            hb[j] = hp[j] + sb[H + j] * (v - hp[j]);
+        }
+    }
+}
+
+/* GRU backward, one step: dh in/out (on exit dh (1 - z) + dout_prev, dout_prev may be NULL; the caller
+   adds dah W_h); dxrz (B, 2H) may alias srz, dxn (B, H) may alias n; dah = dL/dah (B, 3H). */
+void SUF(gru_bwd)(int64_t nt, int64_t B, int64_t H, const REAL *ah, const REAL *srz, const REAL *n,
+                  const REAL *h_prev, REAL *dh, const REAL *dout_prev, REAL *dxrz, REAL *dxn, REAL *dah)
+{
+    const int64_t G = 3 * H;
+#pragma omp parallel for num_threads(nt) schedule(static) if(nt > 1)
+    for (int64_t b = 0; b < B; ++b) {
+        const REAL *ahb = ah + b * G, *sb = srz + b * 2 * H, *nb = n + b * H, *hp = h_prev + b * H;
+        const REAL *dop = dout_prev ? dout_prev + b * H : 0;
+        REAL *dhb = dh + b * H, *drz = dxrz + b * 2 * H, *dnb = dxn + b * H, *dahb = dah + b * G;
+#pragma omp simd
+        for (int64_t j = 0; j < H; ++j) {
+            const REAL d = dhb[j], rj = sb[j], zj = sb[H + j], nj = nb[j], an = ahb[2 * H + j];
+            const REAL dn = d * zj * ((REAL)1 - nj * nj);
+            const REAL dr = dn * an * rj * ((REAL)1 - rj), dz = d * (nj - hp[j]) * zj * ((REAL)1 - zj);
+            dnb[j] = dn;
+            drz[j] = dr;
+            drz[H + j] = dz;
+            dahb[j] = dr;
+            dahb[H + j] = dz;
+            dahb[2 * H + j] = dn * rj;
+            dhb[j] = d - d * zj + (dop ? dop[j] : (REAL)0);
+        }
+    }
+}
 """
 
 _TYPES = [  # (REAL, suffix, exp, sqrt)
@@ -597,7 +698,8 @@ FLAG_SETS = [
 
 # ctypes signatures, read off the C prototypes: P = pointer (a Python int from data_ptr()), I = int64,
 # D = double.
-_EXPORTS = ("lnlstm_fwd", "lnlstm_bwd", "lngru_fwd", "lngru_bwd", "bnlstm_fwd", "bnlstm_bwd", "bngru_fwd", "bngru_bwd")
+_EXPORTS = ("lnlstm_fwd", "lnlstm_bwd", "lngru_fwd", "lngru_bwd", "bnlstm_fwd", "bnlstm_bwd", "bngru_fwd", "bngru_bwd",
+            "lstm_fwd", "lstm_bwd", "gru_fwd", "gru_bwd")
 
 
 def _signature(name: str) -> str:
