@@ -75,12 +75,7 @@ class _Norm:
                 self.vars_u: list[Tensor] = []
                 self.k = None  # set from the batch size on the first step
             else:
-                if mod.time_steps:
-                    mean, var = mod._running(steps, None)  # (T, G), the last slot past time_steps
-                else:
-                    mean = mod.running_mean.expand(steps, -1)
-                    var = mod.running_var.expand(steps, -1)
-                self.run_mean, self.run_var = mean, var
+                self.run_mean, self.run_var = _bn_eval_stats(mod, steps)
 
     def _unbiased_setup(self, n: int) -> None:
         # BN with the unbiased variance is torch's (biased) batch norm with eps' = eps (n-1)/n and the
@@ -122,18 +117,8 @@ class _Norm:
 
     def finish(self) -> None:
         """Update BN's running averages from the per-step batch statistics, as BatchNorm does."""
-        if not (self.bn and self.train) or not self.means:
-            return
-        bn, m = self.mod, self.mod.momentum
-        with torch.no_grad():
-            if not bn.time_steps:  # one set of statistics, updated at every step in turn
-                for mean, var in zip(self.means, self.vars_u):
-                    bn.running_mean.lerp_(mean, m)
-                    bn.running_var.lerp_(var, m)
-                return
-            n = min(len(self.means), bn.time_steps)  # steps past the last slot do not update it
-            bn.running_mean[:n].lerp_(torch.stack(self.means[:n]), m)
-            bn.running_var[:n].lerp_(torch.stack(self.vars_u[:n]), m)
+        if self.bn and self.train and self.means:
+            _bn_update_running(self.mod, torch.stack(self.means), torch.stack(self.vars_u))
 
 
 def _normalize_steps(norm: nn.Module, a: Tensor) -> Tensor:
