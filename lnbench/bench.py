@@ -4,7 +4,7 @@ Recurrent rows: for each preset kind (lstm, ln_lstm, bn_lstm, gru, ln_gru, bn_gr
 the reference cells of `lnbench.nn.rnn`, run the way a model runs it: the fast layer of
 `lnbench.nn.fast_rnn` for LN/BN (`impl=fast`), `lnbench.nn.fused` for the un-normalized kinds
 (`impl=fused`: as a model runs it, torch's fused kernel unless fused.use_c_kernel picks the C
-recurrence; `impl=c`: the C recurrence at every shape, the data for that rule), and with `--ref` also
+recurrence; `impl=c`: the C recurrence always, the data for that rule), and with `--ref` also
 the reference Python loop (`impl=ref`). The
 baseline is `torch.nn.LSTM` / `torch.nn.GRU` at the same shape, timed in the same run.
 
@@ -312,7 +312,7 @@ def _rnn_layer(model: str, impl: str, F: int, H: int, T: int, device, dtype) -> 
         from lnbench.nn.fused import fused_torch_layer
 
         layer = fused_torch_layer(cell)
-        if impl == "c":  # the C recurrence whatever the shape (fused.use_c_kernel's rule off)
+        if impl == "c":  # the C recurrence whatever fused.use_c_kernel says
             layer._c_kernel = _always_c_kernel
     else:
         from lnbench.nn.fast_rnn import make_fast_layer

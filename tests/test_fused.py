@@ -24,7 +24,7 @@ def _grads(layer, cell, x, state):
 def test_c_recurrence_matches_reference(cls, kind, with_state, monkeypatch):
     if ckernel.kernel(wait=120) is None:
         pytest.skip("C kernels unavailable here (no compiler?)")
-    monkeypatch.setattr(fused, "C_MIN_STEPS", 1)
+    monkeypatch.setattr(fused, "C_CELLS", (LSTMCell, GRUCell))
     torch.manual_seed(0)
     cell = cls(5, 6, NormConfig(kind=NormKind(kind))).double()
     x = torch.randn(9, 3, 5, dtype=torch.float64, requires_grad=True)
@@ -41,10 +41,11 @@ def test_c_recurrence_matches_reference(cls, kind, with_state, monkeypatch):
     torch.testing.assert_close(out, ref[0], rtol=1e-10, atol=1e-12)
 
 
-def test_rule_keeps_torchs_kernel_by_default_and_on_cuda(monkeypatch):
-    cell = LSTMCell(3, 4, NormConfig(kind=NormKind.none))
-    out, _ = fused.fused_torch_layer(cell)(torch.randn(300, 2, 3, requires_grad=True))
-    assert "CRecurrence" not in type(out.grad_fn).__name__
-    monkeypatch.setattr(fused, "C_MIN_STEPS", 100)
-    assert fused.use_c_kernel(torch.empty(100, 2, 3)) and not fused.use_c_kernel(torch.empty(99, 2, 3))
-    assert not fused.use_c_kernel(torch.empty(100, 2, 3, device="meta"))  # only CPU tensors take the C path
+def test_rule_picks_c_for_the_gru_on_cpu_only(monkeypatch):
+    x = torch.randn(30, 2, 3, requires_grad=True)
+    lstm, gru = (cls(3, 4, NormConfig(kind=NormKind.none)) for cls in (LSTMCell, GRUCell))
+    out, _ = fused.fused_torch_layer(lstm)(x)
+    assert "CRecurrence" not in type(out.grad_fn).__name__  # torch's LSTM kernel won everywhere measured
+    assert fused.use_c_kernel(x, gru) and not fused.use_c_kernel(x, lstm)
+    assert not fused.use_c_kernel(torch.empty(30, 2, 3, device="meta"), gru)  # CUDA & co: torch's kernel
+    assert not fused.use_c_kernel(x.half(), gru)

@@ -134,7 +134,7 @@ def _normalize_steps(norm: nn.Module, a: Tensor) -> Tensor:
     b = None if norm.bias is None else norm.bias.repeat(T)
     y, mean, invstd = torch.native_batch_norm(a2, w, b, None, None, True, 0.0, eps)
     with torch.no_grad():  # the unbiased variance from invstd = 1/sqrt(v_b + eps) (a2.var(0) is a slow strided pass)
-        var_u = (invstd.pow(-2) - eps) * (B / (B - 1))
+        var_u = (invstd.pow(-2) - eps).clamp_min_(0) * (B / (B - 1))
         _bn_update_running(norm, mean.view(T, G), var_u.view(T, G))
     return y.view(B, T, G).transpose(0, 1).contiguous()
 

@@ -4,10 +4,9 @@ torch.nn.LSTM / GRU keep their own parameters; calling the kernel they call (tor
 what nn.LSTM.forward itself uses) on the cell's tensors instead keeps one set of parameters and one
 state_dict whichever path runs, while getting oneDNN's fused LSTM on CPU and cuDNN on CUDA.
 
-On CPU at long sequences torch's kernel is the slow one (its oneDNN backward), so there the recurrence
-runs like the fast LN layers (`lnbench.nn.fast_rnn`): the input projection for all steps in one matmul,
+Where torch's kernel is the slower one on CPU (its GRU, as measured here), the recurrence runs like the fast LN layers (`lnbench.nn.fast_rnn`): the input projection for all steps in one matmul,
 per step one torch.mm and one C call (`lnbench.nn.ckernel`'s lstm_*/gru_*), a hand-written backward
-through time. `use_c_kernel` is the measured rule that picks it per shape (see C_MIN_STEPS);
+through time. `use_c_kernel` is the measured rule that picks it (see C_CELLS: the GRU on CPU);
 CUDA always takes torch's.
 """
 from __future__ import annotations
@@ -19,17 +18,17 @@ from torch.nn import functional as F
 from lnbench.nn.norm import NormKind
 from lnbench.nn.rnn import GRUCell, LSTMCell, State
 
-# From this many steps on the C recurrence runs instead of torch's kernel; None: never. Measured with
-# `lnbench bench` (rows lstm/c and gru/c against lstm/fused and gru/fused): with passive OpenMP waiting
-# (lnbench.threads) torch's kernel won at every shape measured on this project's 2-core machine,
-# T=784 B=100 H=100 included (lstm: C 1.16-1.21x torch's, gru: 0.98x), so it stays the default.
-C_MIN_STEPS: int | None = None
+# Which cells take the C recurrence on CPU instead of torch's kernel, measured with `lnbench bench`
+# (rows lstm/c, gru/c against nn.LSTM / nn.GRU, 2 threads, passive waiting, on this project's shared
+# 2-core machine at load 8-15): the GRU's C recurrence won at every shape measured (0.46x nn.GRU at
+# B=4 T=100 H=256 where torch's kernel took 1.02x; 0.70x vs 0.75x at B=32; 0.98x vs 1.09x at T=784
+# B=100 H=100); torch's LSTM kernel won at every shape (the C one 1.16-1.94x), T=784 included.
+C_CELLS: tuple[type, ...] = (GRUCell,)
 
 
-def use_c_kernel(x: Tensor) -> bool:
-    """Whether the C recurrence runs for input x (T, B, F): CPU, float32/64, at least C_MIN_STEPS steps."""
-    return (C_MIN_STEPS is not None and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64)
-            and x.shape[0] >= C_MIN_STEPS)
+def use_c_kernel(x: Tensor, cell: nn.Module) -> bool:
+    """Whether the C recurrence runs `cell` on input x (T, B, F): a cell of C_CELLS, CPU, float32/64."""
+    return isinstance(cell, C_CELLS) and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64)
 
 
 class _LSTMRecurrenceC(torch.autograd.Function):
@@ -166,7 +165,7 @@ class FusedTorchLayer(nn.Module):
         return out, (h[0],)
 
     def _c_kernel(self, x: Tensor):
-        if not use_c_kernel(x) or x.shape[1] == 0 or self.cell.weight_h.weight.dtype != x.dtype:
+        if not use_c_kernel(x, self.cell) or x.shape[1] == 0 or self.cell.weight_h.weight.dtype != x.dtype:
             return None
         from lnbench.nn import ckernel
 
