@@ -9,6 +9,7 @@ BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
 .PHONY: setup run test test-slow smoke bench check clean
 
@@ -39,8 +40,9 @@ smoke: setup
 	$(BIN)/lnbench train -m +experiment=smoke progress=false model=$(FLAT_MODELS) dataset=mnist
 	$(BIN)/lnbench train -m +experiment=smoke progress=false model=$(SEQ_MODELS) dataset=seq_mnist,adding,copy,shakespeare
 
+# `make bench BENCH_ARGS=--quick`: a few minutes (no sweep row, fewer shapes and reps).
 bench: setup
-	$(BIN)/lnbench bench
+	$(BIN)/lnbench bench $(BENCH_ARGS)
 
 # Every claim preset (3 seeds x 3 learning rates, joblib), then outputs/check/check.md: ~35 min on 2 idle cores.
 # Re-running resumes. CHECK_ARGS="fig6_mnist scale=10 hydra/launcher=submitit_slurm ..." passes through.

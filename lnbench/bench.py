@@ -2,8 +2,10 @@
 
 Recurrent rows: for each preset kind (lstm, ln_lstm, bn_lstm, gru, ln_gru, bn_gru) one layer built from
 the reference cells of `lnbench.nn.rnn`, run the way a model runs it: the fast layer of
-`lnbench.nn.fast_rnn` for LN/BN (`impl=fast`), torch's fused kernel over the cell's weights for the
-un-normalized kinds (`impl=fused`), and with `--ref` also the reference Python loop (`impl=ref`). The
+`lnbench.nn.fast_rnn` for LN/BN (`impl=fast`), `lnbench.nn.fused` for the un-normalized kinds
+(`impl=fused`: as a model runs it, torch's fused kernel unless fused.use_c_kernel picks the C
+recurrence; `impl=c`: the C recurrence always, the data for that rule), and with `--ref` also
+the reference Python loop (`impl=ref`). The
 baseline is `torch.nn.LSTM` / `torch.nn.GRU` at the same shape, timed in the same run.
 
 Timing: every measured candidate of one shape runs in turn, A B C A B C ... (this machine is shared
@@ -22,6 +24,14 @@ fused / foreach.
 
 The runner rows time a whole `lnbench train` run's steps (metrics file, logging, checkpoints) against
 a bare loop of the same model, optimizer and batches, interleaved run by run (`--no-runner` skips it).
+
+The contention rows (`--no-contention` skips them) time the default run's step (ln_lstm and lstm on
+the adding task's shape) alone and next to a one-core busy loop that the bench starts and stops itself,
+rounds interleaved, each round picking its threads as a run would (`lnbench.threads`); the ratio is
+the slowdown a busy neighbour causes (bar 2.5x, fair share 2x on 2 cores).
+
+The sweep row (`--sweep`, on by default, off with --quick) is the wall time of fig6_mnist's 6-job sweep
+with the joblib launcher over that with the basic one.
 
 Results also go to JSON (`--json`, default bench-results/bench-<timestamp>.json) so commits can be
 compared.
@@ -45,7 +55,7 @@ from torch import nn
 
 RNN_MODELS = ["lstm", "ln_lstm", "bn_lstm", "gru", "ln_gru", "bn_gru"]
 ALL_MODELS = RNN_MODELS + ["mlp"]
-DEFAULT_SHAPES = [(32, 100, 256), (4, 100, 256), (128, 100, 256), (32, 400, 256), (32, 100, 1000)]
+DEFAULT_SHAPES = [(32, 100, 256), (4, 100, 256), (128, 100, 256), (32, 400, 256), (32, 100, 1000), (100, 784, 100)]
 QUICK_SHAPES = [(32, 100, 256), (4, 50, 256)]
 FULL_SHAPES = [(b, t, h) for h in (256, 1000) for t in (50, 100, 400) for b in (1, 4, 32, 128)]
 MLP_BATCHES = (4, 128)
@@ -123,6 +133,93 @@ def runner_overhead_rows(reps: int, steps: int, device: torch.device, log) -> li
             "ratio": statistics.median(a / b for a, b in pairs),
         })
     return rows
+
+
+# The default run's step (model ln_lstm, adding: batch 64, seq_len 50, hidden 128; input 2 features).
+CONTENTION_SHAPE = (64, 50, 128, 2)
+
+
+def contention_rows(models: list[str], reps: int, steps: int, device: torch.device, log) -> list[dict]:
+    """The same training step alone and next to a busy process (a one-core busy loop this bench starts
+    and stops), rounds interleaved. Each round picks its threads as a run would (lnbench.threads), so the
+    ratio is a default run's slowdown when a neighbour holds a core. Passive waiting is on (lnbench.cli)."""
+    import subprocess
+    import sys
+
+    from lnbench import threads
+
+    B, T, H, F = CONTENTION_SHAPE
+    rows = []
+    saved = torch.get_num_threads()
+    for m in models:
+        torch.manual_seed(0)
+        x = torch.randn(T, B, F, device=device)
+        cand = _rnn_candidate(m, _impls_for(m, False)[0], _rnn_layer(m, _impls_for(m, False)[0], F, H, T, device, torch.float32), x, device)
+        per = {"idle": [], "busy": []}
+        chosen = {"idle": set(), "busy": set()}
+        log(f"  {m} B={B} T={T} H={H}: {reps} rounds x (alone, next to a busy loop) of {steps} steps")
+        for _ in range(reps):
+            for cond in ("idle", "busy"):
+                hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if cond == "busy" else None
+                try:
+                    n = threads.choose(None)[0] if device.type == "cpu" else saved
+                    chosen[cond].add(n)
+                    torch.set_num_threads(n)
+                    cand.step()  # warm at this thread count
+                    ts = []
+                    for _ in range(steps):
+                        _sync(device)
+                        t0 = time.perf_counter()
+                        cand.step()
+                        _sync(device)
+                        ts.append((time.perf_counter() - t0) * 1e3)
+                    per[cond].append(statistics.median(ts))
+                finally:
+                    if hog is not None:
+                        hog.kill()
+                        hog.wait()
+        torch.set_num_threads(saved)
+        st = _stats(per["busy"])
+        thr = lambda c: "/".join(str(n) for n in sorted(chosen[c]))  # noqa: E731
+        rows.append({
+            "section": "contention", "model": m, "impl": f"{cand.impl}, busy neighbour ({thr('busy')} thr)",
+            "batch": B, "seq_len": T, "hidden": H, "input_size": F, "reps": reps, **st,
+            "samples_per_s": B / (st["ms_median"] / 1e3), "mem_mb": None,
+            "baseline": f"alone ({thr('idle')} thr)", "baseline_ms_median": statistics.median(per["idle"]),
+            "ratio": statistics.median(b / a for a, b in zip(per["idle"], per["busy"])),
+        })
+    return rows
+
+
+def sweep_rows(reps: int, steps: int, log) -> list[dict]:
+    """fig6_mnist's sweep (6 jobs) with the joblib launcher against the basic one, wall time of the whole
+    `lnbench train -m` command, interleaved. Skipped where MNIST or the joblib launcher is missing."""
+    import subprocess
+    import sys
+    import tempfile
+
+    cmd = [sys.executable, "-m", "lnbench.cli", "train", "-m", "+experiment=fig6_mnist", f"steps={steps}",
+           f"eval_every={steps}", "logger.mode=disabled", "progress=false"]
+    launchers = {"basic": [], "joblib": ["hydra/launcher=joblib"]}
+    walls: dict[str, list[float]] = {k: [] for k in launchers}
+    log(f"  fig6_mnist sweep ({steps} steps per job): {reps} x (basic, joblib)")
+    for _ in range(reps):
+        for name, extra in launchers.items():
+            with tempfile.TemporaryDirectory() as d:
+                t0 = time.perf_counter()
+                proc = subprocess.run([*cmd, *extra, f"hydra.sweep.dir={d}"], capture_output=True, text=True)
+                wall = time.perf_counter() - t0
+            if proc.returncode != 0:
+                log(f"  sweep with the {name} launcher failed, skipped: {proc.stderr.strip()[-300:]}")
+                return []
+            walls[name].append(wall)
+    st = _stats([w * 1e3 for w in walls["joblib"]])
+    return [{
+        "section": "sweep", "model": "fig6_mnist (6 jobs)", "impl": "joblib launcher", "batch": None,
+        "seq_len": None, "hidden": None, "input_size": None, "reps": reps, **st, "samples_per_s": None,
+        "mem_mb": None, "baseline": "basic launcher", "baseline_ms_median": statistics.median(walls["basic"]) * 1e3,
+        "ratio": statistics.median(j / b for j, b in zip(walls["joblib"], walls["basic"])),
+    }]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -211,10 +308,12 @@ def _rnn_layer(model: str, impl: str, F: int, H: int, T: int, device, dtype) -> 
     cell = cell.to(device=device, dtype=dtype)
     if impl == "ref":
         return RecurrentLayer(cell)
-    if impl == "fused":
+    if impl in ("fused", "c"):
         from lnbench.nn.fused import fused_torch_layer
 
         layer = fused_torch_layer(cell)
+        if impl == "c":  # the C recurrence whatever fused.use_c_kernel says
+            layer._c_kernel = _always_c_kernel
     else:
         from lnbench.nn.fast_rnn import make_fast_layer
 
@@ -224,8 +323,14 @@ def _rnn_layer(model: str, impl: str, F: int, H: int, T: int, device, dtype) -> 
     return layer
 
 
+def _always_c_kernel(x: torch.Tensor):
+    from lnbench.nn import ckernel
+
+    return ckernel.kernel() if x.device.type == "cpu" else None
+
+
 def _impls_for(model: str, with_ref: bool) -> list[str]:
-    impls = ["fast"] if model[:3] in ("ln_", "bn_") else ["fused"]
+    impls = ["fast"] if model[:3] in ("ln_", "bn_") else ["fused", "c"]
     return impls + (["ref"] if with_ref else [])
 
 
@@ -383,6 +488,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runner", action=argparse.BooleanOptionalAction, default=True,
                    help="time a `lnbench train` step against a bare loop of the same model (default on)")
     p.add_argument("--runner-steps", type=int, default=100, help="steps of each runner-overhead run (default 100)")
+    p.add_argument("--contention", action=argparse.BooleanOptionalAction, default=True,
+                   help="time the default run's step alone and next to a busy process this bench starts (default on)")
+    p.add_argument("--sweep", action=argparse.BooleanOptionalAction, default=None,
+                   help="time fig6_mnist's sweep, joblib vs basic launcher (default on, off with --quick)")
+    p.add_argument("--sweep-steps", type=int, default=None, help="steps per sweep job (default 400, --quick 100)")
     return p
 
 
@@ -408,7 +518,7 @@ def _print_table(rows: list[dict], meta: dict) -> None:
     for r in rows:
         table.add_row(
             r["model"], r["impl"], cell(r["batch"]), cell(r["seq_len"]), cell(r["hidden"]),
-            f"{r['ms_median']:.1f}", f"{r['ms_iqr']:.1f}", f"{r['ms_min']:.1f}", f"{r['samples_per_s']:.0f}",
+            f"{r['ms_median']:.1f}", f"{r['ms_iqr']:.1f}", f"{r['ms_min']:.1f}", cell(r["samples_per_s"] and f"{r['samples_per_s']:.0f}"),
             cell(r["mem_mb"] and f"{r['mem_mb']:.1f}"), r["baseline"], f"{r['ratio']:.2f}x",
         )
     console = Console(width=max(Console().width, 150))
@@ -447,6 +557,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.runner:
         log("runner overhead (lnbench train vs a bare loop of the same model and batches):")
         rows += runner_overhead_rows(reps, args.runner_steps, device, log)
+    if args.contention:
+        log("contention (the default run's step alone vs next to a busy process; threads as a run picks them):")
+        rows += contention_rows(["ln_lstm", "lstm"], reps, 10 if args.quick else 20, device, log)
+    if args.sweep if args.sweep is not None else not args.quick:
+        log("sweep wall time (fig6_mnist, joblib vs basic launcher):")
+        rows += sweep_rows(1 if args.quick else 2, args.sweep_steps or (100 if args.quick else 400), log)
 
     meta = {
         "timestamp": _dt.datetime.now().isoformat(timespec="seconds"),

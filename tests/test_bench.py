@@ -3,6 +3,9 @@ It is not a benchmark: no timing is asserted."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 from lnbench import bench
 
@@ -10,7 +13,7 @@ from lnbench import bench
 def test_bench_quick_writes_json(tmp_path, capsys):
     path = tmp_path / "b.json"
     rc = bench.main(["--quick", "--reps", "2", "--warmup", "1", "--shapes", "2x3x8", "--input-size", "4",
-                     "--models", "lstm,ln_lstm,bn_lstm,gru,ln_gru,bn_gru", "--ref", "--no-runner", "--json", str(path)])
+                     "--models", "lstm,ln_lstm,bn_lstm,gru,ln_gru,bn_gru", "--ref", "--no-runner", "--no-contention", "--json", str(path)])
     assert rc == 0
     data = json.loads(path.read_text())
     assert data["meta"]["threads"] == 2 and data["meta"]["columns"] == bench.COLUMNS
@@ -19,7 +22,7 @@ def test_bench_quick_writes_json(tmp_path, capsys):
         assert set(bench.COLUMNS) <= set(row), row
         assert row["ms_median"] > 0 and row["ratio"] > 0 and row["mem_mb"] >= 0
     got = {(r["model"], r["impl"]) for r in rows}
-    assert {("nn.LSTM", "torch"), ("nn.GRU", "torch"), ("lstm", "fused"), ("gru", "fused")} <= got
+    assert {("nn.LSTM", "torch"), ("nn.GRU", "torch"), ("lstm", "fused"), ("gru", "fused"), ("lstm", "c"), ("gru", "c")} <= got
     for m in ("ln_lstm", "bn_lstm", "ln_gru", "bn_gru"):
         assert (m, "fast") in got and (m, "ref") in got
     assert {(r["batch"], r["seq_len"], r["hidden"]) for r in rows} == {(2, 3, 8)}
@@ -28,7 +31,7 @@ def test_bench_quick_writes_json(tmp_path, capsys):
 
 def test_bench_mlp_rows(tmp_path):
     path = tmp_path / "m.json"
-    assert bench.main(["--quick", "--reps", "1", "--warmup", "0", "--models", "mlp", "--no-runner", "--json", str(path)]) == 0
+    assert bench.main(["--quick", "--reps", "1", "--warmup", "0", "--models", "mlp", "--no-runner", "--no-contention", "--json", str(path)]) == 0
     rows = json.loads(path.read_text())["rows"]
     assert {r["model"] for r in rows} == {"mlp", "bn_mlp", "ln_mlp"}
     assert {r["impl"] for r in rows} <= {"adam_foreach", "adam_fused"}
@@ -40,8 +43,39 @@ def test_runner_overhead_rows_compare_lnbench_train_with_a_bare_loop(tmp_path, m
     monkeypatch.setattr(bench, "OVERHEAD_RUNS", {"ln_lstm/adding": ["model=ln_lstm", "dataset=adding", *tiny]})
     path = tmp_path / "r.json"
     assert bench.main(["--reps", "1", "--warmup", "0", "--models", "lstm", "--shapes", "2x3x8", "--input-size", "4",
-                       "--runner-steps", "3", "--json", str(path)]) == 0
+                       "--runner-steps", "3", "--no-contention", "--no-sweep", "--json", str(path)]) == 0
     rows = [r for r in json.loads(path.read_text())["rows"] if r["section"] == "runner"]
     assert "ln_lstm/adding" in {r["model"] for r in rows}
     for r in rows:
         assert r["baseline"] == "bare loop" and r["ms_median"] > 0 and r["baseline_ms_median"] > 0 and r["ratio"] > 0
+
+
+def test_contention_rows_time_the_step_next_to_a_busy_process_they_start_and_stop(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "CONTENTION_SHAPE", (4, 3, 8, 2))
+    started = []
+    real_popen = subprocess.Popen
+
+    def popen(args, *a, **kw):
+        p = real_popen(args, *a, **kw)
+        started.append(p)
+        return p
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    path = tmp_path / "c.json"
+    assert bench.main(["--quick", "--reps", "2", "--warmup", "0", "--models", "lstm", "--shapes", "2x3x8",
+                       "--input-size", "4", "--no-runner", "--json", str(path)]) == 0
+    rows = [r for r in json.loads(path.read_text())["rows"] if r["section"] == "contention"]
+    assert [r["model"] for r in rows] == ["ln_lstm", "lstm"]
+    for r in rows:
+        assert "busy neighbour" in r["impl"] and r["baseline"].startswith("alone") and r["ratio"] > 0
+    busy_loops = [p for p in started if p.args[-1] == "while True: pass"]
+    assert len(busy_loops) == 4  # one per busy round: 2 models x 2 rounds
+    assert all(p.poll() is not None for p in busy_loops)  # every one stopped
+
+
+def test_sweep_row_is_skipped_with_a_message_when_the_sweep_cannot_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("LNBENCH_DATA_DIR", str(tmp_path / "no-mnist-here"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(sys.path))
+    lines = []
+    assert bench.sweep_rows(1, 2, lines.append) == []
+    assert any("failed, skipped" in line for line in lines)

@@ -39,15 +39,16 @@ def path(request, monkeypatch):
 
 
 def _grad_fn_name(cls, kind, path):
-    if kind == "layer" and path == "c":
-        return "_LNLSTMRecurrenceCBackward" if cls is LSTMCell else "_LNGRURecurrenceCBackward"
+    if path == "c":
+        pre = "_LN" if kind == "layer" else "_BN"
+        return pre + ("LSTMRecurrenceCBackward" if cls is LSTMCell else "GRURecurrenceCBackward")
     return "_LSTMRecurrenceBackward" if cls is LSTMCell else "_GRURecurrenceBackward"
 
 
-def _cell(cls, kind, unbiased=False, seed=0):
+def _cell(cls, kind, unbiased=False, seed=0, time_steps=STEPS):
     torch.manual_seed(seed)
     cfg = NormConfig(kind=NormKind(kind), unbiased_var=unbiased, gain_init=0.8)
-    cell = cls(F_IN, HID, cfg, time_steps=STEPS if kind == "batch" else 0).double()
+    cell = cls(F_IN, HID, cfg, time_steps=time_steps if kind == "batch" else 0).double()
     with torch.no_grad():  # move every gain/bias/buffer off its initial value so all of them matter
         for p in cell.parameters():
             p.add_(torch.randn_like(p) * 0.3)
@@ -64,8 +65,8 @@ def _run(layer, x, state, weights):
     return [out, *final, *grads]
 
 
-def _compare(cls, kind, T, B, train, unbiased=False, with_state=True, path="eager"):
-    ref_cell = _cell(cls, kind, unbiased)
+def _compare(cls, kind, T, B, train, unbiased=False, with_state=True, path="eager", time_steps=STEPS):
+    ref_cell = _cell(cls, kind, unbiased, time_steps=time_steps)
     fast_cell = copy.deepcopy(ref_cell)
     ref_cell.train(train)
     fast_cell.train(train)
@@ -125,14 +126,21 @@ def test_layer_norm_batch_one_and_zero_state(cls, T, path):
 @pytest.mark.parametrize("T", [1, 7, 12])  # 12 > STEPS: past BN's last stored statistics
 @pytest.mark.parametrize("train", [True, False])
 @pytest.mark.parametrize("unbiased", [False, True])
-def test_batch_norm_matches_reference(cls, T, train, unbiased):
-    _compare(cls, "batch", T, B=4, train=train, unbiased=unbiased)
+def test_batch_norm_matches_reference(cls, T, train, unbiased, path):
+    _compare(cls, "batch", T, B=4, train=train, unbiased=unbiased, path=path)
 
 
 @pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
-def test_batch_norm_long_sequence(cls):
-    _compare(cls, "batch", 50, B=5, train=True)
-    _compare(cls, "batch", 50, B=5, train=False)
+def test_batch_norm_long_sequence(cls, path):
+    _compare(cls, "batch", 50, B=5, train=True, path=path)
+    _compare(cls, "batch", 50, B=5, train=False, with_state=False, path=path)
+
+
+@pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
+def test_batch_norm_one_set_of_statistics(cls, path):
+    """time_steps=0: one set of running statistics, updated at every step in turn (as a feed-forward BN)."""
+    _compare(cls, "batch", 6, B=3, train=True, unbiased=True, path=path, time_steps=0)
+    _compare(cls, "batch", 6, B=3, train=False, path=path, time_steps=0)
 
 
 @pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
@@ -175,7 +183,8 @@ def test_batch_norm_batch_one_is_a_clear_error():
 # --------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
 def test_c_kernels_split_rows_over_threads(cls, path, monkeypatch):
-    """Several row chunks (uneven: 7 rows over 2 threads), each accumulating its own LN gradients."""
+    """LN: several row chunks (uneven: 7 rows over 2 threads), each accumulating its own LN gradients.
+    BN: the hidden units split unevenly (6 over 4 threads), each thread owning its columns' statistics."""
     if path == "eager":
         pytest.skip("C path only")
     threads = torch.get_num_threads()
@@ -184,6 +193,9 @@ def test_c_kernels_split_rows_over_threads(cls, path, monkeypatch):
     try:
         assert fast_rnn._kernel_threads(7) == 2
         _compare(cls, "layer", 7, B=7, train=True, path=path)
+        torch.set_num_threads(4)
+        for train in (True, False):
+            _compare(cls, "batch", 12, B=5, train=train, unbiased=train, path=path)
     finally:
         torch.set_num_threads(threads)
 

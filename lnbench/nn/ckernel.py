@@ -309,6 +309,365 @@ void SUF(lngru_bwd)(int64_t nt, int64_t B, int64_t H,
                             dout_prev, dxrz, dxn, dah, dwrz + k * 2 * H, dbrz + k * 2 * H, dwn + k * H, dbn + k * H,
                             tmp + k * 3 * H);
 }
+
+/* ---- BN_t (per-time-step batch statistics) ------------------------------------------------------
+   BN normalizes each column (unit) over the B rows of a step, so the BN kernels split the hidden units
+   (not the rows) over the nt threads: thread k owns units [H k/nt, H (k+1)/nt) and every column of
+   the step that belongs to them (one per gate), so each column's statistics and gain/bias gradients
+   are computed by one thread, independently of nt. train = 0: the given mean/rstd (running averages). */
+
+/* mean, rstd = 1/sqrt(var + eps) (var = sum d^2 / M, M = B or B-1) and varu = sum d^2 / (B-1) of the
+   n columns x[., 0..n) of a (B, ld) block. */
+static void SUF(bn_stats)(int64_t B, const REAL *x, int64_t ld, int64_t n, REAL eps, REAL invM,
+                          REAL *mean, REAL *rstd, REAL *varu)
+{
+    for (int64_t c = 0; c < n; ++c) { mean[c] = 0; varu[c] = 0; }
+    for (int64_t b = 0; b < B; ++b) {
+        const REAL *xb = x + b * ld;
+#pragma omp simd
+        for (int64_t c = 0; c < n; ++c) mean[c] += xb[c];
+    }
+#pragma omp simd
+    for (int64_t c = 0; c < n; ++c) mean[c] /= (REAL)B;
+    for (int64_t b = 0; b < B; ++b) {
+        const REAL *xb = x + b * ld;
+#pragma omp simd
+        for (int64_t c = 0; c < n; ++c) { const REAL d = xb[c] - mean[c]; varu[c] += d * d; }
+    }
+#pragma omp simd
+    for (int64_t c = 0; c < n; ++c) {
+        const REAL ss = varu[c];
+        rstd[c] = (REAL)1 / SQRT(ss * invM + eps);
+        varu[c] = ss / (REAL)(B - 1);
+    }
+}
+
+/* BN backward over n columns: dw += sum_b dy xhat, db += sum_b dy (db may be NULL), and
+   dx = rstd (g - mean_b(g) - xhat sum_b(g xhat) / M), g = dy w (train), or dx = rstd g (eval).
+   dx may alias x or dy. s1, s2: scratch of n. */
+static void SUF(bn_bwd)(int64_t B, const REAL *x, int64_t ldx, const REAL *dy, int64_t ldy, REAL *dx,
+                        int64_t n, const REAL *mean, const REAL *rstd, const REAL *w, REAL *dw, REAL *db,
+                        REAL *s1, REAL *s2, int64_t train, REAL invM)
+{
+    for (int64_t c = 0; c < n; ++c) { s1[c] = 0; s2[c] = 0; }
+    for (int64_t b = 0; b < B; ++b) {
+        const REAL *xb = x + b * ldx, *dyb = dy + b * ldy;
+#pragma omp simd
+        for (int64_t c = 0; c < n; ++c) {
+            const REAL d = dyb[c], xh = (xb[c] - mean[c]) * rstd[c];
+            s1[c] += d;
+            s2[c] += d * xh;
+        }
+    }
+#pragma omp simd
+    for (int64_t c = 0; c < n; ++c) {
+        dw[c] += s2[c];
+        if (db) db[c] += s1[c];
+        s1[c] = s1[c] * w[c] / (REAL)B;  /* mean_b(g) */
+        s2[c] = s2[c] * w[c] * invM;      /* sum_b(g xhat) / M */
+    }
+    for (int64_t b = 0; b < B; ++b) {
+        const REAL *xb = x + b * ldx, *dyb = dy + b * ldy;
+        REAL *dxb = dx + b * ldx;
+        if (train) {
+#pragma omp simd
+            for (int64_t c = 0; c < n; ++c) {
+                const REAL xh = (xb[c] - mean[c]) * rstd[c];
+                dxb[c] = rstd[c] * (dyb[c] * w[c] - s1[c] - xh * s2[c]);
+            }
+        } else {
+#pragma omp simd
+            for (int64_t c = 0; c < n; ++c) dxb[c] = rstd[c] * dyb[c] * w[c];
+        }
+    }
+}
+
+/* BN-LSTM forward, one step (Cooijmans et al.; gains only on the two gate-side BNs):
+     a = BN_t(ax; wx) + bx + BN_t(ah; wh)      ax = W_x x_t, ah = W_h h_{t-1}, bx = the gate bias
+     s = [sigmoid i, sigmoid f, tanh g, sigmoid o], c = sf c_prev + si sg, tc = tanh(BN_t(c; wc, bc)), h = so tc
+   st_h, st_x: mean, rstd, varu of ah's / ax's G columns (3 x G); st_c: those of c (3 x H); computed
+   (train) or given (eval: mean and rstd only). c may alias c_prev. */
+void SUF(bnlstm_fwd)(int64_t nt, int64_t train, int64_t B, int64_t H, double eps_, double invM_,
+                     const REAL *ah, const REAL *ax, const REAL *wh, const REAL *wx, const REAL *bx,
+                     const REAL *wc, const REAL *bc, const REAL *c_prev, REAL *s, REAL *c, REAL *tc, REAL *h,
+                     REAL *st_h, REAL *st_x, REAL *st_c)
+{
+    const int64_t G = 4 * H;
+    const REAL eps = (REAL)eps_, invM = (REAL)invM_;
+#pragma omp parallel for num_threads(nt) schedule(static, 1) if(nt > 1)
+    for (int64_t k = 0; k < nt; ++k) {
+        const int64_t j0 = H * k / nt, n = H * (k + 1) / nt - j0;
+        if (train)
+            for (int64_t q = 0; q < 4; ++q) {
+                const int64_t o = q * H + j0;
+                SUF(bn_stats)(B, ah + o, G, n, eps, invM, st_h + o, st_h + G + o, st_h + 2 * G + o);
+                SUF(bn_stats)(B, ax + o, G, n, eps, invM, st_x + o, st_x + G + o, st_x + 2 * G + o);
+            }
+        const REAL *mh = st_h, *rh = st_h + G, *mx = st_x, *rx = st_x + G;
+        for (int64_t b = 0; b < B; ++b) {
+            const REAL *ahb = ah + b * G, *axb = ax + b * G, *cp = c_prev + b * H;
+            REAL *sb = s + b * G, *cb = c + b * H;
+            for (int64_t q = 0; q < 4; ++q) {
+                const int64_t o = q * H + j0;
+#pragma omp simd
+                for (int64_t j = o; j < o + n; ++j)
+                    sb[j] = ((axb[j] - mx[j]) * rx[j] * wx[j] + bx[j]) + (ahb[j] - mh[j]) * rh[j] * wh[j];
+                if (q == 2) {
+#pragma omp simd
+                    for (int64_t j = o; j < o + n; ++j) sb[j] = SUF(tanh_)(sb[j]);
+                } else {
+#pragma omp simd
+                    for (int64_t j = o; j < o + n; ++j) sb[j] = SUF(sigm)(sb[j]);
+                }
+            }
+#pragma omp simd
+            for (int64_t j = j0; j < j0 + n; ++j) cb[j] = sb[H + j] * cp[j] + sb[j] * sb[2 * H + j];
+        }
+        if (train) SUF(bn_stats)(B, c + j0, H, n, eps, invM, st_c + j0, st_c + H + j0, st_c + 2 * H + j0);
+        const REAL *mc = st_c, *rc = st_c + H;
+        for (int64_t b = 0; b < B; ++b) {
+            const REAL *cb = c + b * H, *so = s + b * G + 3 * H;
+            REAL *tcb = tc + b * H, *hb = h + b * H;
+#pragma omp simd
+            for (int64_t j = j0; j < j0 + n; ++j) {
+                const REAL t = SUF(tanh_)((cb[j] - mc[j]) * rc[j] * wc[j] + bc[j]);
+                tcb[j] = t;
+                hb[j] = so[j] * t;
+            }
+        }
+    }
+}
+
+/* BN-LSTM backward, one step (the chain rule of bnlstm_fwd):
+     in:     dh (B, H); in/out: dc = dL/dc_t on entry, dL/dc_{t-1} on exit (B, H)
+     in/out: s: the gate activations on entry, dL/d(gate pre-activations) on exit (B, G)
+     out:    dah = dL/d(W_h h_{t-1}), dax = dL/d(W_x x_t) (B, G), may alias ah, ax
+     accumulates dwh, dwx, dbx (G), dwc, dbc (H). gc: scratch (B, H); s1, s2: scratch (G). */
+void SUF(bnlstm_bwd)(int64_t nt, int64_t train, int64_t B, int64_t H, double invM_,
+                     const REAL *ah, const REAL *ax, REAL *s, const REAL *c, const REAL *c_prev, const REAL *tc,
+                     const REAL *st_h, const REAL *st_x, const REAL *st_c, const REAL *wh, const REAL *wx,
+                     const REAL *wc, const REAL *dh, REAL *dc, REAL *dah, REAL *dax, REAL *dwh, REAL *dwx,
+                     REAL *dbx, REAL *dwc, REAL *dbc, REAL *gc, REAL *s1, REAL *s2)
+{
+    const int64_t G = 4 * H;
+    const REAL invM = (REAL)invM_;
+#pragma omp parallel for num_threads(nt) schedule(static, 1) if(nt > 1)
+    for (int64_t k = 0; k < nt; ++k) {
+        const int64_t j0 = H * k / nt, n = H * (k + 1) / nt - j0;
+        /* h_t = so tanh(BN(c_t)): dL/dBN(c) = dh so (1 - tc^2), into gc, then BN(c)'s backward in place */
+        for (int64_t b = 0; b < B; ++b) {
+            const REAL *dhb = dh + b * H, *tcb = tc + b * H, *so = s + b * G + 3 * H;
+            REAL *gb = gc + b * H;
+#pragma omp simd
+            for (int64_t j = j0; j < j0 + n; ++j) gb[j] = dhb[j] * so[j] * ((REAL)1 - tcb[j] * tcb[j]);
+        }
+        SUF(bn_bwd)(B, c + j0, H, gc + j0, H, gc + j0, n, st_c + j0, st_c + H + j0, wc + j0, dwc + j0, dbc + j0,
+                    s1 + j0, s2 + j0, train, invM);
+        for (int64_t b = 0; b < B; ++b) {
+            const REAL *dhb = dh + b * H, *tcb = tc + b * H, *cp = c_prev + b * H, *gb = gc + b * H;
+            REAL *sb = s + b * G, *dcb = dc + b * H;
+#pragma omp simd
+            for (int64_t j = j0; j < j0 + n; ++j) {
+                const REAL d = gb[j] + dcb[j];
+                const REAL si = sb[j], sf = sb[H + j], sg = sb[2 * H + j], so = sb[3 * H + j];
+                sb[j] = d * sg * si * ((REAL)1 - si);
+                sb[H + j] = d * cp[j] * sf * ((REAL)1 - sf);
+                sb[2 * H + j] = d * si * ((REAL)1 - sg * sg);
+                sb[3 * H + j] = dhb[j] * tcb[j] * so * ((REAL)1 - so);
+                dcb[j] = d * sf;
+            }
+        }
+        for (int64_t q = 0; q < 4; ++q) {
+            const int64_t o = q * H + j0;
+            SUF(bn_bwd)(B, ah + o, G, s + o, G, dah + o, n, st_h + o, st_h + G + o, wh + o, dwh + o, 0,
+                        s1 + o, s2 + o, train, invM);
+            SUF(bn_bwd)(B, ax + o, G, s + o, G, dax + o, n, st_x + o, st_x + G + o, wx + o, dwx + o, dbx + o,
+                        s1 + o, s2 + o, train, invM);
+        }
+    }
+}
+
+/* BN-GRU forward, one step, ah = [W_h; U] h_{t-1} (B, 3H), w/bn per column of ah (gains of BN_rz then BN_n):
+     [r, z] = sigmoid(xp_rz + BN_t(ah[:2H])); n = tanh(xp_n + r BN_t(ah[2H:])); h = h_prev + z (n - h_prev)
+   st: mean, rstd, varu of ah's 3H columns (3 x 3H). b may be NULL. */
+void SUF(bngru_fwd)(int64_t nt, int64_t train, int64_t B, int64_t H, double eps_, double invM_,
+                    const REAL *ah, const REAL *xrz, const REAL *xn, const REAL *w, const REAL *bias,
+                    const REAL *h_prev, REAL *srz, REAL *n_out, REAL *h, REAL *st)
+{
+    const int64_t G = 3 * H;
+    const REAL eps = (REAL)eps_, invM = (REAL)invM_;
+#pragma omp parallel for num_threads(nt) schedule(static, 1) if(nt > 1)
+    for (int64_t k = 0; k < nt; ++k) {
+        const int64_t j0 = H * k / nt, n = H * (k + 1) / nt - j0;
+        if (train)
+            for (int64_t q = 0; q < 3; ++q) {
+                const int64_t o = q * H + j0;
+                SUF(bn_stats)(B, ah + o, G, n, eps, invM, st + o, st + G + o, st + 2 * G + o);
+            }
+        const REAL *m = st, *r = st + G;
+        for (int64_t b = 0; b < B; ++b) {
+            const REAL *ahb = ah + b * G, *xrzb = xrz + b * 2 * H, *xnb = xn + b * H, *hp = h_prev + b * H;
+            REAL *sb = srz + b * 2 * H, *nb = n_out + b * H, *hb = h + b * H;
+#pragma omp simd
+            for (int64_t j = j0; j < j0 + n; ++j) {
+                const int64_t jz = H + j, jn = 2 * H + j;
+                const REAL yr = (ahb[j] - m[j]) * r[j] * w[j] + (bias ? bias[j] : (REAL)0);
+                const REAL yz = (ahb[jz] - m[jz]) * r[jz] * w[jz] + (bias ? bias[jz] : (REAL)0);
+                const REAL yn = (ahb[jn] - m[jn]) * r[jn] * w[jn] + (bias ? bias[jn] : (REAL)0);
+                const REAL sr = SUF(sigm)(xrzb[j] + yr), sz = SUF(sigm)(xrzb[jz] + yz);
+                const REAL v = SUF(tanh_)(xnb[j] + sr * yn);
+                sb[j] = sr;
+                sb[jz] = sz;
+                nb[j] = v;
+                hb[j] = hp[j] + sz * (v - hp[j]);
+            }
+        }
+    }
+}
+
+/* BN-GRU backward, one step:
+     in/out: dh = dL/dh_t on entry; on exit dh (1 - z) + dout_prev (dout_prev may be NULL); the caller adds dah [W_h; U]
+     out:    dxrz (B, 2H) may alias srz; dxn (B, H) may alias n; dah (B, 3H) may alias ah
+     accumulates dw, db (3H; db may be NULL). gn: scratch (B, H); s1, s2: scratch (3H). */
+void SUF(bngru_bwd)(int64_t nt, int64_t train, int64_t B, int64_t H, double invM_,
+                    const REAL *ah, const REAL *srz, const REAL *n_in, const REAL *h_prev, const REAL *st,
+                    const REAL *w, const REAL *bias, REAL *dh, const REAL *dout_prev,
+                    REAL *dxrz, REAL *dxn, REAL *dah, REAL *dw, REAL *db, REAL *gn, REAL *s1, REAL *s2)
+{
+    const int64_t G = 3 * H;
+    const REAL invM = (REAL)invM_;
+#pragma omp parallel for num_threads(nt) schedule(static, 1) if(nt > 1)
+    for (int64_t k = 0; k < nt; ++k) {
+        const int64_t j0 = H * k / nt, n = H * (k + 1) / nt - j0;
+        const REAL *m = st, *r = st + G;
+        for (int64_t b = 0; b < B; ++b) {
+            const REAL *ahb = ah + b * G, *sb = srz + b * 2 * H, *nb = n_in + b * H, *hp = h_prev + b * H;
+            const REAL *dop = dout_prev ? dout_prev + b * H : 0;
+            REAL *dhb = dh + b * H, *drz = dxrz + b * 2 * H, *dnb = dxn + b * H, *gb = gn + b * H;
+#pragma omp simd
+            for (int64_t j = j0; j < j0 + n; ++j) {
+                const int64_t jn = 2 * H + j;
+                const REAL d = dhb[j], rj = sb[j], zj = sb[H + j], nj = nb[j];
+                const REAL yn = (ahb[jn] - m[jn]) * r[jn] * w[jn] + (bias ? bias[jn] : (REAL)0);
+                const REAL dn = d * zj * ((REAL)1 - nj * nj);
+                dnb[j] = dn;
+                drz[j] = dn * yn * rj * ((REAL)1 - rj);
+                drz[H + j] = d * (nj - hp[j]) * zj * ((REAL)1 - zj);
+                gb[j] = dn * rj;
+                dhb[j] = d - d * zj + (dop ? dop[j] : (REAL)0);
+            }
+        }
+        for (int64_t q = 0; q < 2; ++q) {
+            const int64_t o = q * H + j0;
+            SUF(bn_bwd)(B, ah + o, G, dxrz + o, 2 * H, dah + o, n, m + o, r + o, w + o, dw + o,
+                        db ? db + o : 0, s1 + o, s2 + o, train, invM);
+        }
+        const int64_t o = 2 * H + j0;
+        SUF(bn_bwd)(B, ah + o, G, gn + j0, H, dah + o, n, m + o, r + o, w + o, dw + o, db ? db + o : 0,
+                    s1 + o, s2 + o, train, invM);
+    }
+}
+
+/* ---- Un-normalized LSTM / GRU (torch's equations; `lnbench.nn.fused` uses these where they beat
+   torch's fused kernel). Rows split over the threads, as for LN. ---------------------------------- */
+
+/* LSTM forward, one step: a = xp + ah (xp = W_x x_t + b_x + b_h, ah = W_h h_{t-1}); s = [sigmoid i,
+   sigmoid f, tanh g, sigmoid o]; c = sf c_prev + si sg; tc = tanh(c); h = so tc. c may alias c_prev. */
+void SUF(lstm_fwd)(int64_t nt, int64_t B, int64_t H, const REAL *ah, const REAL *xp, const REAL *c_prev,
+                   REAL *s, REAL *c, REAL *tc, REAL *h)
+{
+    const int64_t G = 4 * H;
+#pragma omp parallel for num_threads(nt) schedule(static) if(nt > 1)
+    for (int64_t b = 0; b < B; ++b) {
+        const REAL *ahb = ah + b * G, *xb = xp + b * G, *cp = c_prev + b * H;
+        REAL *sb = s + b * G, *cb = c + b * H, *tcb = tc + b * H, *hb = h + b * H;
+#pragma omp simd
+        for (int64_t j = 0; j < 2 * H; ++j) sb[j] = SUF(sigm)(xb[j] + ahb[j]);
+#pragma omp simd
+        for (int64_t j = 2 * H; j < 3 * H; ++j) sb[j] = SUF(tanh_)(xb[j] + ahb[j]);
+#pragma omp simd
+        for (int64_t j = 3 * H; j < G; ++j) sb[j] = SUF(sigm)(xb[j] + ahb[j]);
+#pragma omp simd
+        for (int64_t j = 0; j < H; ++j) {
+            const REAL cv = sb[H + j] * cp[j] + sb[j] * sb[2 * H + j], t = SUF(tanh_)(cv);
+            cb[j] = cv;
+            tcb[j] = t;
+            hb[j] = sb[3 * H + j] * t;
+        }
+    }
+}
+
+/* LSTM backward, one step: dh in; dc in/out (dL/dc_t in, dL/dc_{t-1} out); s: the gate activations in,
+   dL/d(gate pre-activations) out (= dL/dxp_t = dL/d(W_h h_{t-1})). */
+void SUF(lstm_bwd)(int64_t nt, int64_t B, int64_t H, REAL *s, const REAL *c_prev, const REAL *tc,
+                   const REAL *dh, REAL *dc)
+{
+    const int64_t G = 4 * H;
+#pragma omp parallel for num_threads(nt) schedule(static) if(nt > 1)
+    for (int64_t b = 0; b < B; ++b) {
+        REAL *sb = s + b * G, *dcb = dc + b * H;
+        const REAL *cp = c_prev + b * H, *tcb = tc + b * H, *dhb = dh + b * H;
+#pragma omp simd
+        for (int64_t j = 0; j < H; ++j) {
+            const REAL si = sb[j], sf = sb[H + j], sg = sb[2 * H + j], so = sb[3 * H + j], t = tcb[j];
+            const REAL d = dhb[j] * so * ((REAL)1 - t * t) + dcb[j];
+            sb[j] = d * sg * si * ((REAL)1 - si);
+            sb[H + j] = d * cp[j] * sf * ((REAL)1 - sf);
+            sb[2 * H + j] = d * si * ((REAL)1 - sg * sg);
+            sb[3 * H + j] = dhb[j] * t * so * ((REAL)1 - so);
+            dcb[j] = d * sf;
+        }
+    }
+}
+
+/* GRU forward, one step (torch's variant; z as the paper's: h = h_prev + z (n - h_prev)):
+     [r, z] = sigmoid(xp_rz + ah[:2H]); n = tanh(xp_n + r ah[2H:])    ah = W_h h_{t-1} + b_h (B, 3H)
+   srz = [sigmoid r, sigmoid z] (B, 2H), n, h (B, H). */
+void SUF(gru_fwd)(int64_t nt, int64_t B, int64_t H, const REAL *ah, const REAL *xrz, const REAL *xn,
+                  const REAL *h_prev, REAL *srz, REAL *n, REAL *h)
+{
+    const int64_t G = 3 * H;
+#pragma omp parallel for num_threads(nt) schedule(static) if(nt > 1)
+    for (int64_t b = 0; b < B; ++b) {
+        const REAL *ahb = ah + b * G, *xrzb = xrz + b * 2 * H, *xnb = xn + b * H, *hp = h_prev + b * H;
+        REAL *sb = srz + b * 2 * H, *nb = n + b * H, *hb = h + b * H;
+#pragma omp simd
+        for (int64_t j = 0; j < 2 * H; ++j) sb[j] = SUF(sigm)(xrzb[j] + ahb[j]);
+#pragma omp simd
+        for (int64_t j = 0; j < H; ++j) {
+            const REAL v = SUF(tanh_)(xnb[j] + sb[j] * ahb[2 * H + j]);
+            nb[j] = v;
+            hb[j] = hp[j] + sb[H + j] * (v - hp[j]);
+        }
+    }
+}
+
+/* GRU backward, one step: dh in/out (on exit dh (1 - z) + dout_prev, dout_prev may be NULL; the caller
+   adds dah W_h); dxrz (B, 2H) may alias srz, dxn (B, H) may alias n; dah = dL/dah (B, 3H). */
+void SUF(gru_bwd)(int64_t nt, int64_t B, int64_t H, const REAL *ah, const REAL *srz, const REAL *n,
+                  const REAL *h_prev, REAL *dh, const REAL *dout_prev, REAL *dxrz, REAL *dxn, REAL *dah)
+{
+    const int64_t G = 3 * H;
+#pragma omp parallel for num_threads(nt) schedule(static) if(nt > 1)
+    for (int64_t b = 0; b < B; ++b) {
+        const REAL *ahb = ah + b * G, *sb = srz + b * 2 * H, *nb = n + b * H, *hp = h_prev + b * H;
+        const REAL *dop = dout_prev ? dout_prev + b * H : 0;
+        REAL *dhb = dh + b * H, *drz = dxrz + b * 2 * H, *dnb = dxn + b * H, *dahb = dah + b * G;
+#pragma omp simd
+        for (int64_t j = 0; j < H; ++j) {
+            const REAL d = dhb[j], rj = sb[j], zj = sb[H + j], nj = nb[j], an = ahb[2 * H + j];
+            const REAL dn = d * zj * ((REAL)1 - nj * nj);
+            const REAL dr = dn * an * rj * ((REAL)1 - rj), dz = d * (nj - hp[j]) * zj * ((REAL)1 - zj);
+            dnb[j] = dn;
+            drz[j] = dr;
+            drz[H + j] = dz;
+            dahb[j] = dr;
+            dahb[H + j] = dz;
+            dahb[2 * H + j] = dn * rj;
+            dhb[j] = d - d * zj + (dop ? dop[j] : (REAL)0);
+        }
+    }
+}
 """
 
 _TYPES = [  # (REAL, suffix, exp, sqrt)
@@ -339,7 +698,8 @@ FLAG_SETS = [
 
 # ctypes signatures, read off the C prototypes: P = pointer (a Python int from data_ptr()), I = int64,
 # D = double.
-_EXPORTS = ("lnlstm_fwd", "lnlstm_bwd", "lngru_fwd", "lngru_bwd")
+_EXPORTS = ("lnlstm_fwd", "lnlstm_bwd", "lngru_fwd", "lngru_bwd", "bnlstm_fwd", "bnlstm_bwd", "bngru_fwd", "bngru_bwd",
+            "lstm_fwd", "lstm_bwd", "gru_fwd", "gru_bwd")
 
 
 def _signature(name: str) -> str:

@@ -28,6 +28,9 @@ How it is fast, with no compiler at all (so it runs wherever torch runs, CPU or 
   inside the step kernel too. The backward reuses the forward's buffers in place, so it runs once per
   forward (retain_graph=True raises; set LNBENCH_NO_CKERNEL=1 for that). Without a compiler, while it
   compiles, on CUDA or with LNBENCH_NO_CKERNEL=1, the eager aten path above runs (same numbers).
+- BN_t on CPU runs through C kernels the same way (the hidden units, not the rows, split over the
+  threads, since BN's statistics are per column): for the LSTM the input side's BN_t(W_x x) + b is in
+  the step kernel too; the GRU's input side is one torch batch norm over a (B, T*G) view.
 
 Supported: LSTMCell / GRUCell with norm layer or batch. none / weight (torch's fused kernels serve
 them: `lnbench.nn.fused`) and rms return None. The backward is once-differentiable (no double backward).
@@ -72,12 +75,7 @@ class _Norm:
                 self.vars_u: list[Tensor] = []
                 self.k = None  # set from the batch size on the first step
             else:
-                if mod.time_steps:
-                    mean, var = mod._running(steps, None)  # (T, G), the last slot past time_steps
-                else:
-                    mean = mod.running_mean.expand(steps, -1)
-                    var = mod.running_var.expand(steps, -1)
-                self.run_mean, self.run_var = mean, var
+                self.run_mean, self.run_var = _bn_eval_stats(mod, steps)
 
     def _unbiased_setup(self, n: int) -> None:
         # BN with the unbiased variance is torch's (biased) batch norm with eps' = eps (n-1)/n and the
@@ -119,18 +117,26 @@ class _Norm:
 
     def finish(self) -> None:
         """Update BN's running averages from the per-step batch statistics, as BatchNorm does."""
-        if not (self.bn and self.train) or not self.means:
-            return
-        bn, m = self.mod, self.mod.momentum
-        with torch.no_grad():
-            if not bn.time_steps:  # one set of statistics, updated at every step in turn
-                for mean, var in zip(self.means, self.vars_u):
-                    bn.running_mean.lerp_(mean, m)
-                    bn.running_var.lerp_(var, m)
-                return
-            n = min(len(self.means), bn.time_steps)  # steps past the last slot do not update it
-            bn.running_mean[:n].lerp_(torch.stack(self.means[:n]), m)
-            bn.running_var[:n].lerp_(torch.stack(self.vars_u[:n]), m)
+        if self.bn and self.train and self.means:
+            _bn_update_running(self.mod, torch.stack(self.means), torch.stack(self.vars_u))
+
+
+def _normalize_steps(norm: nn.Module, a: Tensor) -> Tensor:
+    """apply_norm(norm, a) for a (T, B, G), under autograd. BN_t in training runs as ONE torch batch norm
+    over the T*G columns of a (B, T*G) copy (each column is one unit at one step: per-step statistics),
+    because the reference's reductions over the middle (batch) dim of (T, B, G) are slow strided passes."""
+    if not (isinstance(norm, BatchNorm) and norm.training and a.shape[1] >= 2):
+        return apply_norm(norm, a)
+    T, B, G = a.shape
+    a2 = a.transpose(0, 1).reshape(B, T * G)
+    k, eps = (((B - 1) / B) ** 0.5, norm.eps * (B - 1) / B) if norm.unbiased else (1.0, norm.eps)  # see _Norm
+    w = (norm.weight * k).repeat(T)
+    b = None if norm.bias is None else norm.bias.repeat(T)
+    y, mean, invstd = torch.native_batch_norm(a2, w, b, None, None, True, 0.0, eps)
+    with torch.no_grad():  # the unbiased variance from invstd = 1/sqrt(v_b + eps) (a2.var(0) is a slow strided pass)
+        var_u = (invstd.pow(-2) - eps).clamp_min_(0) * (B / (B - 1))
+        _bn_update_running(norm, mean.view(T, G), var_u.view(T, G))
+    return y.view(B, T, G).transpose(0, 1).contiguous()
 
 
 def _shifted(first: Tensor, seq: Tensor) -> Tensor:
@@ -464,19 +470,203 @@ class _LNGRURecurrenceC(torch.autograd.Function):
         return None, None, None, dXRZ, dXN, dh, dWh, dw_rz.sum(0), db_rz.sum(0), dw_n.sum(0), db_n.sum(0)
 
 
+# --------------------------------------------------------------------------------------------------
+# BN_t on CPU through the C kernels: per step one torch.mm and ONE C call, the hidden units split over
+# the threads (BN's statistics are per column). Training computes each step's batch statistics in the
+# kernel (mean, rstd with the configured variance, and the unbiased variance for the running averages,
+# updated after the loop as BatchNorm does); eval hands the kernel the running averages' mean/rstd.
+# --------------------------------------------------------------------------------------------------
+def _bn_eval_stats(mod: BatchNorm, steps: int) -> tuple[Tensor, Tensor]:
+    """(mean, var) of each step (steps, G) from the running averages (the last slot past time_steps)."""
+    if mod.time_steps:
+        return mod._running(steps, None)
+    return mod.running_mean.expand(steps, -1), mod.running_var.expand(steps, -1)
+
+
+def _bn_update_running(mod: BatchNorm, means: Tensor, vars_u: Tensor) -> None:
+    """BatchNorm._update_running for the per-step batch means / unbiased variances (T, G) of one sequence."""
+    m = mod.momentum
+    with torch.no_grad():
+        if not mod.time_steps:  # one set of statistics, updated at every step in turn
+            for mean, var in zip(means, vars_u):
+                mod.running_mean.lerp_(mean, m)
+                mod.running_var.lerp_(var, m)
+            return
+        n = min(len(means), mod.time_steps)  # steps past the last slot do not update it
+        mod.running_mean[:n].lerp_(means[:n], m)
+        mod.running_var[:n].lerp_(vars_u[:n], m)
+
+
+def _bn_step_stats(mods: tuple, T: int, B: int, like: Tensor) -> tuple[Tensor, bool, float, float]:
+    """The (T, 3, G) statistics buffer of BNs `mods` side by side (mean, rstd, unbiased var), filled from
+    the running averages in eval; whether they train; eps; 1/M for the variance (M = B-1 or B)."""
+    train, eps = mods[0].training, mods[0].eps
+    G = sum(m.weight.shape[0] for m in mods)
+    st = like.new_empty(T, 3, G)
+    if not train:
+        col = 0
+        for m in mods:
+            mean, var = _bn_eval_stats(m, T)
+            g = m.weight.shape[0]
+            st[:, 0, col : col + g] = mean
+            st[:, 1, col : col + g] = torch.rsqrt(var + eps)
+            col += g
+    inv_m = 1.0 / (B - 1 if mods[0].unbiased else B) if B > 1 else 0.0
+    return st, train, eps, inv_m
+
+
+class _BNLSTMRecurrenceC(torch.autograd.Function):
+    """BN-LSTM with the input side's BN_t(W_x x_t) + b inside the step kernel too (as for the LN-LSTM): it
+    takes ax = W_x x (T, B, 4H) and the gate bias, so no (T, B, 4H) pass runs outside the loop."""
+
+    @staticmethod
+    def forward(ctx, kern, bns, need_grad, ax, h0, c0, Wh, wx, bx, wh, wc, bc):
+        bn_x, bn_h, bn_c = bns
+        T, B, G = ax.shape
+        H = G // 4
+        ax, h0, c0 = ax.contiguous(), h0.contiguous(), c0.contiguous()
+        wx, bx, wh, wc, bc = (p.contiguous() for p in (wx, bx, wh, wc, bc))
+        WhT = Wh.t()
+        out, AH, S, C, TC = _lstm_buffers(ax, need_grad)
+        L = AH.shape[0]
+        STX, train, eps, inv_m = _bn_step_stats((bn_x,), T, B, ax)
+        STH, STC = _bn_step_stats((bn_h,), T, B, ax)[0], _bn_step_stats((bn_c,), T, B, ax)[0]
+        fwd = kern.fn("bnlstm_fwd", ax.dtype)
+        nt = _kernel_threads(H)
+        ahs, axs, ss, cs, tcs, outs = AH.unbind(0), _rows(ax, T), _rows(S, L), _rows(C, L), _rows(TC, L), _rows(out, T)
+        sth, stx, stc = _rows(STH, T), _rows(STX, T), _rows(STC, T)
+        w = tuple(_ptr(p) for p in (wh, wx, bx, wc, bc))
+        h, c_prev = h0, _ptr(c0)
+        for t in range(T):
+            k = t if need_grad else 0
+            torch.mm(h, WhT, out=ahs[k])
+            fwd(nt, int(train), B, H, eps, inv_m, ahs[k].data_ptr(), axs[t], *w, c_prev, ss[k], cs[k], tcs[k],
+                outs[t], sth[t], stx[t], stc[t])
+            h, c_prev = out[t], cs[k]
+        if train:
+            for bn, st in zip(bns, (STX, STH, STC)):
+                _bn_update_running(bn, st[:, 0], st[:, 2])
+        c_last = C[L - 1 if need_grad else 0]
+        if need_grad:
+            ctx.kern, ctx.train, ctx.inv_m = kern, train, inv_m
+            ctx.save_for_backward(ax, h0, c0, Wh, wx, wh, wc, out, AH, S, C, TC, STH, STX, STC)
+        return out, out[T - 1].clone(), c_last.clone()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dout, dhT, dcT):
+        _consume(ctx)
+        ax, h0, c0, Wh, wx, wh, wc, out, AH, S, C, TC, STH, STX, STC = ctx.saved_tensors
+        T, B, G = AH.shape
+        H = G // 4
+        dout = dout.contiguous()
+        opts = dict(dtype=AH.dtype, device=AH.device)
+        dAH, dAX = AH, ax  # in place, step by step, as in the LN-LSTM; S is the kernel's scratch
+        dwh, dwx, dbx, s1, s2 = (torch.zeros(G, **opts) for _ in range(5))
+        dwc, dbc = torch.zeros(H, **opts), torch.zeros(H, **opts)
+        gc = torch.empty(B, H, **opts)
+        dh = (dout[T - 1] + dhT).contiguous()
+        dc = dcT.contiguous().clone()
+        bwd = ctx.kern.fn("bnlstm_bwd", AH.dtype)
+        nt = _kernel_threads(H)
+        ahs, axs, ss, cs, tcs = _rows(AH, T), _rows(ax, T), _rows(S, T), _rows(C, T), _rows(TC, T)
+        sth, stx, stc = _rows(STH, T), _rows(STX, T), _rows(STC, T)
+        dahs = dAH.unbind(0)
+        w = (_ptr(wh), _ptr(wx), _ptr(wc), _ptr(dh), _ptr(dc))
+        acc = tuple(_ptr(a) for a in (dwh, dwx, dbx, dwc, dbc, gc, s1, s2))
+        c0p = _ptr(c0)
+        for t in range(T - 1, -1, -1):
+            bwd(nt, int(ctx.train), B, H, ctx.inv_m, ahs[t], axs[t], ss[t], cs[t], cs[t - 1] if t else c0p, tcs[t],
+                sth[t], stx[t], stc[t], *w, ahs[t], axs[t], *acc)
+            if t:
+                torch.addmm(dout[t - 1], dahs[t], Wh, out=dh)
+            else:
+                dh = torch.mm(dahs[0], Wh)
+        dWh = torch.mm(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+        return None, None, None, dAX, dh, dc, dWh, dwx, dbx, dwh, dwc, dbc
+
+
+class _BNGRURecurrenceC(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, kern, bns, need_grad, xp_rz, xp_n, h0, Wh, w_rz, w_n):
+        T, B, H = xp_n.shape
+        xp_rz, xp_n, h0 = xp_rz.contiguous(), xp_n.contiguous(), h0.contiguous()
+        w = torch.cat([w_rz, w_n])
+        WhT = Wh.t()
+        out, AH, SRZ, N = _gru_buffers(xp_n, need_grad)
+        L = AH.shape[0]
+        ST, train, eps, inv_m = _bn_step_stats(bns, T, B, xp_n)
+        fwd = kern.fn("bngru_fwd", xp_n.dtype)
+        nt = _kernel_threads(H)
+        ahs, xrs, xns, ss, ns, outs, sts = (AH.unbind(0), _rows(xp_rz, T), _rows(xp_n, T), _rows(SRZ, L), _rows(N, L),
+                                            _rows(out, T), _rows(ST, T))
+        h, hp = h0, _ptr(h0)
+        for t in range(T):
+            k = t if need_grad else 0
+            torch.mm(h, WhT, out=ahs[k])
+            fwd(nt, int(train), B, H, eps, inv_m, ahs[k].data_ptr(), xrs[t], xns[t], _ptr(w), None, hp, ss[k], ns[k],
+                outs[t], sts[t])
+            h, hp = out[t], outs[t]
+        if train:
+            _bn_update_running(bns[0], ST[:, 0, : 2 * H], ST[:, 2, : 2 * H])
+            _bn_update_running(bns[1], ST[:, 0, 2 * H :], ST[:, 2, 2 * H :])
+        if need_grad:
+            ctx.kern, ctx.train, ctx.inv_m = kern, train, inv_m
+            ctx.save_for_backward(h0, Wh, w, out, AH, SRZ, N, ST)
+        return out, out[T - 1].clone()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dout, dhT):
+        _consume(ctx)
+        h0, Wh, w, out, AH, SRZ, N, ST = ctx.saved_tensors
+        T, B, G = AH.shape
+        H = G // 3
+        dout = dout.contiguous()
+        opts = dict(dtype=AH.dtype, device=AH.device)
+        dXRZ, dXN, dAH = SRZ, N, AH  # in place, as in the LN-GRU
+        dw, s1, s2 = (torch.zeros(G, **opts) for _ in range(3))
+        gn = torch.empty(B, H, **opts)
+        dh = (dout[T - 1] + dhT).contiguous()
+        bwd = ctx.kern.fn("bngru_bwd", AH.dtype)
+        nt = _kernel_threads(H)
+        ahs, ss, ns, outs, douts, sts = _rows(AH, T), _rows(SRZ, T), _rows(N, T), _rows(out, T), _rows(dout, T), _rows(ST, T)
+        dahs = dAH.unbind(0)
+        h0p = _ptr(h0)
+        for t in range(T - 1, -1, -1):
+            bwd(nt, int(ctx.train), B, H, ctx.inv_m, ahs[t], ss[t], ns[t], outs[t - 1] if t else h0p, sts[t], _ptr(w),
+                None, _ptr(dh), douts[t - 1] if t else None, ss[t], ns[t], ahs[t], _ptr(dw), None, _ptr(gn), _ptr(s1),
+                _ptr(s2))
+            dh.addmm_(dahs[t], Wh)
+        dWh = torch.mm(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+        return None, None, None, dXRZ, dXN, dh, dWh, dw[: 2 * H], dw[2 * H :]
+
+
 def _c_kernel_for(cell: nn.Module, x: Tensor):
-    """The loaded C kernels if this call can run through them (LN cell, CPU, float32/64), else None."""
-    if cell.norm_kind is not NormKind.layer or x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64):
+    """The loaded C kernels if this call can run through them (LN or BN cell, CPU, float32/64), else None."""
+    kind = cell.norm_kind
+    if kind not in (NormKind.layer, NormKind.batch) or x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64):
         return None
-    if isinstance(cell, LSTMCell):
-        norms = (cell.norm_h, cell.norm_c, cell.norm_x)
-        if cell.bias is None or cell.weight_x.bias is not None:
+    lstm = isinstance(cell, LSTMCell)
+    if cell.weight_h.bias is not None:
+        return None
+    if kind is NormKind.layer:
+        norms = (cell.norm_h, cell.norm_c, cell.norm_x) if lstm else (cell.norm_h_rz, cell.norm_h_n)
+        if lstm and (cell.bias is None or cell.weight_x.bias is not None):
             return None
-    else:
-        norms = (cell.norm_h_rz, cell.norm_h_n)
-    if any(n.weight is None or n.bias is None or n.eps != norms[0].eps for n in norms):
+        if any(n.weight is None or n.bias is None for n in norms):
+            return None
+    else:  # BN_t: gains only on W_h h's normalizers, gain and bias on the cell state's
+        norms = (cell.norm_h, cell.norm_x, cell.norm_c) if lstm else (cell.norm_h_rz, cell.norm_h_n)
+        if any(n.bias is not None for n in norms[: 2]) or (lstm and norms[2].bias is None):
+            return None
+        if lstm and (cell.bias is None or cell.weight_x.bias is not None):
+            return None
+        if any((n.unbiased, n.training) != (norms[0].unbiased, norms[0].training) for n in norms):
+            return None
+    if any(n.eps != norms[0].eps for n in norms):
         return None
-    params = [cell.weight_h.weight] + [p for n in norms for p in (n.weight, n.bias)]
+    params = [cell.weight_h.weight] + [p for n in norms for p in (n.weight, n.bias) if p is not None]
     if any(p.dtype != x.dtype or p.device.type != "cpu" for p in params):
         return None
     from lnbench.nn import ckernel
@@ -521,6 +711,23 @@ class FastRecurrentLayer(nn.Module):
         cell = self.cell
         B = x.shape[1]
         Wh = cell.weight_h.weight
+        if cell.norm_kind is NormKind.batch:
+            if B < 2 and cell.weight_h.training:  # BatchNorm's own error for a batch of one
+                apply_norm(cell.norm_h if isinstance(cell, LSTMCell) else cell.norm_h_n, x.new_zeros(1, B, cell.hidden_size))
+            if isinstance(cell, LSTMCell):
+                ax = cell.weight_x(x)  # BN_t(W_x x) + b runs inside the step kernel
+                h0, c0 = cell.initial_state(B, ax) if state is None else state
+                args = (ax, h0, c0, Wh, cell.norm_x.weight, cell.bias, cell.norm_h.weight, cell.norm_c.weight,
+                        cell.norm_c.bias)
+                fn, bns = _BNLSTMRecurrenceC, (cell.norm_x, cell.norm_h, cell.norm_c)
+            else:
+                xp_rz, xp_n = self._project_gru(x)
+                (h0,) = cell.initial_state(B, xp_n) if state is None else state
+                args = (xp_rz, xp_n, h0, Wh, cell.norm_h_rz.weight, cell.norm_h_n.weight)
+                fn, bns = _BNGRURecurrenceC, (cell.norm_h_rz, cell.norm_h_n)
+            need_grad = torch.is_grad_enabled() and any(a.requires_grad for a in args)
+            out, *final = fn.apply(kern, bns, need_grad, *args)
+            return out, tuple(final)
         if isinstance(cell, LSTMCell):
             ax = cell.weight_x(x)  # LN(W_x x) + b runs inside the step kernel
             h0, c0 = cell.initial_state(B, ax) if state is None else state
@@ -540,7 +747,8 @@ class FastRecurrentLayer(nn.Module):
         """cell.project_input(x); for LN the gate bias b is folded into LN's own bias (one pass less)."""
         cell = self.cell
         if cell.norm_kind is not NormKind.layer:
-            return cell.project_input(x)
+            a = _normalize_steps(cell.norm_x, cell.weight_x(x))
+            return a + cell.bias if cell.bias is not None else a
         ln = cell.norm_x
         return F.layer_norm(cell.weight_x(x), ln.normalized_shape, ln.weight, ln.bias + cell.bias, ln.eps)
 
@@ -553,7 +761,7 @@ class FastRecurrentLayer(nn.Module):
         parts = []
         for rows, norm in ((slice(0, 2 * H), cell.norm_x_rz), (slice(2 * H, 3 * H), cell.norm_x_n)):
             a = F.linear(x, W[rows], None if b is None else b[rows])
-            a = apply_norm(norm, a)
+            a = _normalize_steps(norm, a)
             parts.append(a if cell.bias is None else a + cell.bias[rows])
         return parts[0], parts[1]
 

@@ -1,0 +1,51 @@
+"""The un-normalized layers of lnbench.nn.fused: torch's fused kernel by default, and the C recurrence
+(when fused.use_c_kernel picks it) computing exactly what the reference cells compute (float64)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lnbench.nn import ckernel, fused
+from lnbench.nn.norm import NormConfig, NormKind
+from lnbench.nn.rnn import GRUCell, LSTMCell, RecurrentLayer
+
+
+def _grads(layer, cell, x, state):
+    out, final = layer(x, state)
+    w = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
+    loss = (out * w).sum() + sum((f * 1.3).sum() for f in final)
+    leaves = [x, *(state or ())] + list(cell.parameters())
+    return [out, *final, *torch.autograd.grad(loss, leaves)], type(out.grad_fn).__name__
+
+
+@pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
+@pytest.mark.parametrize("kind", ["none", "weight"])
+@pytest.mark.parametrize("with_state", [True, False])
+def test_c_recurrence_matches_reference(cls, kind, with_state, monkeypatch):
+    if ckernel.kernel(wait=120) is None:
+        pytest.skip("C kernels unavailable here (no compiler?)")
+    monkeypatch.setattr(fused, "C_CELLS", (LSTMCell, GRUCell))
+    torch.manual_seed(0)
+    cell = cls(5, 6, NormConfig(kind=NormKind(kind))).double()
+    x = torch.randn(9, 3, 5, dtype=torch.float64, requires_grad=True)
+    n = 2 if cls is LSTMCell else 1
+    state = tuple(torch.randn(3, 6, dtype=torch.float64, requires_grad=True) for _ in range(n)) if with_state else None
+    ref, _ = _grads(RecurrentLayer(cell), cell, x, state)
+    got, fn = _grads(fused.fused_torch_layer(cell), cell, x, state)
+    assert fn == ("_LSTMRecurrenceCBackward" if cls is LSTMCell else "_GRURecurrenceCBackward")
+    assert len(got) == len(ref)
+    for r, g in zip(ref, got):
+        torch.testing.assert_close(g, r, rtol=1e-10, atol=1e-12)
+    with torch.no_grad():  # inference: one step's scratch space
+        out, _ = fused.fused_torch_layer(cell)(x, state)
+    torch.testing.assert_close(out, ref[0], rtol=1e-10, atol=1e-12)
+
+
+def test_rule_picks_c_for_the_gru_on_cpu_only(monkeypatch):
+    x = torch.randn(30, 2, 3, requires_grad=True)
+    lstm, gru = (cls(3, 4, NormConfig(kind=NormKind.none)) for cls in (LSTMCell, GRUCell))
+    out, _ = fused.fused_torch_layer(lstm)(x)
+    assert "CRecurrence" not in type(out.grad_fn).__name__  # torch's LSTM kernel won everywhere measured
+    assert fused.use_c_kernel(x, gru) and not fused.use_c_kernel(x, lstm)
+    assert not fused.use_c_kernel(torch.empty(30, 2, 3, device="meta"), gru)  # CUDA & co: torch's kernel
+    assert not fused.use_c_kernel(x.half(), gru)
