@@ -67,9 +67,7 @@ def swept_keys(runs: list[Run]) -> list[str]:
     """Override keys (in command-line order) and config groups whose values differ between runs: a sweep's
     axes, or what a folder of single runs varied. Keys that say where or how a run went, not what it
     computed, are none (NOT_AXES); `dir` is one when runs of several directories would otherwise mix."""
-    keys: list[str] = []
-    for run in runs:
-        keys += [k for k in (*run.overrides, *run.choices) if k not in keys and not _not_axis(k)]
+    keys = dict.fromkeys(k for run in runs for k in (*run.overrides, *run.choices) if not _not_axis(k))
     axes = [k for k in keys if _varies(runs, k)]
     if _varies(runs, SOURCE_KEY) and _collide(runs, axes):
         axes.insert(0, SOURCE_KEY)
@@ -135,6 +133,7 @@ class Group:
     runs: list[Run]  # the selected runs when a key is tuned
     selection: Selection | None = None
     best: bool = False  # the best line of its panel (mean final validation metric)
+    metric: str = "loss"  # what its panel ranks by: the primary metric of the panel's runs
 
 
 def group_runs(runs: list[Run], lay: Layout) -> list[Group]:
@@ -148,15 +147,15 @@ def group_runs(runs: list[Run], lay: Layout) -> list[Group]:
     return [Group(panel, line, cells[(panel, line)]) for panel, line in order]
 
 
-def tune_groups(groups: list[Group], lay: Layout, metric: str) -> None:
+def tune_groups(groups: list[Group], lay: Layout) -> None:
     """Keep each group's runs at its best tuned value (final validation metric; never test), and mark
     the best line of each panel by the same validation number."""
     if lay.tuned:
         for g in groups:
-            g.selection = select(g.runs, lay.tuned, Run.value, lambda r: final_val(r, metric))
+            g.selection = select(g.runs, lay.tuned, Run.value, lambda r, m=g.metric: final_val(r, m))
             g.runs = g.selection.runs
     for panel in dict.fromkeys(g.panel for g in groups):
-        scored = [(m, g) for g in groups if g.panel == panel and (m := mean_of([final_val(r, metric) for r in g.runs])) is not None]
+        scored = [(m, g) for g in groups if g.panel == panel and (m := mean_of([final_val(r, g.metric) for r in g.runs])) is not None]
         if len(scored) > 1:
             min(scored, key=lambda mg: mg[0])[1].best = True
 
@@ -169,7 +168,8 @@ def mean_of(values: list[float | None]) -> float | None:
 
 
 def panel_title(keys: list[str], panel: tuple) -> str:
-    return ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(keys, panel)) or "all runs"
+    # None: a key the panel's runs do not have (no seq_len for MNIST beside the adding problem)
+    return ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(keys, panel) if v is not None) or "all runs"
 
 
 # ---- numbers ----------------------------------------------------------------------------------
@@ -261,29 +261,33 @@ class Table:
 
 def build_table(groups: list[Group], lay: Layout, metric: str, targets: dict[str, float]) -> Table:
     """One row per (panel, line), seeds aggregated. The primary metric's target, unless given, is set per
-    panel (batch 4 and batch 128 reach different values in the same number of steps)."""
-    target_metrics = list(dict.fromkeys([metric, *targets]))
+    panel (batch 4 and batch 128 reach different values in the same number of steps). Panels of different
+    datasets may rank by different metrics (error, mse, bpc): the columns then say `val metric`."""
+    common = metric if len({g.metric for g in groups}) <= 1 else None
+    named = (lambda text: f"{text} {common}") if common else (lambda text: text)
+    others = [m for m in targets if m != common]  # --target of a metric besides the primary one
     columns = [*lay.panels, *([lay.line] if lay.line else ["run"]), "runs", "status"]
     columns += [f"tuned {', '.join(k.rsplit('.', 1)[-1] for k in lay.tuned)} (val)"] if lay.tuned else []
-    columns += [f"final val {metric}", f"best val {metric}", f"test {metric}"]
-    for m in target_metrics:
-        columns += [f"{m} target", f"steps to {m} target", f"seconds to {m} target"]
+    columns += [] if common else ["val metric"]
+    columns += [named("final val"), named("best val"), named("test")]
+    for m in [common or "", *others]:
+        columns += [f"{m} target".strip(), f"steps to {m} target".replace("  ", " "), f"seconds to {m} target".replace("  ", " ")]
     lengths = sorted({int(n) for g in groups for r in g.runs for n in r.summary.get("test_at_len", {})})
-    columns += [f"test {metric} @ len {n}" for n in lengths]
+    columns += [f"{named('test')} @ len {n}" for n in lengths]
     columns.append("ms/step")
-    panel_targets = {g.panel: default_target([r for h in groups if h.panel == g.panel for r in h.runs], metric) for g in groups}
+    panel_targets = {g.panel: default_target([r for h in groups if h.panel == g.panel for r in h.runs], g.metric) for g in groups}
     rows = []
     for g in groups:
-        runs = g.runs
-        row = [str(v) for v in g.panel] + [str(g.line) + (" ★" if g.best else ""), _runs_text(runs, lay), status_text(runs)]
+        runs, m = g.runs, g.metric
+        row = ["—" if v is None else str(v) for v in g.panel] + [str(g.line) + (" ★" if g.best else ""), _runs_text(runs, lay), status_text(runs)]
         row += [g.selection.text()] if g.selection else []
-        row += [fmt_agg([final_val(r, metric) for r in runs]), fmt_agg([best_val(r, metric) for r in runs])]
-        row.append(fmt_agg([(r.summary.get("test") or {}).get(metric) for r in runs]))
-        for m in target_metrics:
-            t = targets.get(m, panel_targets[g.panel])
-            hits = [reach(r, m, t) if t is not None else None for r in runs]
+        row += [] if common else [m]
+        row += [fmt_agg([final_val(r, m) for r in runs]), fmt_agg([best_val(r, m) for r in runs])]
+        row.append(fmt_agg([(r.summary.get("test") or {}).get(m) for r in runs]))
+        for tm, t in [(m, targets.get(m, panel_targets[g.panel])), *((o, targets[o]) for o in others)]:
+            hits = [reach(r, tm, t) if t is not None else None for r in runs]
             row += [fmt_agg([t]), fmt_agg([h[0] if h else None for h in hits], digits=5), fmt_agg([h[1] if h else None for h in hits], digits=3)]
-        row += [fmt_agg([r.summary.get("test_at_len", {}).get(str(n), {}).get(metric) for r in runs]) for n in lengths]
+        row += [fmt_agg([r.summary.get("test_at_len", {}).get(str(n), {}).get(m) for r in runs]) for n in lengths]
         row.append(fmt_agg([_ms(r) for r in runs], digits=3))
         rows.append(row)
     return Table(columns, rows)
@@ -315,9 +319,9 @@ def html_table(table: Table) -> str:
 
 
 # ---- the plots --------------------------------------------------------------------------------
-def plot_curves(groups: list[Group], lay: Layout, metric: str, x: str) -> bytes | None:
+def plot_curves(groups: list[Group], lay: Layout, x: str) -> bytes | None:
     """The curves as a PNG; None if x never varies."""
-    fig = curves_figure(groups, lay, metric, x)
+    fig = curves_figure(groups, lay, x)
     if fig is None:
         return None
     import matplotlib.pyplot as plt
@@ -328,7 +332,7 @@ def plot_curves(groups: list[Group], lay: Layout, metric: str, x: str) -> bytes 
     return buf.getvalue()
 
 
-def curves_figure(groups: list[Group], lay: Layout, metric: str, x: str):
+def curves_figure(groups: list[Group], lay: Layout, x: str):
     """Panels in rows of at most PANELS_PER_ROW; each panel is two plots, the training loss above the
     validation metric; one legend above all. None if x never varies."""
     if not any(len({p[0] for p in r.points("train", "loss", x).values()}) > 1 for g in groups for r in g.runs):
@@ -343,21 +347,24 @@ def curves_figure(groups: list[Group], lay: Layout, metric: str, x: str):
     colors = {line: plt.cm.tab10(i % 10) for i, line in enumerate(lines)}
     ncols = min(len(panels), PANELS_PER_ROW)
     nrows = math.ceil(len(panels) / ncols)
-    rows = [("train", "loss"), ("val", metric)]
+    rows = [("train", "loss"), ("val", None)]  # val: each panel's own metric
+    panel_metric = {g.panel: g.metric for g in groups}
+    shared = {"train": True, "val": len(set(panel_metric.values())) == 1}
     # constrained layout leaves room for the legend outside the axes, however many rows it takes
     fig, axes = plt.subplots(len(rows) * nrows, ncols, figsize=(4.6 * ncols, 3.4 * len(rows) * nrows), squeeze=False,
                              layout="constrained")
     for i, panel in enumerate(panels):
         col = i % ncols
         for r, (split, m) in enumerate(rows):
+            m = m or panel_metric[panel]
             ax = axes[len(rows) * (i // ncols) + r][col]
-            if i:  # one metric, one scale: the panels of a metric can be compared at a glance
+            if i and shared[split]:  # one metric, one scale: the panels of a metric can be compared at a glance
                 ax.sharey(axes[r][0])
             for g in (g for g in groups if g.panel == panel):
                 _draw_band(ax, g, split, m, x, colors[g.line])
             _baseline(ax, groups, m)
             ax.set_xlabel(X_AXES[x])
-            if col == 0:
+            if col == 0 or not shared[split]:
                 ax.set_ylabel(f"{split} {m}")
             ax.grid(True, which="major", alpha=0.3)
             if r == 0:
@@ -365,9 +372,10 @@ def curves_figure(groups: list[Group], lay: Layout, metric: str, x: str):
     for i in range(len(panels), ncols * nrows):  # the unused places of the last row
         for r in range(len(rows)):
             axes[len(rows) * (i // ncols) + r][i % ncols].set_visible(False)
-    for r, (_, m) in enumerate(rows):
-        if m in LOG_METRICS:  # once every panel of the metric has drawn (they share the axis)
-            _log_y(axes[r][0])
+    for i, panel in enumerate(panels):  # once every panel of a shared axis has drawn
+        for r, (split, m) in enumerate(rows):
+            if (m or panel_metric[panel]) in LOG_METRICS and (i == 0 or not shared[split]):
+                _log_y(axes[len(rows) * (i // ncols) + r][i % ncols])
     handles = [plt.Line2D([], [], color=colors[line], lw=2) for line in lines]
     labels = [line_label(groups, line) for line in lines]
     if any(r.summary.get("baseline") is not None for g in groups for r in g.runs):
@@ -463,12 +471,16 @@ def make_report(root: Path, runs: list[Run], targets: dict[str, float], line: st
     lay = layout(trained, line, panels, tune)
     groups = group_runs(trained, lay)
     metric = primary_metric(runs)
-    tune_groups(groups, lay, metric)
+    for panel in dict.fromkeys(g.panel for g in groups):
+        cell = [g for g in groups if g.panel == panel]
+        for g in cell:
+            g.metric = primary_metric([r for h in cell for r in h.runs])
+    tune_groups(groups, lay)
     verdicts, claim_errors = judge_claims(trained, groups, lay)
     targets = {metric if k == PRIMARY else k: v for k, v in targets.items()}
     images = {}
     for x in x_axes:
-        png = plot_curves(groups, lay, metric, x)
+        png = plot_curves(groups, lay, x)
         if png is not None:
             images[f"curves_{x}.png"] = png
     by_root = [(r, [run for run in runs if run.source == name]) for r, name in zip(roots, source_names(roots))] if len(roots) > 1 else [(root, runs)]
@@ -610,7 +622,7 @@ def problems(rep: Report) -> list[str]:
 
 def untrained(rep: Report) -> list[str]:
     """Runs that never logged a metric, with what they were asked to do and why they stopped."""
-    return [f"`{r.name}` ({' '.join(f'{k}={v}' for k, v in r.overrides.items()) or 'defaults'}): **{r.status}**"
+    return [f"`{r.name}` ({' '.join(f'{k}={v}' for k, v in r.overrides.items() if not _not_axis(k)) or 'defaults'}): **{r.status}**"
             + (f": {why}" if (why := run_problem(r)) else "") for r in rep.runs if not r.trained and r.status != "running"]
 
 

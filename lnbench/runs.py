@@ -72,8 +72,23 @@ class Run:
             value = lookup(self.config, key)
         if isinstance(value, str) and INTERPOLATION in value:
             found = lookup(self.resolved, key)
+            if found is None and "oc.env" not in value:  # ${seed}, ${lnbench.epochs:...}: the config alone fixes them
+                found = self._resolve_here(key)
             return NOT_RECORDED if found is None or isinstance(found, dict) else found
         return value
+
+    def _resolve_here(self, key: str) -> Any:
+        """A value resolved from the job's own config (Hydra's config.yaml, overrides applied), for
+        interpolations that read nothing outside it (the caller leaves ${oc.env:...} alone: this process's
+        environment is not the job's)."""
+        try:
+            from omegaconf import OmegaConf
+
+            import lnbench.config  # noqa: F401 (registers the lnbench.* resolvers)
+
+            return OmegaConf.select(OmegaConf.create(self.config), key)
+        except Exception:  # a reference to a key the config lacks, a resolver this version does not have
+            return None
 
     def has(self, key: str) -> bool:
         return key == SOURCE_KEY and self.source is not None or key in self.overrides or key in self.choices or lookup(self.config, key) is not None

@@ -100,15 +100,32 @@ def test_a_folder_of_single_runs_is_grouped_and_refused_runs_are_listed(tmp_path
     make_job(day, "10-25-00", ["model=mlp", "resume=/somewhere/else", "progress=false"])
     runs = report.load_runs(day)
     rep = report.make_report(day, runs, {}, x_axes=("step",))
-    # grouped by what differs: the model (lines) and optim.lr (panels); batch_size only differed in the refused run
+    # grouped by what differs: the model (lines) and optim.lr (panels); batch_size only differed in the refused run,
+    # resume and progress say how a run went, not what it computed
     assert (rep.lay.line, rep.lay.panels) == ("model", ["optim.lr"])
-    assert [(g.panel, g.line, len(g.runs)) for g in rep.groups] == [((0.01,), "mlp", 1), ((0.01,), "ln_mlp", 1),
-                                                                   ((None,), "ln_mlp", 1), ((None,), "mlp", 2)] or \
-        sorted((str(g.panel), g.line, len(g.runs)) for g in rep.groups) == [("(0.01,)", "ln_mlp", 1), ("(0.01,)", "mlp", 1),
-                                                                           ("(None,)", "ln_mlp", 1), ("(None,)", "mlp", 2)]
+    cells = {(g.panel, g.line): sorted(r.name for r in g.runs) for g in rep.groups}
+    assert cells == {((None,), "ln_mlp"): ["10-00-00"], ((None,), "mlp"): ["10-05-00", "10-25-00"],
+                     ((0.01,), "mlp"): ["10-10-00"], ((0.01,), "ln_mlp"): ["10-15-00"]}
     md = report.render_markdown(rep)
     assert "bn_mlp" not in md.split("## Not trained")[0]  # no row, no panel
     assert "`10-20-00` (model=bn_mlp dataset.batch_size=1): **failed**: ConfigError" in md
+
+
+def test_panels_of_different_datasets_rank_by_their_own_metric(tmp_path):
+    make_job(tmp_path, 0, ["model=mlp", "dataset=mnist"])
+    make_job(tmp_path, 1, ["model=ln_mlp", "dataset=mnist"])
+    for i, model in enumerate(["lstm", "ln_lstm"]):
+        job = make_job(tmp_path, 2 + i, [f"model={model}", "dataset=adding"], errors=(), status="failed")  # rewritten below
+        lines = [{"step": s, "split": split, "loss": 0.2 / s, "mse": (0.2 + 0.1 * i) / s, "time": s / 10} for s in (10, 20) for split in ("train", "val")]
+        (job / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+        (job / "summary.json").write_text(json.dumps({"status": "completed", "primary_metric": "mse", "baseline": 0.1667}))
+    rep = report.make_report(tmp_path, report.load_runs(tmp_path), {}, x_axes=())
+    assert rep.lay.panels == ["dataset"] and {g.panel: g.metric for g in rep.groups} == {("mnist",): "error", ("adding",): "mse"}
+    md = report.render_markdown(rep)
+    assert "| dataset | model | runs | status | val metric | final val | best val | test | target |" in md
+    assert "| adding | lstm ★ | 1 | completed | mse | 0.01 |" in md and "| mnist | mlp ★ | 1 | completed | error | 0.1 |" in md
+    fig = report.curves_figure(rep.groups, rep.lay, "step")
+    assert [ax.get_ylabel() for ax in fig.axes] == ["train loss", "", "val error", "val mse"]  # loss shares its axis
 
 
 def test_many_panels_wrap_into_rows(tmp_path):
@@ -116,7 +133,7 @@ def test_many_panels_wrap_into_rows(tmp_path):
         make_job(tmp_path, 2 * i, [f"dataset.seq_len={seq_len}", "model=lstm"])
         make_job(tmp_path, 2 * i + 1, [f"dataset.seq_len={seq_len}", "model=ln_lstm"])
     rep = report.make_report(tmp_path, report.load_runs(tmp_path), {}, x_axes=())
-    fig = report.curves_figure(rep.groups, rep.lay, rep.metric, "step")
+    fig = report.curves_figure(rep.groups, rep.lay, "step")
     visible = [ax for ax in fig.axes if ax.get_visible()]
     assert len(visible) == 12 and fig.get_figwidth() == pytest.approx(4.6 * report.PANELS_PER_ROW)
 
@@ -138,7 +155,7 @@ def test_six_lines_legend_lies_inside_the_figure(tmp_path, panels):
             make_job(tmp_path, 10 + i, [f"model={report.load_run(tmp_path / str(i), tmp_path).value('model')}", "dataset.batch_size=4"])
     rep = report.make_report(tmp_path, report.load_runs(tmp_path), {}, x_axes=())
     assert len({g.line for g in rep.groups}) == 6
-    fig = report.curves_figure(rep.groups, rep.lay, rep.metric, "step")
+    fig = report.curves_figure(rep.groups, rep.lay, "step")
     fig.canvas.draw()  # lays the figure out as savefig does
     renderer = fig.canvas.get_renderer()
     (legend,) = fig.legends
@@ -160,11 +177,14 @@ def test_interpolations_show_the_value_the_run_used(tmp_path):
     torch.save({"config": {"steps": 4000, "dataset": {"batch_size": 4, "data_dir": "/data/a"}}, "step": 30}, a / "checkpoint.pt")
     runs = report.load_runs(tmp_path)
     assert runs[0].value("steps") == 4000 and runs[0].value("dataset.data_dir") == "/data/a"
-    assert runs[1].value("steps") == "(not recorded)"  # no checkpoint: never the raw ${...}
+    # no checkpoint: resolved from the job's config when nothing outside it is read, else never the raw ${...}
+    assert runs[1].value("steps") == 2 * (8000 // 128) and runs[1].value("dataset.data_dir") == "(not recorded)"
     rep = report.make_report(tmp_path, runs, {}, panels=["steps"], x_axes=("step",))
     md, html = report.render_markdown(rep), report.render_html(rep)
     assert "${" not in md and "${" not in html
-    assert "| 4000 | 4 |" in md and "| (not recorded) | 128 |" in md  # panels: steps; lines: the batch size
+    assert "| 4000 | 4 |" in md and f"| {2 * (8000 // 128)} | 128 |" in md  # panels: steps; lines: the batch size
+    rep = report.make_report(tmp_path, runs, {}, panels=["dataset.data_dir"], x_axes=())
+    assert "| /data/a | 4 |" in report.render_markdown(rep) and "| (not recorded) | 128 |" in report.render_markdown(rep)
 
 
 def test_an_interpolated_override_is_resolved_too(tmp_path):
