@@ -33,7 +33,7 @@ from typing import Any, Iterable
 from lnbench import claims as claimlib
 from lnbench.atomic import write_bytes
 from lnbench.errors import UserError
-from lnbench.runs import (ENDED, OUT_DIR, SOURCE_KEY, Run, find_run_dirs, load_run, load_runs, parse_scalar,  # noqa: F401 (the report's API)
+from lnbench.runs import (ENDED, INTERPOLATION, OUT_DIR, SOURCE_KEY, Run, find_run_dirs, load_run, load_runs, parse_scalar,  # noqa: F401 (the report's API)
                           source_names, sweep_total)
 from lnbench.tuning import Selection, select
 
@@ -103,7 +103,8 @@ def layout(runs: list[Run], line: str | None = None, panels: list[str] | None = 
     if panels is None:
         panels = [k for k in rest if k != line]
     shared = {k: v for k, v in runs[0].overrides.items() if k not in axes} if runs else {}
-    fixed = {k: runs[0].value(k) for k, v in shared.items() if all(r.overrides.get(k) == v for r in runs)}
+    # as typed (progress=false, not False), unless Hydra left an interpolation to resolve
+    fixed = {k: runs[0].value(k) if INTERPOLATION in v else v for k, v in shared.items() if all(r.overrides.get(k) == v for r in runs)}
     return Layout(line, panels, seeds, fixed, tuned)
 
 
@@ -611,7 +612,7 @@ def target_note(metric: str, targets: dict[str, float]) -> str:
 
 def primary_metric(runs: list[Run]) -> str:
     """The metric most runs rank by (their summary says which); loss if no run got that far."""
-    named = Counter(r.primary for r in runs if r.summary.get("primary_metric"))
+    named = Counter(r.primary for r in runs if r.summary.get("primary_metric") or r.records)
     return named.most_common(1)[0][0] if named else "loss"
 
 

@@ -57,7 +57,12 @@ class Run:
 
     @property
     def primary(self) -> str:
-        return self.summary.get("primary_metric") or "loss"
+        """The metric the run ranks by: its summary says; a running run has none yet, so the rule of
+        lnbench.tasks.primary_metric is applied to the names it logged (mse: regression, bpc: characters)."""
+        if self.summary.get("primary_metric"):
+            return self.summary["primary_metric"]
+        logged = self.metrics("val") | self.metrics("train")
+        return next((m for m in ("mse", "bpc", "error") if m in logged), "loss")
 
     def value(self, key: str) -> Any:
         """The run's value of a config key: as overridden, else its group choice, else from its config.
