@@ -22,13 +22,12 @@ import io
 import json
 import math
 import statistics
-import textwrap
 import sys
+import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
-
 
 from lnbench import claims as claimlib
 from lnbench.atomic import write_bytes
@@ -148,9 +147,12 @@ def group_runs(runs: list[Run], lay: Layout) -> list[Group]:
     return [Group(panel, line, cells[(panel, line)]) for panel, line in order]
 
 
-def tune_groups(groups: list[Group], lay: Layout) -> None:
+def tune_groups(groups: list[Group], lay: Layout, metric: str | None = None) -> None:
     """Keep each group's runs at its best tuned value (final validation metric; never test), and mark
-    the best line of each panel by the same validation number."""
+    the best line of each panel by the same validation number: each group's own metric (see
+    panel_metrics), or `metric` for all of them."""
+    for g in groups if metric is not None else ():
+        g.metric = metric
     if lay.tuned:
         for g in groups:
             g.selection = select(g.runs, lay.tuned, Run.value, lambda r, m=g.metric: final_val(r, m))
@@ -159,6 +161,15 @@ def tune_groups(groups: list[Group], lay: Layout) -> None:
         scored = [(m, g) for g in groups if g.panel == panel and (m := mean_of([final_val(r, g.metric) for r in g.runs])) is not None]
         if len(scored) > 1:
             min(scored, key=lambda mg: mg[0])[1].best = True
+
+
+def panel_metrics(groups: list[Group]) -> None:
+    """Each panel ranks by the primary metric of its runs: a folder of runs on MNIST and on the adding
+    problem compares error in one panel and mse in the other."""
+    for panel in dict.fromkeys(g.panel for g in groups):
+        cell = [g for g in groups if g.panel == panel]
+        for g in cell:
+            g.metric = primary_metric([r for h in cell for r in h.runs])
 
 
 def mean_of(values: list[float | None]) -> float | None:
@@ -271,8 +282,9 @@ def build_table(groups: list[Group], lay: Layout, metric: str, targets: dict[str
     columns += [f"tuned {', '.join(k.rsplit('.', 1)[-1] for k in lay.tuned)} (val)"] if lay.tuned else []
     columns += [] if common else ["val metric"]
     columns += [named("final val"), named("best val"), named("test")]
-    for m in [common or "", *others]:
-        columns += [f"{m} target".strip(), f"steps to {m} target".replace("  ", " "), f"seconds to {m} target".replace("  ", " ")]
+    for m in [common, *others]:
+        target = f"{m} target" if m else "target"
+        columns += [target, f"steps to {target}", f"seconds to {target}"]
     lengths = sorted({int(n) for g in groups for r in g.runs for n in r.summary.get("test_at_len", {})})
     columns += [f"{named('test')} @ len {n}" for n in lengths]
     columns.append("ms/step")
@@ -395,7 +407,9 @@ def add_legend(fig, handles: list, labels: list[str], title: str):
     width = fig.bbox.width
     for ncol in range(min(len(labels), 8), 0, -1):
         legend = fig.legend(handles, labels, title=title, loc="outside upper center", ncol=ncol, frameon=False)
-        if legend.get_window_extent(renderer).width <= width or ncol == 1:
+        box = legend.get_window_extent(renderer)
+        if box.width <= width or ncol == 1:
+            fig.set_figheight(fig.get_figheight() + box.height / fig.dpi)  # the plots keep their height
             return legend
         legend.remove()
 
@@ -472,10 +486,7 @@ def make_report(root: Path, runs: list[Run], targets: dict[str, float], line: st
     lay = layout(trained, line, panels, tune)
     groups = group_runs(trained, lay)
     metric = primary_metric(runs)
-    for panel in dict.fromkeys(g.panel for g in groups):
-        cell = [g for g in groups if g.panel == panel]
-        for g in cell:
-            g.metric = primary_metric([r for h in cell for r in h.runs])
+    panel_metrics(groups)
     tune_groups(groups, lay)
     verdicts, claim_errors = judge_claims(trained, groups, lay)
     targets = {metric if k == PRIMARY else k: v for k, v in targets.items()}
