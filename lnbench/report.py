@@ -40,7 +40,7 @@ SEED_KEYS = ("seed",)
 # Which swept key draws the lines of a panel, in order of preference; otherwise the last swept key.
 LINE_KEYS = ("model", "model.norm.kind", "model.cell")
 # Keys that say where or how a run went, not what it computed: never an axis, even when runs differ in them.
-NOT_AXES = ("resume", "progress", "checkpoint_every", "logger", "dataset.data_dir", "dataset.download", "hydra")
+NOT_AXES = ("resume", "progress", "checkpoint_every", "log_every", "eval_every", "logger", "dataset.data_dir", "dataset.download", "hydra")
 X_AXES = {"step": "training steps", "epoch": "epochs", "time": "wall-clock seconds"}
 # Metrics the paper plots on a log scale: losses span decades while a model learns.
 LOG_METRICS = {"loss", "mse", "bpc"}
