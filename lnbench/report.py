@@ -356,7 +356,7 @@ def curves_figure(groups: list[Group], lay: Layout, x: str):
     import matplotlib.pyplot as plt
 
     panels = list(dict.fromkeys(g.panel for g in groups))
-    lines = list(dict.fromkeys(g.line for g in groups))
+    lines = list(dict.fromkeys(g.line for g in groups if any(r.trained for r in g.runs)))  # a refused line draws nothing
     colors = {line: plt.cm.tab10(i % 10) for i, line in enumerate(lines)}
     ncols = min(len(panels), PANELS_PER_ROW)
     nrows = math.ceil(len(panels) / ncols)
@@ -373,7 +373,7 @@ def curves_figure(groups: list[Group], lay: Layout, x: str):
             ax = axes[len(rows) * (i // ncols) + r][col]
             if i and shared[split]:  # one metric, one scale: the panels of a metric can be compared at a glance
                 ax.sharey(axes[r][0])
-            for g in (g for g in groups if g.panel == panel):
+            for g in (g for g in groups if g.panel == panel and g.line in colors):
                 _draw_band(ax, g, split, m, x, colors[g.line])
             _baseline(ax, groups, m)
             ax.set_xlabel(X_AXES[x])
@@ -473,6 +473,7 @@ class Report:
     progress: list[str] = field(default_factory=list)  # per directory: jobs done out of the total
     roots: list[Path] = field(default_factory=list)
     provenance: Provenance | None = None
+    aside: list[Run] = field(default_factory=list)  # runs with nothing to draw in a panel of their own
 
 
 def make_report(root: Path, runs: list[Run], targets: dict[str, float], line: str | None = None,
@@ -480,15 +481,11 @@ def make_report(root: Path, runs: list[Run], targets: dict[str, float], line: st
                 roots: list[Path] | None = None) -> Report:
     """roots: the directories compared (their runs carry `source`); by default root alone."""
     roots = roots or [root]
-    # Runs that never logged a metric (refused before training, or just started) have nothing to draw: they
-    # are listed, not given panels and rows of their own.
-    trained = [r for r in runs if r.trained]
-    lay = layout(trained, line, panels, tune)
-    groups = group_runs(trained, lay)
+    lay, groups, aside = arrange(runs, line, panels, tune)
     metric = primary_metric(runs)
     panel_metrics(groups)
     tune_groups(groups, lay)
-    verdicts, claim_errors = judge_claims(trained, groups, lay)
+    verdicts, claim_errors = judge_claims([r for g in groups for r in g.runs], groups, lay)
     targets = {metric if k == PRIMARY else k: v for k, v in targets.items()}
     images = {}
     for x in x_axes:
@@ -498,7 +495,23 @@ def make_report(root: Path, runs: list[Run], targets: dict[str, float], line: st
     by_root = [(r, [run for run in runs if run.source == name]) for r, name in zip(roots, source_names(roots))] if len(roots) > 1 else [(root, runs)]
     progress = [progress_line(str(r), rs, sweep_total(r)) for r, rs in by_root]
     return Report(root, runs, lay, metric, targets, target_note(metric, targets), build_table(groups, lay, metric, targets), images,
-                  verdicts, claim_errors, groups, progress, roots, provenance_of(runs))
+                  verdicts, claim_errors, groups, progress, roots, provenance_of(runs), aside)
+
+
+def arrange(runs: list[Run], line: str | None, panels: list[str] | None, tune: list[str] | None) -> tuple[Layout, list[Group], list[Run]]:
+    """The layout and its groups, and the runs set aside: those that never logged a metric (refused before
+    training, killed at start) in a panel where no run trained. They keep their row beside the runs that
+    trained (BN refused at batch 1 next to LN at batch 1), but get no empty panel of their own; and the axes
+    are found again without them, so that a key only they varied (a typo'd batch size) makes no panels."""
+    lay = layout(runs, line, panels, tune)
+    groups = group_runs(runs, lay)
+    empty = {g.panel for g in groups} - {g.panel for g in groups if any(r.trained for r in g.runs)}
+    aside = [r for g in groups if g.panel in empty for r in g.runs]
+    if aside:
+        kept = [r for r in runs if r not in aside]
+        lay = layout(kept, line, panels, tune)
+        groups = group_runs(kept, lay)
+    return lay, groups, aside
 
 
 def progress_line(where: str, runs: list[Run], total: int | None) -> str:
@@ -629,13 +642,13 @@ def primary_metric(runs: list[Run]) -> str:
 
 def problems(rep: Report) -> list[str]:
     return [f"`{r.name}`: **{r.status}**: {run_problem(r) or 'no error recorded'}" for r in rep.runs
-            if r.trained and r.status not in ("completed", "running")]
+            if r not in rep.aside and r.status not in ("completed", "running")]
 
 
 def untrained(rep: Report) -> list[str]:
-    """Runs that never logged a metric, with what they were asked to do and why they stopped."""
+    """The runs set aside (see arrange), with what they were asked to do and why they stopped."""
     return [f"`{r.name}` ({' '.join(f'{k}={v}' for k, v in r.overrides.items() if not _not_axis(k)) or 'defaults'}): **{r.status}**"
-            + (f": {why}" if (why := run_problem(r)) else "") for r in rep.runs if not r.trained and r.status != "running"]
+            + (f": {why}" if (why := run_problem(r)) else "") for r in rep.aside if r.status != "running"]
 
 
 def running(rep: Report) -> list[str]:
