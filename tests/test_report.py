@@ -10,14 +10,15 @@ from lnbench import report
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def make_job(root, num, overrides, *, errors=(0.5, 0.2, 0.1), status="completed", error=None, torn=False, model=None):
+def make_job(root, num, overrides, *, errors=(0.5, 0.2, 0.1), status="completed", error=None, torn=False, model=None,
+             config=None, provenance=None):
     """One Hydra job directory: .hydra/{overrides,config,hydra}.yaml, metrics.jsonl, summary.json."""
     job = root / str(num)
     (job / ".hydra").mkdir(parents=True)
     pairs = dict(o.lstrip("+").split("=", 1) for o in overrides)
     model = model or pairs.get("model", "ln_mlp")
     (job / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(list(overrides)))
-    (job / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"seed": 0, "dataset": {"batch_size": 128}, "steps": 30}))
+    (job / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config or {"seed": 0, "dataset": {"batch_size": 128}, "steps": 30}))
     (job / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"runtime": {"choices": {"model": model, "dataset": "mnist"}}}}))
     lines = []
     for i, err in enumerate(errors):
@@ -34,6 +35,8 @@ def make_job(root, num, overrides, *, errors=(0.5, 0.2, 0.1), status="completed"
         summary.update(final_val={"error": errors[-1]}, best_val={"error": min(errors)})
     if error:
         summary["error"] = error
+    if provenance is not None:
+        summary["provenance"] = provenance
     (job / "summary.json").write_text(json.dumps(summary))
     return job
 
@@ -120,11 +123,21 @@ def test_seeds_are_aggregated_mean_and_spread(sweep, swept):
 
 def test_failed_job_is_listed_with_its_error(swept):
     md, out = swept
+    # refused before training, in a panel where other models trained: its row says why
     row = next(line for line in md.splitlines() if "bn_mlp" in line and line.startswith("| 4"))
     assert "failed: ConfigError: dataset.batch_size=1 is not allowed" in row
     assert "## Failures" in md and "`8`: **failed**: ConfigError" in md
-    assert "1 failed" in md
+    assert "1 failed" in md and "## Not trained" not in md
     assert "Failures:" in out
+
+
+def test_job_failed_during_training_keeps_its_row(tmp_path):
+    make_job(tmp_path, 0, ["model=mlp"])
+    make_job(tmp_path, 1, ["model=ln_mlp"], errors=(0.5,), status="failed", error="RuntimeError: out of memory")
+    md = table_only(tmp_path)
+    row = next(line for line in md.splitlines() if line.startswith("| ln_mlp"))
+    assert "failed: RuntimeError: out of memory" in row
+    assert "## Failures" in md and "`1`: **failed**: RuntimeError" in md
 
 
 def test_torn_last_line_is_flagged_and_the_rest_is_used(sweep, swept):

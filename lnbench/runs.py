@@ -1,0 +1,290 @@
+"""What a run directory says about its run: config, overrides, metrics, summary, and whether it is still running.
+
+Read from files alone (a report needs no network and works on a sweep that is still running): each job's
+`.hydra/{overrides,config,hydra}.yaml`, `metrics.jsonl`, `summary.json`, `checkpoint.pt` and `.lock`, and a
+sweep's `multirun.yaml` for how many jobs it has in all.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from lnbench.atomic import read_jsonl
+
+OUT_DIR = "report"
+# Directories inside a run that hold no runs of their own.
+SKIP_DIRS = {OUT_DIR, "wandb", ".submitit", ".hydra"}
+# Statuses of a job that has ended, whatever the outcome.
+ENDED = ("completed", "diverged", "failed", "interrupted", "unreadable")
+# What Hydra leaves for a value it resolves only when the job runs (${oc.env:...}, ${lnbench.epochs:...}).
+INTERPOLATION = "${"
+NOT_RECORDED = "(not recorded)"
+
+
+@dataclass
+class Run:
+    path: Path
+    name: str  # the directory relative to the report's root ("." for a single run), prefixed by its source
+    overrides: dict[str, str] = field(default_factory=dict)
+    choices: dict[str, str] = field(default_factory=dict)  # config group -> chosen preset
+    config: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    torn: bool = False
+    source: str | None = None  # which of several report directories the run came from (the pseudo-key `dir`)
+    running: bool = False  # a live process holds the run's lock
+
+    @property
+    def status(self) -> str:
+        if self.running or self.summary.get("status") == "running":
+            return "running"
+        if "status" in self.summary:
+            return str(self.summary["status"])
+        return "incomplete" if self.records else "not started"  # killed, or never ran
+
+    @property
+    def trained(self) -> bool:
+        """Whether the run got as far as logging a metric (else it has nothing to draw)."""
+        return bool(self.records)
+
+    @property
+    def primary(self) -> str:
+        """The metric the run ranks by: its summary says; a running run has none yet, so the rule of
+        lnbench.tasks.primary_metric is applied to the names it logged (mse: regression, bpc: characters)."""
+        if self.summary.get("primary_metric"):
+            return self.summary["primary_metric"]
+        logged = self.metrics("val") | self.metrics("train")
+        return next((m for m in ("mse", "bpc", "error") if m in logged), "loss")
+
+    def value(self, key: str) -> Any:
+        """The run's value of a config key: as overridden, else its group choice, else from its config.
+        An interpolation (`${oc.env:...}`) is replaced by the value the run resolved (see `resolved`)."""
+        if key == SOURCE_KEY:
+            return self.source
+        if key in self.overrides:
+            value = parse_scalar(self.overrides[key])
+        elif key in self.choices:
+            value = self.choices[key]
+        else:
+            value = lookup(self.config, key)
+        if isinstance(value, str) and INTERPOLATION in value:
+            found = lookup(self.resolved, key)
+            if found is None and "oc.env" not in value:  # ${seed}, ${lnbench.epochs:...}: the config alone fixes them
+                found = self._resolve_here(key)
+            return NOT_RECORDED if found is None or isinstance(found, dict) else found
+        return value
+
+    def _resolve_here(self, key: str) -> Any:
+        """A value resolved from the job's own config (Hydra's config.yaml, overrides applied), for
+        interpolations that read nothing outside it (the caller leaves ${oc.env:...} alone: this process's
+        environment is not the job's)."""
+        try:
+            from omegaconf import OmegaConf
+
+            import lnbench.config  # noqa: F401 (registers the lnbench.* resolvers)
+
+            return OmegaConf.select(OmegaConf.create(self.config), key)
+        except Exception:  # a reference to a key the config lacks, a resolver this version does not have
+            return None
+
+    def has(self, key: str) -> bool:
+        return key == SOURCE_KEY and self.source is not None or key in self.overrides or key in self.choices or lookup(self.config, key) is not None
+
+    @cached_property
+    def resolved(self) -> dict[str, Any]:
+        """The config as the run resolved it when it started: Hydra's `.hydra/config.yaml` keeps
+        interpolations as written, but the checkpoint records the resolved config (environment
+        variables as the job saw them). Read only when an interpolation has to be shown."""
+        path = self.path / "checkpoint.pt"
+        if not path.is_file():
+            return {}
+        try:
+            import torch
+
+            # mmap: the weights are never read, only the small config beside them
+            ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            return ckpt.get("config") or {}
+        except Exception:  # a damaged or foreign file: nothing recorded
+            return {}
+
+    def points(self, split: str, metric: str, x: str) -> dict[int, tuple[float, float]]:
+        """step -> (x, metric) of every finite logged value of one split."""
+        out = {}
+        for r in self.records:
+            if r.get("split") == split and _finite(r.get(metric)) and _finite(r.get(x)):
+                out[int(r["step"])] = (float(r[x]), float(r[metric]))
+        return out
+
+    def metrics(self, split: str = "val") -> set[str]:
+        """The metric names the run logged for a split (and its summary's final values)."""
+        names = {k for r in self.records if r.get("split") == split for k, v in r.items() if _finite(v)}
+        names |= set((self.summary.get(f"final_{split}") or {}))
+        return names - RECORD_AXES
+
+
+# The pseudo-key naming the directory a run came from when a report compares several.
+SOURCE_KEY = "dir"
+# Fields of a metrics.jsonl record that are not metrics.
+RECORD_AXES = {"step", "epoch", "samples", "time", "lr", "eval_seq_len"}
+
+
+def lookup(config: dict[str, Any], key: str) -> Any:
+    node: Any = config
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def parse_scalar(text: str) -> Any:
+    """'4' -> 4, '0.1' -> 0.1, 'ln_mlp' -> 'ln_mlp': so numeric axes sort as numbers."""
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    return value if isinstance(value, (int, float, str, bool)) else text
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _load_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text()) if path.is_file() else None
+    except (OSError, yaml.YAMLError):
+        return None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError) as e:  # summaries are written atomically; this is a foreign file
+        return {"status": "unreadable", "error": f"{path.name}: {e}"}
+
+
+def _override_pairs(lines: Iterable[str]) -> dict[str, str]:
+    """Hydra's override strings as key -> value, without hydra.* keys and without +/++/~ prefixes."""
+    pairs = {}
+    for line in lines or ():
+        key, sep, value = str(line).partition("=")
+        key = key.lstrip("+~")
+        if sep and not key.startswith("hydra"):
+            pairs[key] = value
+    return pairs
+
+
+def find_run_dirs(root: Path) -> list[Path]:
+    """Every directory under root (root included) that a job wrote into."""
+    markers = ("summary.json", "metrics.jsonl", ".hydra/overrides.yaml")
+    found = set()
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
+        if any((here / m).is_file() for m in markers):
+            found.add(here)
+    return sorted(found, key=lambda p: [_natural(s) for s in p.relative_to(root).parts])
+
+
+def _natural(part: str) -> tuple:
+    return (0, int(part), "") if part.isdigit() else (1, 0, part)
+
+
+def load_run(path: Path, root: Path, source: str | None = None) -> Run:
+    hydra_dir = path / ".hydra"
+    hydra_cfg = _load_yaml(hydra_dir / "hydra.yaml") or {}
+    choices = ((hydra_cfg.get("hydra") or {}).get("runtime") or {}).get("choices") or {}
+    rel = str(path.relative_to(root))
+    run = Run(
+        path=path,
+        name=rel if source is None else source if rel == "." else f"{source}/{rel}",
+        overrides=_override_pairs(_load_yaml(hydra_dir / "overrides.yaml")),
+        choices={k: str(v) for k, v in choices.items() if not k.startswith("hydra")},
+        config=_load_yaml(hydra_dir / "config.yaml") or {},
+        summary=_read_json(path / "summary.json"),
+        source=source,
+        running=lock_held(path / ".lock"),
+    )
+    if (path / "metrics.jsonl").is_file():
+        run.records, run.torn = read_jsonl(path / "metrics.jsonl")
+    return run
+
+
+def load_runs(root: Path, source: str | None = None) -> list[Run]:
+    return [load_run(p, root, source) for p in find_run_dirs(root)]
+
+
+def source_names(roots: list[Path]) -> list[str]:
+    """The shortest trailing parts of each directory's path that tell them apart: a run of several
+    reports is named `<that>/<job>` (sweeps of one day differ in their time, 10-02-11 vs 11-40-05)."""
+    parts = [Path(os.path.abspath(r)).parts for r in roots]
+    for n in range(1, max(len(p) for p in parts) + 1):
+        names = ["/".join(p[-n:]) for p in parts]
+        if len(set(names)) == len(names):
+            return names
+    return [str(r) for r in roots]  # the same directory twice
+
+
+# ---- is it still running? ---------------------------------------------------------------------
+def lock_held(path: Path) -> bool:
+    """Whether a live process holds the run's lock (lnbench.checkpoint.RunLock flocks `<run>/.lock` for the
+    run's life; the file stays after it ends). Read without taking the lock: even a moment's hold could make
+    a job starting just then believe its directory is in use."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    held = _flock_holders(st)
+    if held is not None:
+        return held
+    return _pid_alive(path)  # no /proc/locks (not Linux): the pid the lock file names, on this host
+
+
+def _flock_holders(st: os.stat_result) -> bool | None:
+    """Linux: /proc/locks lists every flock with its file's device and inode; None where it cannot be read."""
+    try:
+        text = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    return any(len(f := line.split()) > 5 and f[1] == "FLOCK" and f[5] == dev for line in text.splitlines())
+
+
+def _pid_alive(path: Path) -> bool:
+    try:
+        _, pid, _, host = path.read_text().split()  # "pid 123 on host"
+        if host != socket.gethostname().split(".")[0] and host != os.uname().nodename:
+            return False
+        os.kill(int(pid), 0)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def sweep_total(root: Path) -> int | None:
+    """How many jobs the sweep in `root` launches: Hydra's basic sweeper's product of the preset's
+    `hydra.sweeper.params` and the command line's sweep overrides (a key on the command line replaces the
+    preset's), as multirun.yaml records them. None if there is no multirun.yaml or it cannot be expanded."""
+    cfg = _load_yaml(root / "multirun.yaml")
+    hydra_cfg = (cfg or {}).get("hydra") if isinstance(cfg, dict) else None
+    if not isinstance(hydra_cfg, dict):
+        return None
+    try:
+        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        params = (hydra_cfg.get("sweeper") or {}).get("params") or {}
+        task = ((hydra_cfg.get("overrides") or {}).get("task")) or []
+        overrides = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()] + list(task))
+        return len(BasicSweeper.split_arguments(overrides, None)[0])
+    except Exception:  # a sweep this parser cannot expand without the config (glob choices, other sweepers)
+        return None
