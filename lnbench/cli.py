@@ -8,7 +8,7 @@ USAGE = """usage: lnbench <command> [args]
 
 commands:
   train [overrides]   train one run, or a sweep with -m (a Hydra app: `lnbench train --help`)
-  report DIR          plots and tables for a run or sweep directory
+  report DIR [DIR...] plots, tables and claim verdicts for runs or sweep directories
   bench [options]     time per training step of each model against torch's fused kernels
   check [PRESET...]   run the paper's claim presets (3 seeds, tuned lr) and write one page of verdicts
   presets             the experiment, model, dataset and optimizer presets, with what each is
