@@ -30,7 +30,7 @@ the adding task's shape) alone and next to a one-core busy loop that the bench s
 rounds interleaved, each round picking its threads as a run would (`lnbench.threads`); the ratio is
 the slowdown a busy neighbour causes (bar 2.5x, fair share 2x on 2 cores).
 
-The sweep row (`--sweep`, on by default, off with --quick) is the wall time of fig6_mnist's 6-job sweep
+The sweep row (`--sweep`, on by default, off with --quick) is the wall time of fig6_mnist's sweep (one lr, one seed: 8 jobs)
 with the joblib launcher over that with the basic one.
 
 Results also go to JSON (`--json`, default bench-results/bench-<timestamp>.json) so commits can be
@@ -192,14 +192,15 @@ def contention_rows(models: list[str], reps: int, steps: int, device: torch.devi
 
 
 def sweep_rows(reps: int, steps: int, log) -> list[dict]:
-    """fig6_mnist's sweep (6 jobs) with the joblib launcher against the basic one, wall time of the whole
+    """fig6_mnist's sweep (8 jobs: model x batch size, one lr and seed) with the joblib launcher against the basic one, wall time of the whole
     `lnbench train -m` command, interleaved. Skipped where MNIST or the joblib launcher is missing."""
     import subprocess
     import sys
     import tempfile
 
+    # One learning rate and one seed: the preset's model x batch size grid, as many jobs as a small sweep has.
     cmd = [sys.executable, "-m", "lnbench.cli", "train", "-m", "+experiment=fig6_mnist", f"steps={steps}",
-           f"eval_every={steps}", "logger.mode=disabled", "progress=false"]
+           f"eval_every={steps}", "optim.lr=0.001", "seed=0", "logger.mode=disabled", "progress=false"]
     launchers = {"basic": [], "joblib": ["hydra/launcher=joblib"]}
     walls: dict[str, list[float]] = {k: [] for k in launchers}
     log(f"  fig6_mnist sweep ({steps} steps per job): {reps} x (basic, joblib)")
@@ -215,7 +216,7 @@ def sweep_rows(reps: int, steps: int, log) -> list[dict]:
             walls[name].append(wall)
     st = _stats([w * 1e3 for w in walls["joblib"]])
     return [{
-        "section": "sweep", "model": "fig6_mnist (6 jobs)", "impl": "joblib launcher", "batch": None,
+        "section": "sweep", "model": "fig6_mnist (8 jobs)", "impl": "joblib launcher", "batch": None,
         "seq_len": None, "hidden": None, "input_size": None, "reps": reps, **st, "samples_per_s": None,
         "mem_mb": None, "baseline": "basic launcher", "baseline_ms_median": statistics.median(walls["basic"]) * 1e3,
         "ratio": statistics.median(j / b for j, b in zip(walls["joblib"], walls["basic"])),
