@@ -15,7 +15,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from lnbench.errors import ConfigError
-from lnbench.options import Impl, NormConfig, NormKind
+from lnbench.options import NORMALIZERS, Impl, NormConfig, normalizer
 
 
 class CellKind(str, Enum):
@@ -295,11 +295,12 @@ def validate(cfg: Any) -> None:
     if cfg.optim.lr <= 0:
         raise ConfigError(f"optim.lr={cfg.optim.lr} is not allowed: the learning rate must be > 0.")
     norm = cfg.model.get("norm")
-    if norm is not None and NormKind(norm.kind) is NormKind.batch and cfg.dataset.batch_size < 2:
+    if norm is not None and normalizer(norm.kind).batch_stats and cfg.dataset.batch_size < 2:
+        per_case = ", ".join(n for n, z in NORMALIZERS.items() if not z.batch_stats)
         raise ConfigError(
             f"dataset.batch_size={cfg.dataset.batch_size} is not allowed with batch normalization "
-            f"(model.norm.kind=batch): BN needs at least 2 cases per batch to estimate a variance in "
-            f"training. Use dataset.batch_size >= 2, or a per-case normalizer (layer, rms) or none."
+            f"(model.norm.kind={norm.kind}, statistics over the batch): it needs at least 2 cases per batch to "
+            f"estimate a variance in training. Use dataset.batch_size >= 2, or a per-case normalizer ({per_case})."
         )
     for key in ("logger.init_timeout", "logger.finish_timeout"):
         if OmegaConf.select(cfg, key, default=1) <= 0:

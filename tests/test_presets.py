@@ -42,10 +42,10 @@ def test_per_case_models_train_at_batch_size_one(model, dataset, tmp_path):
 
 def test_model_presets_carry_the_papers_settings():
     cfg = tiny("bn_lstm", "adding")
-    assert cfg.model.norm.kind.value == "batch" and cfg.model.norm.gain_init == 0.1
+    assert cfg.model.norm.kind == "batch" and cfg.model.norm.gain_init == 0.1
     cfg = tiny("ln_lstm", "adding")
-    assert cfg.model.norm.kind.value == "layer" and cfg.model.norm.gain_init == 1.0
-    assert OmegaConf.select(tiny("ln_mlp", "mnist"), "model.norm.kind").value == "layer"
+    assert cfg.model.norm.kind == "layer" and cfg.model.norm.gain_init == 1.0
+    assert OmegaConf.select(tiny("ln_mlp", "mnist"), "model.norm.kind") == "layer"
 
 
 def test_test_seq_lens_tests_the_trained_model_at_each_length(tmp_path):
