@@ -15,7 +15,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from lnbench.errors import ConfigError
-from lnbench.options import NORMALIZERS, Impl, NormConfig, normalizer
+from lnbench.options import NORMALIZERS, Impl, NormConfig, Placement, normalizer
 
 
 class CellKind(str, Enum):
@@ -52,6 +52,17 @@ class SequenceModelConfig:
     embed_size: Optional[int] = None
     norm: NormConfig = field(default_factory=NormConfig)
     impl: Impl = Impl.auto
+
+
+@dataclass
+class TransformerConfig:
+    _target_: str = "lnbench.models.transformer.Transformer"
+    hidden_size: int = 128  # d_model
+    num_layers: int = 2
+    num_heads: int = 4
+    ff_size: int = 512
+    placement: Placement = Placement.pre
+    norm: NormConfig = field(default_factory=NormConfig)
 
 
 # ---- dataset ----------------------------------------------------------------------------------
@@ -196,7 +207,7 @@ class TrainConfig:
 
 
 SCHEMAS = {
-    "model": {"base_mlp": MLPConfig, "base_sequence": SequenceModelConfig},
+    "model": {"base_mlp": MLPConfig, "base_sequence": SequenceModelConfig, "base_transformer": TransformerConfig},
     "dataset": {
         "base_mnist": MNISTConfig,
         "base_seq_mnist": SeqMNISTConfig,

@@ -34,6 +34,13 @@ class NormConfig:
     norm_logits: bool = False
 
 
+class Placement(str, Enum):
+    """Where a Transformer block normalizes (lnbench.models.transformer)."""
+
+    pre = "pre"  # x + f(N(x)), and N before the head (Xiong et al.'s Pre-LN)
+    post = "post"  # N(x + f(x)) (the original Transformer's Post-LN)
+
+
 class Impl(str, Enum):
     auto = "auto"  # torch's fused kernel without a normalizer, the fast layer where there is one
     reference = "reference"  # the plain per-step loop over the reference cell, always

@@ -46,7 +46,8 @@ def registered():
     NORMALIZERS.update(before)
 
 
-@pytest.mark.parametrize("model,dataset", [pytest.param("ln_mlp", "mnist", marks=needs_data), ("ln_lstm", "adding"), ("ln_gru", "adding")])
+@pytest.mark.parametrize("model,dataset", [pytest.param("ln_mlp", "mnist", marks=needs_data), ("ln_lstm", "adding"), ("ln_gru", "adding"),
+                                           pytest.param("preln_transformer", "shakespeare", marks=needs_data)])
 def test_a_registered_normalizer_trains_every_family(registered, model, dataset, tmp_path):
     summary = train(tiny(model, dataset, "model.norm.kind=center"), tmp_path)
     assert summary["status"] == "completed"
