@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
@@ -218,6 +219,23 @@ SCHEMAS = {
     "optim": {"base_adam": AdamConfig, "base_sgd": SGDConfig, "base_rmsprop": RMSpropConfig},
     "logger": {"base_wandb": LoggerConfig},
 }
+
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+
+def model_presets(*schemas: str, conf_dir: Path | str = CONF_DIR) -> list[str]:
+    """The model presets in conf/model, or only those built on one of `schemas` (`base_mlp`, ...), read from
+    each preset's defaults list: the one list of preset names (tests, Makefile, error messages ask here)."""
+    import yaml
+
+    found = []
+    for path in sorted((Path(conf_dir) / "model").glob("*.yaml")):
+        defaults = (yaml.safe_load(path.read_text()) or {}).get("defaults") or []
+        base = next((d.lstrip("/") for d in defaults if isinstance(d, str) and d.lstrip("/") in SCHEMAS["model"]), None)
+        if not schemas or base in schemas:
+            found.append(path.stem)
+    return found
 
 
 def steps_for_epochs(epochs: float, batch_size: int, train_size: int) -> int:

@@ -88,3 +88,14 @@ def test_bn_of_all_layers_normalizes_the_logits_and_hidden_only_bn_does_not():
         logits = model(x)
         normalized = torch.allclose(logits.mean(0), torch.zeros(10), atol=1e-4) and torch.allclose(logits.std(0, unbiased=False), torch.ones(10), atol=1e-2)
         assert normalized is norm_logits
+
+
+def test_a_model_given_the_wrong_kind_of_data_names_every_preset_that_fits():
+    from lnbench.data.base import DataSpec
+    from lnbench.models import MLP
+
+    seq = DataSpec(kind="sequence", task="regress", num_outputs=1, input_size=2, seq_len=3)
+    with pytest.raises(ConfigError) as e:
+        MLP(seq, [4])
+    assert all(name in str(e.value) for name in MODELS_SEQ) and "bn_mlp" not in str(e.value)
+    assert "preln_transformer" in MODELS_SEQ and "bn_mlp_all" in MODELS_FLAT  # read from conf/model

@@ -4,11 +4,10 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from conftest import compose_train, needs_data
+from conftest import compose_train
 from lnbench.data.base import DataSpec
 from lnbench.errors import ConfigError
 from lnbench.models.transformer import Transformer
-from lnbench.train import train
 
 LM = DataSpec(kind="sequence", task="tagging", num_outputs=7, vocab_size=7, bits=True, seq_len=10)
 REGRESS = DataSpec(kind="sequence", task="regress", num_outputs=1, input_size=2, seq_len=10)
@@ -55,14 +54,6 @@ def test_feature_sequences_read_the_last_position():
 def test_a_width_that_does_not_split_into_heads_is_refused():
     with pytest.raises(ConfigError, match=r"model.hidden_size=10 is not allowed with model.num_heads=4"):
         Transformer(LM, hidden_size=10, num_heads=4)
-
-
-@needs_data
-@pytest.mark.parametrize("model", ["preln_transformer", "postln_transformer", "rms_transformer", "transformer"])
-def test_presets_train_on_shakespeare(model, tmp_path):
-    cfg = compose_train([f"model={model}", "dataset=shakespeare", "dataset.seq_len=16", "dataset.max_eval_windows=4",
-                         "dataset.batch_size=8", "steps=2", "eval_every=2", "log_every=1", "model.hidden_size=16"])
-    assert train(cfg, tmp_path)["status"] == "completed"
 
 
 def test_the_xiong_preset_sweeps_placement_by_warmup_and_declares_its_claims():
