@@ -133,6 +133,7 @@ class ShakespeareConfig(DatasetBase):
     seq_len: int = 100
     eval_seq_len: Optional[int] = None
     max_eval_windows: Optional[int] = 200
+    split: list[float] = field(default_factory=lambda: [0.9, 0.05, 0.05])  # train / val / test fractions
 
 
 # ---- optimizer --------------------------------------------------------------------------------
