@@ -82,15 +82,14 @@ def runner_overhead_rows(reps: int, steps: int, device: torch.device, log) -> li
     from hydra import compose, initialize_config_dir
 
     from lnbench import tasks
-    from lnbench.cli import CONF_DIR
-    from lnbench.config import register_configs
+    from lnbench.config import CONF_DIR, register_configs
     from lnbench.errors import UserError
     from lnbench.train import build_model, build_optimizer, seed_everything, train
 
     register_configs()
     rows = []
     for name, overrides in OVERHEAD_RUNS.items():
-        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose("train", overrides=[*overrides, f"steps={steps}", f"eval_every={steps}", "logger.mode=disabled",
                                               "progress=false", f"device={device.type}", f"threads={torch.get_num_threads()}"])
         try:
