@@ -34,11 +34,11 @@ test-slow: setup
 
 # A few steps of every model preset on every dataset it can take (needs MNIST and Tiny Shakespeare
 # under $LNBENCH_DATA_DIR, else ../shared/data).
-FLAT_MODELS := mlp,bn_mlp,ln_mlp,wn_mlp,rms_mlp
-SEQ_MODELS := lstm,bn_lstm,ln_lstm,wn_lstm,rms_lstm,gru,bn_gru,ln_gru,wn_gru,rms_gru
+# The preset lists are read from conf/model (lnbench.config.model_presets), by the schema each starts from.
+models = $(shell $(BIN)/python -c 'from lnbench.config import model_presets as m; print(",".join(m(*"$(1)".split())))')
 smoke: setup
-	$(BIN)/lnbench train -m +experiment=smoke progress=false model=$(FLAT_MODELS) dataset=mnist
-	$(BIN)/lnbench train -m +experiment=smoke progress=false model=$(SEQ_MODELS) dataset=seq_mnist,adding,copy,shakespeare
+	$(BIN)/lnbench train -m +experiment=smoke progress=false model=$(call models,base_mlp) dataset=mnist
+	$(BIN)/lnbench train -m +experiment=smoke progress=false model=$(call models,base_sequence base_transformer) dataset=seq_mnist,adding,copy,shakespeare
 
 # `make bench BENCH_ARGS=--quick`: a few minutes (no sweep row, fewer shapes and reps).
 bench: setup

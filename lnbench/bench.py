@@ -82,15 +82,14 @@ def runner_overhead_rows(reps: int, steps: int, device: torch.device, log) -> li
     from hydra import compose, initialize_config_dir
 
     from lnbench import tasks
-    from lnbench.cli import CONF_DIR
-    from lnbench.config import register_configs
+    from lnbench.config import CONF_DIR, register_configs
     from lnbench.errors import UserError
     from lnbench.train import build_model, build_optimizer, seed_everything, train
 
     register_configs()
     rows = []
     for name, overrides in OVERHEAD_RUNS.items():
-        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose("train", overrides=[*overrides, f"steps={steps}", f"eval_every={steps}", "logger.mode=disabled",
                                               "progress=false", f"device={device.type}", f"threads={torch.get_num_threads()}"])
         try:
@@ -386,16 +385,12 @@ def bench_rnn(models: list[str], shapes, reps: int, warmup: int, F: int, device,
 # MLP (section 6.6): fused vs foreach Adam
 # --------------------------------------------------------------------------------------------------
 def _mlp(norm: str, device, dtype) -> nn.Module:
-    from lnbench.nn.norm import NormConfig, NormKind, make_linear, make_norm
+    """The MLP presets' model (784-1000-1000-10) with normalizer `norm`, built by lnbench's own class."""
+    from lnbench.data.base import DataSpec
+    from lnbench.models import MLP
 
-    cfg = NormConfig(kind=NormKind(norm))
-    layers: list[nn.Module] = []
-    width = 784
-    for h in (1000, 1000):
-        layers += [make_linear(cfg, width, h), make_norm(cfg, h), nn.ReLU()]
-        width = h
-    layers.append(nn.Linear(width, 10))
-    return nn.Sequential(*layers).to(device=device, dtype=dtype)
+    spec = DataSpec(kind="flat", task="classify", num_outputs=10, input_size=784)
+    return MLP(spec, [1000, 1000], {"kind": norm}).to(device=device, dtype=dtype)
 
 
 def bench_mlp(reps: int, warmup: int, device, dtype, batches, log) -> list[dict]:

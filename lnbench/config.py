@@ -9,13 +9,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from lnbench.errors import ConfigError
-from lnbench.options import Impl, NormConfig, NormKind
+from lnbench.options import NORMALIZERS, Impl, NormConfig, Placement, normalizer
 
 
 class CellKind(str, Enum):
@@ -52,6 +53,17 @@ class SequenceModelConfig:
     embed_size: Optional[int] = None
     norm: NormConfig = field(default_factory=NormConfig)
     impl: Impl = Impl.auto
+
+
+@dataclass
+class TransformerConfig:
+    _target_: str = "lnbench.models.transformer.Transformer"
+    hidden_size: int = 128  # d_model
+    num_layers: int = 2
+    num_heads: int = 4
+    ff_size: int = 512
+    placement: Placement = Placement.pre
+    norm: NormConfig = field(default_factory=NormConfig)
 
 
 # ---- dataset ----------------------------------------------------------------------------------
@@ -121,6 +133,7 @@ class ShakespeareConfig(DatasetBase):
     seq_len: int = 100
     eval_seq_len: Optional[int] = None
     max_eval_windows: Optional[int] = 200
+    split: list[float] = field(default_factory=lambda: [0.9, 0.05, 0.05])  # train / val / test fractions
 
 
 # ---- optimizer --------------------------------------------------------------------------------
@@ -196,7 +209,7 @@ class TrainConfig:
 
 
 SCHEMAS = {
-    "model": {"base_mlp": MLPConfig, "base_sequence": SequenceModelConfig},
+    "model": {"base_mlp": MLPConfig, "base_sequence": SequenceModelConfig, "base_transformer": TransformerConfig},
     "dataset": {
         "base_mnist": MNISTConfig,
         "base_seq_mnist": SeqMNISTConfig,
@@ -207,6 +220,23 @@ SCHEMAS = {
     "optim": {"base_adam": AdamConfig, "base_sgd": SGDConfig, "base_rmsprop": RMSpropConfig},
     "logger": {"base_wandb": LoggerConfig},
 }
+
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+
+def model_presets(*schemas: str, conf_dir: Path | str = CONF_DIR) -> list[str]:
+    """The model presets in conf/model, or only those built on one of `schemas` (`base_mlp`, ...), read from
+    each preset's defaults list: the one list of preset names (tests, Makefile, error messages ask here)."""
+    import yaml
+
+    found = []
+    for path in sorted((Path(conf_dir) / "model").glob("*.yaml")):
+        defaults = (yaml.safe_load(path.read_text()) or {}).get("defaults") or []
+        base = next((d.lstrip("/") for d in defaults if isinstance(d, str) and d.lstrip("/") in SCHEMAS["model"]), None)
+        if not schemas or base in schemas:
+            found.append(path.stem)
+    return found
 
 
 def steps_for_epochs(epochs: float, batch_size: int, train_size: int) -> int:
@@ -295,11 +325,12 @@ def validate(cfg: Any) -> None:
     if cfg.optim.lr <= 0:
         raise ConfigError(f"optim.lr={cfg.optim.lr} is not allowed: the learning rate must be > 0.")
     norm = cfg.model.get("norm")
-    if norm is not None and NormKind(norm.kind) is NormKind.batch and cfg.dataset.batch_size < 2:
+    if norm is not None and normalizer(norm.kind).batch_stats and cfg.dataset.batch_size < 2:
+        per_case = ", ".join(n for n, z in NORMALIZERS.items() if not z.batch_stats)
         raise ConfigError(
             f"dataset.batch_size={cfg.dataset.batch_size} is not allowed with batch normalization "
-            f"(model.norm.kind=batch): BN needs at least 2 cases per batch to estimate a variance in "
-            f"training. Use dataset.batch_size >= 2, or a per-case normalizer (layer, rms) or none."
+            f"(model.norm.kind={norm.kind}, statistics over the batch): it needs at least 2 cases per batch to "
+            f"estimate a variance in training. Use dataset.batch_size >= 2, or a per-case normalizer ({per_case})."
         )
     for key in ("logger.init_timeout", "logger.finish_timeout"):
         if OmegaConf.select(cfg, key, default=1) <= 0:

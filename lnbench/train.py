@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from lnbench import checkpoint, provenance, tasks
 from lnbench.config import Schedule, validate
 from lnbench.errors import ConfigError, Diverged, Interrupted, refused_while_building
-from lnbench.nn.norm import NormKind, weight_norm_data_init
+from lnbench.nn.norm import normalizer
 from lnbench.track import Tracker, end_of_run_block
 
 log = logging.getLogger("lnbench")
@@ -121,9 +121,8 @@ def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags:
     log.info("data: %s", dataset.describe())
     model = build_model(cfg, spec).to(device)
     norm = getattr(model, "norm", None)
-    if ckpt is None and norm is not None and norm.kind is NormKind.weight and norm.data_init:
-        x0, _ = dataset.train_batch(0)
-        weight_norm_data_init(model, x0.to(device))
+    if ckpt is None and norm is not None:
+        normalizer(norm.kind).init_from_data(model, dataset.train_batch(0)[0].to(device), norm)
     optimizer, scheduler = build_optimizer(cfg.optim, model, device, cfg.steps)
     clip = cfg.optim.clip_grad_norm  # None: no clipping
     params = [p for p in model.parameters() if p.requires_grad]

@@ -5,15 +5,15 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from lnbench.cli import CONF_DIR
-from lnbench.config import register_configs
+from lnbench.config import model_presets, register_configs
 
 REPO = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("LNBENCH_DATA_DIR", REPO.parent / "shared" / "data")).resolve()
 HAVE_DATA = (DATA_DIR / "MNIST" / "raw").is_dir() and (DATA_DIR / "tinyshakespeare" / "input.txt").is_file()
 needs_data = pytest.mark.skipif(not HAVE_DATA, reason=f"real data not found under {DATA_DIR}")
 
-MODELS_FLAT = ["mlp", "bn_mlp", "ln_mlp", "wn_mlp", "rms_mlp"]
-MODELS_SEQ = [f"{n}{c}" for c in ("lstm", "gru") for n in ("", "bn_", "ln_", "wn_", "rms_")]
+MODELS_FLAT = model_presets("base_mlp")  # read from conf/model, never typed here
+MODELS_SEQ = model_presets("base_sequence", "base_transformer")
 # Overrides that shrink each dataset so a run of a few steps (with its evaluations) takes a moment.
 TINY = {
     "mnist": ["dataset.carve=[256,64,64]", "dataset.batch_size=32", "dataset.eval_batch_size=64"],

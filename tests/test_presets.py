@@ -42,10 +42,10 @@ def test_per_case_models_train_at_batch_size_one(model, dataset, tmp_path):
 
 def test_model_presets_carry_the_papers_settings():
     cfg = tiny("bn_lstm", "adding")
-    assert cfg.model.norm.kind.value == "batch" and cfg.model.norm.gain_init == 0.1
+    assert cfg.model.norm.kind == "batch" and cfg.model.norm.gain_init == 0.1
     cfg = tiny("ln_lstm", "adding")
-    assert cfg.model.norm.kind.value == "layer" and cfg.model.norm.gain_init == 1.0
-    assert OmegaConf.select(tiny("ln_mlp", "mnist"), "model.norm.kind").value == "layer"
+    assert cfg.model.norm.kind == "layer" and cfg.model.norm.gain_init == 1.0
+    assert OmegaConf.select(tiny("ln_mlp", "mnist"), "model.norm.kind") == "layer"
 
 
 def test_test_seq_lens_tests_the_trained_model_at_each_length(tmp_path):
@@ -88,3 +88,14 @@ def test_bn_of_all_layers_normalizes_the_logits_and_hidden_only_bn_does_not():
         logits = model(x)
         normalized = torch.allclose(logits.mean(0), torch.zeros(10), atol=1e-4) and torch.allclose(logits.std(0, unbiased=False), torch.ones(10), atol=1e-2)
         assert normalized is norm_logits
+
+
+def test_a_model_given_the_wrong_kind_of_data_names_every_preset_that_fits():
+    from lnbench.data.base import DataSpec
+    from lnbench.models import MLP
+
+    seq = DataSpec(kind="sequence", task="regress", num_outputs=1, input_size=2, seq_len=3)
+    with pytest.raises(ConfigError) as e:
+        MLP(seq, [4])
+    assert all(name in str(e.value) for name in MODELS_SEQ) and "bn_mlp" not in str(e.value)
+    assert "preln_transformer" in MODELS_SEQ and "bn_mlp_all" in MODELS_FLAT  # read from conf/model

@@ -175,7 +175,7 @@ def test_train_help_offers_presets_never_the_schemas():
     assert proc.returncode == 0 and "model: bn_gru, bn_lstm" in proc.stdout
     assert "base_" not in proc.stdout
     bad = run_cli("train", "model=base_sequence")
-    assert bad.returncode != 0 and "Could not find 'model/base_sequence'" in bad.stderr and "base_mlp" not in bad.stderr
+    assert bad.returncode != 0 and "model=base_sequence is not allowed" in bad.stderr and "base_mlp" not in bad.stderr
 
 
 def test_version():

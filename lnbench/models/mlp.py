@@ -33,9 +33,19 @@ class MLP(nn.Module):
         return self.head(self.body(x))
 
 
+def presets_taking(kind: str) -> list[str]:
+    """The model presets (conf/model) whose model class takes `kind` inputs."""
+    from hydra.utils import get_class
+
+    from lnbench.config import SCHEMAS, model_presets
+
+    bases = [n for n, schema in SCHEMAS["model"].items() if get_class(schema._target_).accepts == kind]
+    return model_presets(*bases)
+
+
 def check_compatible(model: nn.Module, spec: DataSpec) -> None:
     if spec.kind != model.accepts:
-        other = "mlp, bn_mlp, ln_mlp, wn_mlp, rms_mlp" if spec.kind == "flat" else "lstm, ln_lstm, gru, ln_gru, ..."
+        other = ", ".join(presets_taking(spec.kind))
         raise ConfigError(
             f"model {type(model).__name__} takes {model.accepts} inputs but the dataset gives {spec.kind} "
             f"ones: pick a {spec.kind} model ({other}) or a {model.accepts} dataset "

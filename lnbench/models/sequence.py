@@ -65,7 +65,7 @@ class SequenceModel(nn.Module):
         fast = fused_torch_layer(cell) or make_fast_layer(cell)
         if fast is None and self.impl is Impl.fast:
             raise ConfigError(
-                f"model.impl=fast is not available for {self.cell_kind} with norm={self.norm.kind.value}: "
+                f"model.impl=fast is not available for {self.cell_kind} with norm={getattr(self.norm.kind, 'value', self.norm.kind)}: "
                 "use model.impl=auto or model.impl=reference."
             )
         return fast or RecurrentLayer(cell)

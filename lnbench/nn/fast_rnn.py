@@ -43,7 +43,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from lnbench.nn.norm import BatchNorm, NormKind, apply_norm
+from lnbench.nn.norm import BatchNorm, apply_norm, normalizer
 from lnbench.nn.rnn import GRUCell, LSTMCell, RecurrentLayer, State
 
 _ln = torch.native_layer_norm
@@ -644,13 +644,13 @@ class _BNGRURecurrenceC(torch.autograd.Function):
 
 def _c_kernel_for(cell: nn.Module, x: Tensor):
     """The loaded C kernels if this call can run through them (LN or BN cell, CPU, float32/64), else None."""
-    kind = cell.norm_kind
-    if kind not in (NormKind.layer, NormKind.batch) or x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64):
+    kind = normalizer(cell.norm_kind).fast_kernel
+    if kind is None or x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64):
         return None
     lstm = isinstance(cell, LSTMCell)
     if cell.weight_h.bias is not None:
         return None
-    if kind is NormKind.layer:
+    if kind == "layer":
         norms = (cell.norm_h, cell.norm_c, cell.norm_x) if lstm else (cell.norm_h_rz, cell.norm_h_n)
         if lstm and (cell.bias is None or cell.weight_x.bias is not None):
             return None
@@ -711,7 +711,7 @@ class FastRecurrentLayer(nn.Module):
         cell = self.cell
         B = x.shape[1]
         Wh = cell.weight_h.weight
-        if cell.norm_kind is NormKind.batch:
+        if normalizer(cell.norm_kind).fast_kernel == "batch":
             if B < 2 and cell.weight_h.training:  # BatchNorm's own error for a batch of one
                 apply_norm(cell.norm_h if isinstance(cell, LSTMCell) else cell.norm_h_n, x.new_zeros(1, B, cell.hidden_size))
             if isinstance(cell, LSTMCell):
@@ -746,7 +746,7 @@ class FastRecurrentLayer(nn.Module):
     def _project_lstm(self, x: Tensor) -> Tensor:
         """cell.project_input(x); for LN the gate bias b is folded into LN's own bias (one pass less)."""
         cell = self.cell
-        if cell.norm_kind is not NormKind.layer:
+        if normalizer(cell.norm_kind).fast_kernel != "layer":
             a = _normalize_steps(cell.norm_x, cell.weight_x(x))
             return a + cell.bias if cell.bias is not None else a
         ln = cell.norm_x
@@ -774,7 +774,7 @@ def make_fast_layer(cell: nn.Module) -> Optional[nn.Module]:
     """A fast drop-in for `RecurrentLayer(cell)` sharing `cell`'s parameters, or None if unsupported."""
     if not isinstance(cell, (LSTMCell, GRUCell)):
         return None
-    if getattr(cell, "norm_kind", None) not in (NormKind.layer, NormKind.batch):
+    if normalizer(cell.norm_kind).fast_kernel is None:  # only the kinds its kernels compute exactly
         return None
     if hasattr(cell.weight_h, "parametrizations"):
         return None

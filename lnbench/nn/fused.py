@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, _VF, nn
 from torch.nn import functional as F
 
-from lnbench.nn.norm import NormKind
+from lnbench.nn.norm import normalizer
 from lnbench.nn.rnn import GRUCell, LSTMCell, State
 
 # Which cells take the C recurrence on CPU instead of torch's kernel, measured with `lnbench bench`
@@ -195,6 +195,7 @@ class FusedTorchLayer(nn.Module):
 
 def fused_torch_layer(cell: nn.Module) -> nn.Module | None:
     """torch's fused kernel over `cell`'s weights, or None where the cell has activation normalizers."""
-    if getattr(cell, "norm_kind", None) not in (NormKind.none, NormKind.weight):
+    kind = getattr(cell, "norm_kind", None)
+    if kind is None or normalizer(kind).activations:
         return None
     return FusedTorchLayer(cell)

@@ -1,45 +1,39 @@
 """The normalizers compared by lnbench, one small module each, and the one factory that picks them.
 
 Every normalizer here acts on summed inputs `a` of shape (..., B, H): the last dim holds the H hidden
-units, the one before it the batch. Layer and RMS norm are torch's own modules; batch norm is written
-here because torch's BatchNorm1d offers neither the paper's unbiased-variance option for small batches
+units, the one before it the batch. What each kind implies (its module, bias rules, statistics) is one
+`Normalizer` object registered in lnbench.options; the factories below ask it. Layer and RMS norm are
+torch's own modules; batch norm is written here because torch's BatchNorm1d offers neither the paper's unbiased-variance option for small batches
 nor per-time-step statistics; weight norm is torch's own parametrization of a Linear's weight.
 """
 from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.parametrizations import weight_norm
 
 from lnbench.errors import ConfigError
-from lnbench.options import NormConfig, NormKind
-
+from lnbench.options import NormConfig, NormKind, Normalizer, normalizer, register  # noqa: F401 (re-exported)
 
 
 def as_norm_config(cfg: NormConfig | dict | None) -> NormConfig:
+    """A NormConfig whose kind is a registered normalizer (a built-in one as its NormKind member)."""
     if cfg is None:
         return NormConfig()
-    if isinstance(cfg, NormConfig):
-        return cfg
-    cfg = NormConfig(**dict(cfg))
-    cfg.kind = NormKind(cfg.kind)
+    if not isinstance(cfg, NormConfig):
+        cfg = NormConfig(**dict(cfg))
+    name = normalizer(cfg.kind).name  # KeyError naming the registered kinds
+    cfg.kind = NormKind(name) if name in NormKind._value2member_map_ else name
     return cfg
 
 
-def linear_has_bias(kind: NormKind) -> bool:
+def linear_has_bias(kind: NormKind | str) -> bool:
     """Whether the Linear before this normalizer keeps its own bias (a re-centering norm removes it)."""
-    return kind in (NormKind.none, NormKind.weight)
+    return normalizer(kind).linear_bias
 
 
 def make_linear(cfg: NormConfig, in_features: int, out_features: int) -> nn.Linear:
-    """A Linear whose summed inputs feed `cfg`'s normalizer; weight norm re-parametrizes the weight."""
-    linear = nn.Linear(in_features, out_features, bias=linear_has_bias(cfg.kind))
-    if cfg.kind is NormKind.weight:
-        # Salimans & Kingma sample v from N(0, 0.05) before the (optional) data-dependent init.
-        if cfg.data_init:
-            nn.init.normal_(linear.weight, 0.0, 0.05)
-        linear = weight_norm(linear, name="weight", dim=0)
-    return linear
+    """A Linear whose summed inputs feed `cfg`'s normalizer (weight norm re-parametrizes its weight)."""
+    return normalizer(cfg.kind).linear(cfg, in_features, out_features)
 
 
 def make_norm(cfg: NormConfig, num_features: int, *, bias: bool = True, time_steps: int = 0) -> nn.Module:
@@ -48,28 +42,7 @@ def make_norm(cfg: NormConfig, num_features: int, *, bias: bool = True, time_ste
     bias: whether the normalizer carries its own additive bias (LN's b, BN's beta).
     time_steps: for BN in a recurrent layer, keep separate statistics for this many time steps.
     """
-    kind = cfg.kind
-    if kind in (NormKind.none, NormKind.weight):
-        return nn.Identity()
-    if kind is NormKind.layer:
-        ln = nn.LayerNorm(num_features, eps=cfg.eps, bias=bias)
-        nn.init.constant_(ln.weight, cfg.gain_init)
-        return ln
-    if kind is NormKind.rms:
-        rms = nn.RMSNorm(num_features, eps=cfg.eps)
-        nn.init.constant_(rms.weight, cfg.gain_init)
-        return rms
-    if kind is NormKind.batch:
-        return BatchNorm(
-            num_features,
-            gain_init=cfg.gain_init,
-            bias=bias,
-            eps=cfg.eps,
-            momentum=cfg.momentum,
-            unbiased=cfg.unbiased_var,
-            time_steps=time_steps,
-        )
-    raise ConfigError(f"norm.kind={kind!r} is not allowed: it must be one of {[k.value for k in NormKind]}.")
+    return normalizer(cfg.kind).module(cfg, num_features, bias=bias, time_steps=time_steps)
 
 
 class BatchNorm(nn.Module):

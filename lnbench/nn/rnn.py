@@ -12,6 +12,8 @@ Where each bias lives (the paper's parameters, no more):
 - batch norm (Cooijmans et al.): BN_t(W_h h; gamma_h) + BN_t(W_x x; gamma_x) + b, gains only on those
   two, gain and bias on the cell state's BN_t; the GRU gets a gate bias and a candidate bias in place
   of the LN biases it would otherwise lack. RMS norm has no bias either and is treated the same way.
+These rules follow from the normalizer's traits (linear_bias, norm_bias; lnbench.options.Normalizer),
+never from its name, so a new kind gets the layout its traits imply.
 """
 from __future__ import annotations
 
@@ -20,16 +22,13 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from lnbench.nn.norm import NormConfig, NormKind, apply_norm, make_linear, make_norm
+from lnbench.nn.norm import NormConfig, make_linear, make_norm, normalizer
 
 State = tuple[Tensor, ...]
 
 
-def _gate_bias(cfg: NormConfig, size: int) -> Optional[nn.Parameter]:
-    """The extra additive bias a normalized cell needs where its normalizers carry none."""
-    if cfg.kind in (NormKind.none, NormKind.weight):
-        return None
-    return nn.Parameter(torch.zeros(size))
+def _bias(needed: bool, size: int) -> Optional[nn.Parameter]:
+    return nn.Parameter(torch.zeros(size)) if needed else None
 
 
 class LSTMCell(nn.Module):
@@ -45,18 +44,19 @@ class LSTMCell(nn.Module):
     def __init__(self, input_size: int, hidden_size: int, norm: NormConfig, time_steps: int = 0):
         super().__init__()
         self.input_size, self.hidden_size, self.norm_kind = input_size, hidden_size, norm.kind
+        self.nz = nz = normalizer(norm.kind)
         four = 4 * hidden_size
-        in_bias = norm.kind is NormKind.layer  # BN_t and RMS on W x / W h carry gains only
+        in_bias = nz.norm_bias  # LN's b on W x / W h; BN_t and RMS carry gains only
         self.weight_x = make_linear(norm, input_size, four)
         self.weight_h = make_linear(norm, hidden_size, four)
         self.norm_x = make_norm(norm, four, bias=in_bias, time_steps=time_steps)
         self.norm_h = make_norm(norm, four, bias=in_bias, time_steps=time_steps)
         self.norm_c = make_norm(norm, hidden_size, bias=True, time_steps=time_steps)
-        self.bias = _gate_bias(norm, four)
+        self.bias = _bias(nz.cell_gate_bias, four)
 
     def project_input(self, x: Tensor) -> Tensor:
         """Normalized W_x x_t (+ the gate bias) for every step at once: (T, B, F) -> (T, B, 4H)."""
-        a = apply_norm(self.norm_x, self.weight_x(x))
+        a = self.nz.apply(self.norm_x, self.weight_x(x))
         return a + self.bias if self.bias is not None else a
 
     def initial_state(self, batch: int, like: Tensor) -> State:
@@ -65,10 +65,10 @@ class LSTMCell(nn.Module):
 
     def step(self, xp: Tensor, state: State, t: int) -> tuple[Tensor, State]:
         h, c = state
-        a = xp + apply_norm(self.norm_h, self.weight_h(h), t)
+        a = xp + self.nz.apply(self.norm_h, self.weight_h(h), t)
         i, f, g, o = a.chunk(4, dim=-1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-        h = torch.sigmoid(o) * torch.tanh(apply_norm(self.norm_c, c, t))
+        h = torch.sigmoid(o) * torch.tanh(self.nz.apply(self.norm_c, c, t))
         return h, (h, c)
 
 
@@ -87,8 +87,9 @@ class GRUCell(nn.Module):
     def __init__(self, input_size: int, hidden_size: int, norm: NormConfig, time_steps: int = 0):
         super().__init__()
         self.input_size, self.hidden_size, self.norm_kind = input_size, hidden_size, norm.kind
+        self.nz = nz = normalizer(norm.kind)
         H = hidden_size
-        in_bias = norm.kind is NormKind.layer  # BN_t and RMS on the projections carry gains only
+        in_bias = nz.norm_bias  # LN's b on the projections; BN_t and RMS carry gains only
         # One matmul each for [W_x; W] x and [W_h; U] h; the normalizers act on the slices.
         self.weight_x = make_linear(norm, input_size, 3 * H)
         self.weight_h = make_linear(norm, H, 3 * H)
@@ -96,14 +97,13 @@ class GRUCell(nn.Module):
         self.norm_x_n = make_norm(norm, H, bias=in_bias, time_steps=time_steps)
         self.norm_h_rz = make_norm(norm, 2 * H, bias=in_bias, time_steps=time_steps)
         self.norm_h_n = make_norm(norm, H, bias=in_bias, time_steps=time_steps)
-        no_bias_norm = norm.kind in (NormKind.batch, NormKind.rms)
-        self.bias = nn.Parameter(torch.zeros(3 * H)) if no_bias_norm else None
+        self.bias = _bias(nz.gru_extra_bias, 3 * H)
 
     def project_input(self, x: Tensor) -> Tensor:
         """[LN(W_x x); LN(W x)] for every step at once: (T, B, F) -> (T, B, 3H)."""
         H = self.hidden_size
         a = self.weight_x(x)
-        a = torch.cat([apply_norm(self.norm_x_rz, a[..., : 2 * H]), apply_norm(self.norm_x_n, a[..., 2 * H :])], -1)
+        a = torch.cat([self.nz.apply(self.norm_x_rz, a[..., : 2 * H]), self.nz.apply(self.norm_x_n, a[..., 2 * H :])], -1)
         return a + self.bias if self.bias is not None else a
 
     def initial_state(self, batch: int, like: Tensor) -> State:
@@ -113,9 +113,9 @@ class GRUCell(nn.Module):
         (h,) = state
         H = self.hidden_size
         a = self.weight_h(h)
-        rz = xp[..., : 2 * H] + apply_norm(self.norm_h_rz, a[..., : 2 * H], t)
+        rz = xp[..., : 2 * H] + self.nz.apply(self.norm_h_rz, a[..., : 2 * H], t)
         r, z = rz.chunk(2, dim=-1)
-        cand = torch.tanh(xp[..., 2 * H :] + torch.sigmoid(r) * apply_norm(self.norm_h_n, a[..., 2 * H :], t))
+        cand = torch.tanh(xp[..., 2 * H :] + torch.sigmoid(r) * self.nz.apply(self.norm_h_n, a[..., 2 * H :], t))
         z = torch.sigmoid(z)
         h = (1 - z) * h + z * cand
         return h, (h,)
