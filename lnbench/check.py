@@ -248,4 +248,5 @@ def main(argv: list[str] | None = None) -> int:
         md = write_page(outcomes, args, time.time() - t0)
     print("\n" + md)
     print(f"{args.out / 'check.md'}\n{args.out / 'check.html'}")
-    return 0
+    # A preset that produced no verdict at all (its sweep could not run) is a failed check, not a quiet gap.
+    return 1 if any(not o.verdicts for o in outcomes) else 0

@@ -259,3 +259,14 @@ def test_check_page_lists_every_verdict_with_its_interval_and_a_link(tmp_path):
     assert "| inconclusive (the interval includes 0) |" in md and "no verdict: the sweep left no runs" in md
     assert "1 held, 1 inconclusive" in md and "load 1.0→2.0" in md
     assert "<a href='pmnist/report/report.html'>report</a>" in (tmp_path / "check.html").read_text()
+
+
+def test_check_fails_when_a_preset_gives_no_verdict(tmp_path, monkeypatch):
+    from lnbench import check
+
+    def no_runs(args, preset):
+        return check.Outcome(preset, tmp_path / preset, 1.0, (0.0, 0.0), 1, [], "the sweep left no runs")
+
+    monkeypatch.setattr(check, "run_preset", no_runs)
+    assert check.main(["pmnist", "--out", str(tmp_path)]) == 1
+    assert "no verdict: the sweep left no runs" in (tmp_path / "check.md").read_text()
