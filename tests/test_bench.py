@@ -1,3 +1,4 @@
+import pytest
 """`lnbench bench` runs end to end on tiny shapes and writes the JSON rows and columns it promises.
 It is not a benchmark: no timing is asserted."""
 from __future__ import annotations
@@ -73,6 +74,7 @@ def test_contention_rows_time_the_step_next_to_a_busy_process_they_start_and_sto
     assert all(p.poll() is not None for p in busy_loops)  # every one stopped
 
 
+@pytest.mark.slow  # runs an 8-job sweep whose jobs fail one by one (~10 s)
 def test_sweep_row_is_skipped_with_a_message_when_the_sweep_cannot_run(tmp_path, monkeypatch):
     monkeypatch.setenv("LNBENCH_DATA_DIR", str(tmp_path / "no-mnist-here"))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(sys.path))
