@@ -1,4 +1,3 @@
-import pytest
 """`lnbench bench` runs end to end on tiny shapes and writes the JSON rows and columns it promises.
 It is not a benchmark: no timing is asserted."""
 from __future__ import annotations
@@ -7,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+
+import pytest
 
 from lnbench import bench
 
