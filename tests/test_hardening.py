@@ -226,11 +226,14 @@ def test_ctrl_c_on_a_sweep_exits_130_with_the_command_to_resume(launcher, tmp_pa
         return any(line.endswith("}") and json.loads(line).get("split") == "train"
                    for j in d.glob("*/metrics.jsonl") for line in j.read_text().splitlines())
 
-    while not training():
-        assert time.time() < deadline and p.poll() is None, p.communicate()
-        time.sleep(0.5)
-    os.killpg(p.pid, signal.SIGINT)
-    out, err = p.communicate(timeout=300)
+    try:
+        while not training():
+            assert time.time() < deadline and p.poll() is None, p.communicate()
+            time.sleep(0.5)
+        os.killpg(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=300)
+    finally:  # a failed or timed-out test must not leave its long sweep running (submitit jobs have their own sessions)
+        kill_processes_naming(str(d))
     assert p.returncode == 130, err
     assert "Traceback" not in err + out
     (line,) = [ln for ln in err.splitlines() if ln.startswith("lnbench: ")]
@@ -238,6 +241,16 @@ def test_ctrl_c_on_a_sweep_exits_130_with_the_command_to_resume(launcher, tmp_pa
     assert f"hydra.sweep.dir={d}`" in line and "lnbench train -m seed=0,1,2" in line
     interrupted = [j for j, s in statuses(d).items() if s == "interrupted"]
     assert interrupted and all((d / j / "checkpoint.pt").exists() for j in interrupted)
+
+
+def kill_processes_naming(text: str) -> None:
+    """SIGKILL every process whose command line contains `text` (here: a test's own sweep directory)."""
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if text in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                os.kill(int(proc.name), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
 
 
 # ---- weight norm's data-dependent init on every path --------------------------------------------
