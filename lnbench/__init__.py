@@ -1,4 +1,8 @@
 """lnbench: the Layer Normalization paper's claims, tested with Hydra-composed PyTorch runs."""
+from pathlib import Path
+
+# The Hydra config groups (conf/ beside the package): the one place every module finds them.
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
 def __getattr__(name: str):

@@ -24,10 +24,10 @@ from typing import Any
 
 import yaml
 
+from lnbench import CONF_DIR
 from lnbench import claims as claimlib
 from lnbench.atomic import write_bytes
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 # The order of a full check: the cheap synthetic presets first, so a first verdict comes early.
 ORDER = ("ln_gain_init", "longer_test_seqs", "seq_len_sweep", "batch_size_sweep", "pmnist", "fig6_mnist", "shakespeare_bpc")
 SCALED = ("steps", "eval_every", "log_every")

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
+
+import lnbench
 
 USAGE = """usage: lnbench <command> [args]
 
@@ -15,7 +16,7 @@ commands:
   --version           lnbench's version
 """
 
-CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+CONF_DIR = str(lnbench.CONF_DIR)  # Hydra takes config_path as a string
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,7 @@ from typing import Any, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
+from lnbench import CONF_DIR
 from lnbench.errors import ConfigError
 from lnbench.options import NORMALIZERS, Impl, NormConfig, Placement, normalizer
 
@@ -222,7 +223,6 @@ SCHEMAS = {
 }
 
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
 def model_presets(*schemas: str, conf_dir: Path | str = CONF_DIR) -> list[str]:

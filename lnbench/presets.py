@@ -68,7 +68,7 @@ def render(presets: list[Preset], width: int | None = None) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from lnbench.cli import CONF_DIR
+    from lnbench import CONF_DIR
 
     if argv and argv[0] in ("-h", "--help"):
         print("usage: lnbench presets\n\n" + __doc__.split("\n\n")[0])
