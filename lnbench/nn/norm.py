@@ -26,11 +26,6 @@ def as_norm_config(cfg: NormConfig | dict | None) -> NormConfig:
     return cfg
 
 
-def linear_has_bias(kind: NormKind | str) -> bool:
-    """Whether the Linear before this normalizer keeps its own bias (a re-centering norm removes it)."""
-    return normalizer(kind).linear_bias
-
-
 def make_linear(cfg: NormConfig, in_features: int, out_features: int) -> nn.Linear:
     """A Linear whose summed inputs feed `cfg`'s normalizer (weight norm re-parametrizes its weight)."""
     return normalizer(cfg.kind).linear(cfg, in_features, out_features)
