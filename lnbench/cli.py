@@ -62,6 +62,7 @@ def train_app(args: list[str]) -> int:
 
     from lnbench.config import register_configs
     from lnbench.errors import Interrupted, UserError
+    from lnbench.renamed import rewrite_and_say
     from lnbench.job import SWEEP, full_error, preflight, resume_overrides, sweep_interrupted, sweep_was_interrupted, task, user_error
 
     register_configs()
@@ -69,7 +70,7 @@ def train_app(args: list[str]) -> int:
     # `lnbench train steps=5 -m seed=0,1`: argparse would take -m after an override for a stray argument.
     args = [a for a in args if a in ("-m", "--multirun")] + [a for a in args if a not in ("-m", "--multirun")]
     try:
-        args = resume_overrides(args)
+        args = rewrite_and_say(resume_overrides(args))  # a resumed run's saved overrides may use old keys too
         preflight(args, CONF_DIR)
     except UserError as e:
         if full_error():
