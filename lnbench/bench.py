@@ -81,10 +81,9 @@ def runner_overhead_rows(reps: int, steps: int, device: torch.device, log) -> li
 
     from hydra import compose, initialize_config_dir
 
-    from lnbench import tasks
     from lnbench.config import CONF_DIR, register_configs
     from lnbench.errors import UserError
-    from lnbench.train import build_model, build_optimizer, seed_everything, train
+    from lnbench.train import seed_everything, setup_model, setup_optimizer, train, train_step
 
     register_configs()
     rows = []
@@ -102,17 +101,12 @@ def runner_overhead_rows(reps: int, steps: int, device: torch.device, log) -> li
 
         def bare() -> float:
             seed_everything(cfg.seed)
-            model = build_model(cfg, dataset.spec).to(device)
-            optimizer, scheduler = build_optimizer(cfg.optim, model, device, steps)
+            model = setup_model(cfg.model, dataset.spec, device)
+            optimizer, scheduler = setup_optimizer(cfg.optim, cfg.schedule, model, device)
             _sync(device)
             t0 = time.perf_counter()
             for step in range(steps):
-                x, y = dataset.train_batch(step)
-                loss, _, _ = tasks.loss_and_metrics(dataset.spec, model(x.to(device)), y.to(device))
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                scheduler.step()
+                train_step(model, optimizer, scheduler, dataset.spec, dataset.train_batch(step), device, None)
             _sync(device)
             return (time.perf_counter() - t0) / steps * 1e3
 

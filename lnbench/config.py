@@ -25,12 +25,6 @@ class CellKind(str, Enum):
     gru = "gru"
 
 
-class Schedule(str, Enum):
-    constant = "constant"
-    cosine = "cosine"
-    linear = "linear"  # linear decay to zero over the run
-
-
 class WandbMode(str, Enum):
     online = "online"
     offline = "offline"
@@ -143,10 +137,6 @@ class OptimBase:
     _target_: str = MISSING
     lr: float = 1e-3
     weight_decay: float = 0.0
-    # Not optimizer arguments: how the train loop schedules and clips (popped before instantiation).
-    schedule: Schedule = Schedule.constant
-    warmup_steps: int = 0
-    clip_grad_norm: Optional[float] = None
 
 
 @dataclass
@@ -173,6 +163,20 @@ class RMSpropConfig(OptimBase):
     momentum: float = 0.0
 
 
+# ---- learning-rate schedule --------------------------------------------------------------------
+@dataclass
+class ScheduleConfig:
+    """`main`: a torch scheduler as a `_partial_` component (conf/schedule/), built on the optimizer after
+    `warmup_steps` of linear warmup from lr/warmup_steps to lr."""
+    warmup_steps: int = 0
+    main: Any = MISSING
+
+
+def steps_after_warmup(steps: int, warmup_steps: int) -> int:
+    """The main schedule's length (`T_max`, `total_iters`): at least 1, so a warmup as long as the run is valid."""
+    return max(int(steps) - int(warmup_steps), 1)
+
+
 # ---- logger and run ---------------------------------------------------------------------------
 @dataclass
 class LoggerConfig:
@@ -192,6 +196,7 @@ class TrainConfig:
     model: Any = MISSING
     dataset: Any = MISSING
     optim: Any = MISSING
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda | cuda:N
@@ -199,6 +204,7 @@ class TrainConfig:
     steps: int = 1000
     eval_every: int = 250
     log_every: int = 10
+    clip_grad_norm: Optional[float] = None  # the gradients' global norm is clipped to this; null: no clipping
     checkpoint_every: int = 250  # also at step 0, at the end and on SIGTERM/SIGINT (lnbench.checkpoint)
     resume: Optional[str] = None  # a run directory to continue (with its own config) instead of a new run
     progress: Optional[bool] = None  # null: a rich progress bar on a TTY, log lines otherwise
@@ -219,6 +225,7 @@ SCHEMAS = {
         "base_shakespeare": ShakespeareConfig,
     },
     "optim": {"base_adam": AdamConfig, "base_sgd": SGDConfig, "base_rmsprop": RMSpropConfig},
+    "schedule": {"base_schedule": ScheduleConfig},
     "logger": {"base_wandb": LoggerConfig},
 }
 
@@ -247,6 +254,7 @@ def steps_for_epochs(epochs: float, batch_size: int, train_size: int) -> int:
 
 # At import, so that every process that builds a model (joblib/submitit workers too) can resolve it.
 OmegaConf.register_new_resolver("lnbench.epochs", steps_for_epochs, replace=True)
+OmegaConf.register_new_resolver("lnbench.after_warmup", steps_after_warmup, replace=True)
 
 
 def register_configs() -> None:
@@ -322,6 +330,9 @@ def validate(cfg: Any) -> None:
         _at_least(cfg, key, 1)
     for key in ("dataset.seq_len", "dataset.eval_seq_len", "model.hidden_size", "model.num_layers", "threads"):
         _at_least(cfg, key, 1, optional=True)
+    _at_least(cfg, "schedule.warmup_steps", 0)
+    if cfg.clip_grad_norm is not None and cfg.clip_grad_norm <= 0:
+        raise ConfigError(f"clip_grad_norm={cfg.clip_grad_norm} is not allowed: it must be > 0, or null for no clipping.")
     if cfg.optim.lr <= 0:
         raise ConfigError(f"optim.lr={cfg.optim.lr} is not allowed: the learning rate must be > 0.")
     norm = cfg.model.get("norm")

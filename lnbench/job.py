@@ -97,7 +97,9 @@ def task(cfg) -> dict:
             with crash_log(run_dir):
                 if multirun and not launcher_isolates_jobs(hc):
                     return in_child_process(run_dir, train, cfg, run_dir, name=job_name(hc), group=group, tags=tags)
-                return train(cfg, run_dir, name=job_name(hc), group=group, tags=tags)
+                # RunChecks has read a single run's checkpoint already (before Hydra wrote there): not twice
+                ckpt = EARLY_CHECKPOINTS.pop(str(run_dir.resolve()), "unread")
+                return train(cfg, run_dir, name=job_name(hc), group=group, tags=tags, ckpt=ckpt)
     except Diverged as e:  # summary.json already says diverged
         if full_error():
             raise
@@ -296,7 +298,7 @@ def _hydra_classes() -> dict[str, type]:
 
                 lock = checkpoint.RunLock(run_dir)
                 try:
-                    check_resume(config)
+                    EARLY_CHECKPOINTS[str(run_dir.resolve())] = check_resume(config)
                 except BaseException:  # refused, or nothing to do: no lock file left behind
                     lock.release()
                     raise
@@ -351,6 +353,7 @@ def user_errors_exit():
 # is about to create, locks taken before Hydra wrote into an existing run directory, the sweep directory.
 NEW_RUN_DIRS: set[str] = set()
 EARLY_LOCKS: dict[str, object] = {}
+EARLY_CHECKPOINTS: dict[str, object] = {}  # run dir -> its checkpoint (None: it has none), read and checked
 SWEEP: dict[str, str] = {}
 
 
@@ -376,14 +379,15 @@ def check_output_dir(folder: str, key: str) -> None:
             ) from None
 
 
-def check_resume(config) -> None:
+def check_resume(config):
     """A run directory with a checkpoint continues that run: the composed config must match its config.
-    A run that already completed is reported and left untouched (exit 0, before Hydra writes there)."""
+    A run that already completed is reported and left untouched (exit 0, before Hydra writes there).
+    Returns the checkpoint (None where there is none), so that the run does not read it again."""
     from omegaconf import OmegaConf
 
     run_dir = Path(config.hydra.run.dir)
     if not (run_dir / "checkpoint.pt").exists():
-        return
+        return None
     from lnbench import checkpoint
 
     task_cfg = without_hydra(config)
@@ -391,6 +395,7 @@ def check_resume(config) -> None:
     if checkpoint.completed_summary(run_dir, ckpt, task_cfg.steps):
         print(f"lnbench: {run_dir} already completed its {task_cfg.steps} steps: nothing to do.", file=sys.stderr)
         sys.exit(0)
+    return ckpt
 
 
 def record_failure(run_dir: Path, error: BaseException, started: float = 0.0) -> None:
@@ -496,19 +501,15 @@ def build_check(cfg) -> None:
     """Builds the dataset, model and optimizer of a run as training would, on the CPU, and drops them."""
     import torch
 
-    from lnbench.nn.norm import NormKind, weight_norm_data_init
-    from lnbench.train import build_dataset, build_model, build_optimizer, resolve_device
+    from lnbench.train import resolve_device, setup_data, setup_model, setup_optimizer
 
     resolve_device(str(cfg.device))
     state = torch.random.get_rng_state()
     try:
         torch.manual_seed(cfg.seed)
-        dataset = build_dataset(cfg)
-        model = build_model(cfg, dataset.spec)
-        norm = getattr(model, "norm", None)
-        if norm is not None and norm.kind is NormKind.weight and norm.data_init:
-            weight_norm_data_init(model, dataset.train_batch(0)[0][:2])
-        build_optimizer(cfg.optim, model, torch.device("cpu"), cfg.steps)
+        dataset = setup_data(cfg.dataset)
+        model = setup_model(cfg.model, dataset.spec, first_batch=dataset.train_batch(0)[0][:2])
+        setup_optimizer(cfg.optim, cfg.schedule, model, torch.device("cpu"))
     finally:
         torch.random.set_rng_state(state)
 

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import sys
 
-RENAMED: dict[str, str] = {}
+RENAMED: dict[str, str] = {
+    # The optimizer group holds the optimizer's own arguments only; how the loop schedules and clips moved out.
+    "optim.schedule": "schedule",  # a group of torch schedulers now: constant, cosine, linear
+    "optim.warmup_steps": "schedule.warmup_steps",
+    "optim.clip_grad_norm": "clip_grad_norm",
+}
 
 
 def rewrite(overrides: list[str], renamed: dict[str, str] | None = None) -> tuple[list[str], list[str]]:

@@ -1,4 +1,6 @@
-"""One training run, top to bottom: config -> dataset, model, optimizer -> steps -> metrics -> summary.
+"""One training run as a recipe of named steps, as in torchtune's recipes: `setup_data`, `setup_model`,
+`setup_optimizer` (each from its own config subtree), `train_step`, `evaluate` and `Recipe.save_checkpoint`;
+`Recipe.loop` calls them and decides when to log, evaluate and checkpoint.
 
 The loop knows neither the model nor the dataset: it asks the dataset for the batch of each step and
 the task (lnbench.tasks) for the loss and metrics, and hands every logged value to the Tracker.
@@ -18,7 +20,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from lnbench import checkpoint, provenance, tasks
-from lnbench.config import Schedule, validate
+from lnbench.config import validate
 from lnbench.errors import ConfigError, Diverged, Interrupted, refused_while_building
 from lnbench.nn.norm import normalizer
 from lnbench.track import Tracker, end_of_run_block
@@ -43,37 +45,54 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def build_dataset(cfg: DictConfig, **kw):
-    with refused_while_building("dataset", cfg.dataset):
-        return instantiate(cfg.dataset, _convert_="all", **kw)
+# ---- the recipe's steps: each takes only its own config subtree ---------------------------------
+def setup_data(dataset_cfg: DictConfig, **kw):
+    """The dataset (`kw`: e.g. eval_seq_len=N for a test at another length)."""
+    with refused_while_building("dataset", dataset_cfg):
+        return instantiate(dataset_cfg, _convert_="all", **kw)
 
 
-def build_model(cfg: DictConfig, spec) -> torch.nn.Module:
-    with refused_while_building("model", cfg.model):
-        return instantiate(cfg.model, _partial_=True, _convert_="object")(spec=spec)
+def setup_model(model_cfg: DictConfig, spec, device: torch.device = torch.device("cpu"), first_batch=None) -> torch.nn.Module:
+    """The model on `device`; with `first_batch` (a new run), its normalizer's data-dependent init too."""
+    with refused_while_building("model", model_cfg):
+        model = instantiate(model_cfg, _partial_=True, _convert_="object")(spec=spec).to(device)
+    norm = getattr(model, "norm", None)
+    if first_batch is not None and norm is not None:
+        normalizer(norm.kind).init_from_data(model, first_batch.to(device), norm)
+    return model
 
 
-def build_optimizer(cfg: DictConfig, model: torch.nn.Module, device: torch.device, steps: int):
-    kw = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    schedule, warmup = Schedule(kw.pop("schedule")), kw.pop("warmup_steps")
-    kw.pop("clip_grad_norm")
+def setup_optimizer(optim_cfg: DictConfig, schedule_cfg: DictConfig, model: torch.nn.Module, device: torch.device):
+    """(optimizer, lr scheduler). The scheduler is torch's own: `schedule.main` (a `_partial_` component
+    from conf/schedule/), after `schedule.warmup_steps` of LinearLR warmup from lr/warmup to lr, joined
+    by SequentialLR. The warmup is built here rather than in YAML: its factors follow from one number."""
+    kw = OmegaConf.to_container(optim_cfg, resolve=True, enum_to_str=True)
     if "fused" in kw and kw["fused"] is None:
         # Fused Adam runs the whole update as one kernel; torch has it for CUDA and CPU floats.
         kw["fused"] = device.type in ("cuda", "cpu")
-    with refused_while_building("optim", cfg):
+    with refused_while_building("optim", optim_cfg):
         optimizer = instantiate(kw, _partial_=True)(model.parameters())
+    with refused_while_building("schedule", schedule_cfg):
+        main = instantiate(schedule_cfg.main)(optimizer)
+    warmup = int(schedule_cfg.warmup_steps)
+    if warmup == 0:
+        return optimizer, main
+    sched = torch.optim.lr_scheduler
+    ramp = sched.LinearLR(optimizer, start_factor=1 / warmup, end_factor=1.0, total_iters=warmup - 1)  # (s+1)/warmup at step s
+    return optimizer, sched.SequentialLR(optimizer, [ramp, main], milestones=[warmup])
 
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        progress = (step - warmup) / max(steps - warmup, 1)
-        if schedule is Schedule.cosine:
-            return 0.5 * (1 + math.cos(math.pi * progress))
-        if schedule is Schedule.linear:
-            return max(1.0 - progress, 0.0)
-        return 1.0
 
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+def train_step(model, optimizer, scheduler, spec, batch, device: torch.device, clip: float | None):
+    """One optimizer step on `batch`: (the metrics as a tensor on the device, the gradient norm before
+    clipping or None when not clipping, which would cost a pass over the gradients at every step)."""
+    x, y = (t.to(device, non_blocking=True) for t in batch)
+    loss, values, _ = tasks.loss_and_metrics(spec, model(x), y)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip) if clip else None
+    optimizer.step()
+    scheduler.step()
+    return values, grad_norm
 
 
 @torch.no_grad()
@@ -91,151 +110,176 @@ def evaluate(model, dataset, split: str, device: torch.device) -> dict[str, floa
     return dict(zip(tasks.metric_names(dataset.spec), means))
 
 
+def gradient_norm(model) -> torch.Tensor:
+    return torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters() if p.grad is not None]))
+
+
 def fmt(values: dict[str, float]) -> str:
     return "  ".join(f"{k} {v:.4g}" for k, v in values.items())
 
 
-def train(cfg: DictConfig, run_dir: Path, name: str = "default", group: str | None = None, tags: list[str] = ()) -> dict[str, Any]:
+def train(cfg: DictConfig, run_dir: Path, name: str = "default", group: str | None = None, tags: list[str] = (),
+          ckpt: dict[str, Any] | None | str = "unread") -> dict[str, Any]:
     """Trains in `run_dir`, continuing from its checkpoint if it has one. Returns the summary; raises
-    Diverged (after writing the summary) if the loss became NaN or Inf, Interrupted on SIGTERM/SIGINT."""
+    Diverged (after writing the summary) if the loss became NaN or Inf, Interrupted on SIGTERM/SIGINT.
+
+    `ckpt`: the run directory's checkpoint when the caller has already read it and checked it against
+    this config (lnbench.job's RunChecks does, before Hydra writes into the directory), None when it has
+    none; by default it is read here."""
     validate(cfg)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     with checkpoint.RunLock(run_dir):  # one process per run directory
-        return train_in(cfg, run_dir, name, group, list(tags))
+        device = resolve_device(str(cfg.device))
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+        if isinstance(ckpt, str):
+            ckpt = checkpoint.load(run_dir, config)  # None for a new run; a resume may not change the config
+        if ckpt is not None and (done := checkpoint.completed_summary(run_dir, ckpt, cfg.steps)):
+            log.info("%s already completed its %d steps: nothing to do.", run_dir, cfg.steps)
+            return done
+        seed_everything(cfg.seed)
+        return Recipe(cfg, run_dir, device, config, ckpt).run(name, group, list(tags))
 
 
-def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags: list[str]) -> dict[str, Any]:
-    device = resolve_device(str(cfg.device))
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    ckpt = checkpoint.load(run_dir, config)  # None for a new run; a resume may not change the config
-    if ckpt is not None and (done := checkpoint.completed_summary(run_dir, ckpt, cfg.steps)):
-        log.info("%s already completed its %d steps: nothing to do.", run_dir, cfg.steps)
-        return done
-    seed_everything(cfg.seed)
+class Recipe:
+    """A run's parts (dataset, model, optimizer, scheduler, tracker) and the loop's state besides the
+    model, which is what a checkpoint holds: the data order follows from the step (lnbench.data.base)."""
 
-    dataset = build_dataset(cfg)
-    spec = dataset.spec
-    log.info("data: %s", dataset.describe())
-    model = build_model(cfg, spec).to(device)
-    norm = getattr(model, "norm", None)
-    if ckpt is None and norm is not None:
-        normalizer(norm.kind).init_from_data(model, dataset.train_batch(0)[0].to(device), norm)
-    optimizer, scheduler = build_optimizer(cfg.optim, model, device, cfg.steps)
-    clip = cfg.optim.clip_grad_norm  # None: no clipping
-    params = [p for p in model.parameters() if p.requires_grad]
-    n_params = sum(p.numel() for p in model.parameters())
-    log.info("model: %s, %d parameters, device %s", type(model).__name__, n_params, device)
+    def __init__(self, cfg: DictConfig, run_dir: Path, device: torch.device, config: dict[str, Any], ckpt: dict[str, Any] | None):
+        self.cfg, self.run_dir, self.device, self.config = cfg, run_dir, device, config
+        self.dataset = setup_data(cfg.dataset)
+        self.spec = self.dataset.spec
+        log.info("data: %s", self.dataset.describe())
+        self.model = setup_model(cfg.model, self.spec, device, first_batch=None if ckpt else self.dataset.train_batch(0)[0])
+        self.optimizer, self.scheduler = setup_optimizer(cfg.optim, cfg.schedule, self.model, device)
+        self.n_params = sum(p.numel() for p in self.model.parameters())
+        log.info("model: %s, %d parameters, device %s", type(self.model).__name__, self.n_params, device)
+        self.step, self.best, self.val, self.window, self.resumed_at = 0, {}, None, [], []
+        if ckpt is not None:
+            self.load_checkpoint(ckpt)
+        self.resume = ckpt or {}  # the metrics file is cut to the checkpoint's lines; W&B appends to the same run
+        self.eval_time = self.checkpoint_time = 0.0
 
-    # The loop's state besides the model: where a checkpoint resumes it (data order follows from the step).
-    step, best, val, window, resumed_at = 0, {}, None, [], []
-    if ckpt is not None:
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        scheduler.load_state_dict(ckpt["scheduler"])
+    # ---- checkpoints ----
+    def load_checkpoint(self, ckpt: dict[str, Any]) -> None:
+        self.model.load_state_dict(ckpt["model"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.scheduler.load_state_dict(ckpt["scheduler"])
         checkpoint.restore_rng(ckpt["rng"])
-        step, best, val, window = ckpt["step"], ckpt["best"], ckpt["val"], [w.to(device) for w in ckpt["window"]]
-        resumed_at = ckpt["resumed_at"] + [step]
-        log.info("resuming %s from its checkpoint at step %d", run_dir, step)
-    resume = ckpt or {}  # the metrics file is cut to the checkpoint's lines; W&B appends to the same run
-    tracker = Tracker(cfg, run_dir, name, group, tags, keep_bytes=resume.get("metrics_bytes"),
-                      run_id=resume.get("wandb_id"), elapsed=resume.get("elapsed", 0.0), step=step)
+        self.step, self.best, self.val = ckpt["step"], ckpt["best"], ckpt["val"]
+        self.window = [w.to(self.device) for w in ckpt["window"]]
+        self.resumed_at = ckpt["resumed_at"] + [self.step]
+        log.info("resuming %s from its checkpoint at step %d", self.run_dir, self.step)
 
-    def save_checkpoint() -> None:
-        nonlocal checkpoint_time
+    def save_checkpoint(self) -> None:
         t0 = time.perf_counter()
-        checkpoint.save(run_dir, {
-            "step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(), "best": best, "val": val, "window": window,
-            "metrics_bytes": tracker.metrics.size(), "wandb_id": tracker.wandb.id,
-            "elapsed": tracker.elapsed(), "resumed_at": resumed_at, "config": config,
+        checkpoint.save(self.run_dir, {
+            "step": self.step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(), "best": self.best, "val": self.val, "window": self.window,
+            "metrics_bytes": self.tracker.metrics.size(), "wandb_id": self.tracker.wandb.id,
+            "elapsed": self.tracker.elapsed(), "resumed_at": self.resumed_at, "config": self.config,
         })
-        checkpoint_time += time.perf_counter() - t0
+        self.checkpoint_time += time.perf_counter() - t0
 
-    names = tasks.metric_names(spec)
-    primary = tasks.primary_metric(spec)
-    summary: dict[str, Any] = {"status": "running", "params": n_params, "device": str(device), "primary_metric": primary, "baseline": spec.baseline,
-                               "provenance": provenance.collect(str(device))}
-    # time_per_step counts training steps with their logging; evaluations and checkpoints are timed apart.
-    start_step, eval_time, checkpoint_time = step, 0.0, 0.0
-    # Plain ints: reading a DictConfig costs ~10 us, and the loop reads these every step.
-    steps, log_every, eval_every, checkpoint_every = cfg.steps, cfg.log_every, cfg.eval_every, cfg.checkpoint_every
+    # ---- what the loop logs ----
+    def seen(self) -> dict[str, float]:
+        return {"epoch": round(self.dataset.epoch(self.step), 4), "samples": self.step * self.dataset.batch_size}
 
-    def seen(step: int) -> dict[str, float]:
-        return {"epoch": round(dataset.epoch(step), 4), "samples": step * dataset.batch_size}
+    def log_train(self, grad_norm) -> int | None:
+        """Logs the mean of the steps since the last log; returns the first step whose loss was not finite."""
+        rows = torch.stack(self.window).cpu()  # the only host sync of the logging interval
+        self.window = []
+        bad = (~torch.isfinite(rows[:, 0])).nonzero()
+        if len(bad):
+            return self.step - len(rows) + int(bad[0, 0]) + 1
+        # The gradient norm of the logging step (before clipping).
+        grad_norm = gradient_norm(self.model) if grad_norm is None else grad_norm
+        means = {**dict(zip(tasks.metric_names(self.spec), rows.mean(0).tolist())), "grad_norm": float(grad_norm)}
+        self.tracker.log("train", self.step, means, **self.seen(), lr=self.scheduler.get_last_lr()[0])
+        shown = dict.fromkeys(["loss", tasks.primary_metric(self.spec)])
+        self.tracker.show(self.step, fmt({k: means[k] for k in shown}), line=False)
+        return None
 
-    model.train()
-    loop_start = time.perf_counter()
-    try:
-        with checkpoint.StopSignals(run_dir) as stop:  # SIGTERM/SIGINT: checkpoint at the end of the step, then stop
-            if ckpt is None:
-                save_checkpoint()  # step 0: from here on the run can always be resumed
-            while step < steps:
-                x, y = dataset.train_batch(step)
-                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-                loss, values, _ = tasks.loss_and_metrics(spec, model(x), y)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if clip:
-                    grad_norm = torch.nn.utils.clip_grad_norm_(params, clip)
-                optimizer.step()
-                scheduler.step()
-                window.append(values)
-                step += 1
-                last = step == steps
-                if step % log_every == 0 or last:
-                    rows = torch.stack(window).cpu()  # the only host sync of the logging interval
-                    window = []
-                    bad = (~torch.isfinite(rows[:, 0])).nonzero()
-                    if len(bad):
-                        summary.update(status="diverged", diverged_at_step=step - len(rows) + int(bad[0, 0]) + 1)
-                        log.error("loss is not finite at step %d: stopping (status diverged).", summary["diverged_at_step"])
-                        break
-                    # The gradient norm of the logging step (before clipping): computing it at every step
-                    # would cost a pass over all gradients per step.
-                    if not clip:
-                        grad_norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params if p.grad is not None]))
-                    means = {**dict(zip(names, rows.mean(0).tolist())), "grad_norm": float(grad_norm)}
-                    tracker.log("train", step, means, **seen(step), lr=scheduler.get_last_lr()[0])
-                    tracker.show(step, fmt({k: means[k] for k in dict.fromkeys(["loss", primary])}), line=False)
-                if step % eval_every == 0 or last:
-                    t0 = time.perf_counter()
-                    val = evaluate(model, dataset, "val", device)
-                    eval_time += time.perf_counter() - t0
-                    tracker.log("val", step, val, **seen(step))
-                    for k, v in val.items():
-                        best[k] = min(best.get(k, math.inf), v)
-                    tracker.show(step, "val " + fmt(val), line=True)
-                if step % checkpoint_every == 0 or last or stop.requested:
-                    save_checkpoint()
-                if stop.requested:
-                    summary.update(status="interrupted")
-                    raise Interrupted(stop.requested, step, run_dir)
-        if summary["status"] == "running":
-            test = evaluate(model, dataset, "test", device)
-            tracker.log("test", step, test)
-            summary.update(status="completed", test=test, final_val=val, best_val=best)
-            for n in cfg.test_seq_lens:  # BN's per-step statistics vs LN on sequences longer than trained on
-                at_len = evaluate(model, build_dataset(cfg, eval_seq_len=n), "test", device)
-                tracker.log("test", step, at_len, eval_seq_len=n)
-                summary.setdefault("test_at_len", {})[str(n)] = at_len
-            tracker.console.close()  # the log lines below go under the finished bar, not over it
-    except BaseException as e:
-        if summary["status"] == "running":
-            stopped = isinstance(e, (Interrupted, KeyboardInterrupt))
-            summary.update(status="interrupted" if stopped else "failed", error=f"{type(e).__name__}: {e}")
-        raise
-    finally:
-        train_time = time.perf_counter() - loop_start - eval_time - checkpoint_time
-        summary.update(steps=step, wall_time=round(tracker.elapsed(), 3), time_per_step=round(train_time / max(step - start_step, 1), 6),
-                       eval_time=round(eval_time, 3), checkpoint_time=round(checkpoint_time, 3))
-        if resumed_at:
-            summary["resumed_at"] = resumed_at
-        summary["wandb"] = tracker.wandb.where
-        tracker.finish(summary)
-        log.info(end_of_run_block(summary, run_dir, primary))
-    if summary["status"] == "diverged":
-        raise Diverged(summary["diverged_at_step"], run_dir)
-    return summary
+    def validate_now(self) -> None:
+        t0 = time.perf_counter()
+        self.val = evaluate(self.model, self.dataset, "val", self.device)
+        self.eval_time += time.perf_counter() - t0
+        self.tracker.log("val", self.step, self.val, **self.seen())
+        for k, v in self.val.items():
+            self.best[k] = min(self.best.get(k, math.inf), v)
+        self.tracker.show(self.step, "val " + fmt(self.val), line=True)
+
+    def test(self, summary: dict[str, Any]) -> None:
+        test = evaluate(self.model, self.dataset, "test", self.device)
+        self.tracker.log("test", self.step, test)
+        summary.update(status="completed", test=test, final_val=self.val, best_val=self.best)
+        for n in self.cfg.test_seq_lens:  # BN's per-step statistics vs LN on sequences longer than trained on
+            at_len = evaluate(self.model, setup_data(self.cfg.dataset, eval_seq_len=n), "test", self.device)
+            self.tracker.log("test", self.step, at_len, eval_seq_len=n)
+            summary.setdefault("test_at_len", {})[str(n)] = at_len
+
+    # ---- the loop ----
+    def loop(self, summary: dict[str, Any], stop) -> None:
+        # Plain values: reading a DictConfig costs ~10 us, and the loop reads these every step.
+        cfg = self.cfg
+        steps, log_every, eval_every, checkpoint_every, clip = cfg.steps, cfg.log_every, cfg.eval_every, cfg.checkpoint_every, cfg.clip_grad_norm
+        parts = (self.model, self.optimizer, self.scheduler, self.spec)
+        while self.step < steps:
+            values, grad_norm = train_step(*parts, self.dataset.train_batch(self.step), self.device, clip)
+            self.window.append(values)
+            self.step += 1
+            last = self.step == steps
+            if self.step % log_every == 0 or last:
+                if (bad_step := self.log_train(grad_norm)) is not None:
+                    summary.update(status="diverged", diverged_at_step=bad_step)
+                    log.error("loss is not finite at step %d: stopping (status diverged).", bad_step)
+                    return
+            if self.step % eval_every == 0 or last:
+                self.validate_now()
+            if self.step % checkpoint_every == 0 or last or stop.requested:
+                self.save_checkpoint()
+            if stop.requested:
+                summary.update(status="interrupted")
+                raise Interrupted(stop.requested, self.step, self.run_dir)
+
+    def start_tracker(self, name: str, group: str | None, tags: list[str]) -> Tracker:
+        r = self.resume
+        return Tracker(self.cfg, self.run_dir, name, group, tags, keep_bytes=r.get("metrics_bytes"),
+                       run_id=r.get("wandb_id"), elapsed=r.get("elapsed", 0.0), step=self.step)
+
+    def run(self, name: str, group: str | None, tags: list[str]) -> dict[str, Any]:
+        self.tracker = self.start_tracker(name, group, tags)
+        primary = tasks.primary_metric(self.spec)
+        summary: dict[str, Any] = {"status": "running", "params": self.n_params, "device": str(self.device), "primary_metric": primary,
+                                   "baseline": self.spec.baseline, "provenance": provenance.collect(str(self.device))}
+        start_step, loop_start = self.step, time.perf_counter()
+        self.model.train()
+        try:
+            with checkpoint.StopSignals(self.run_dir) as stop:  # SIGTERM/SIGINT: checkpoint at the end of the step, then stop
+                if not self.resumed_at:
+                    self.save_checkpoint()  # step 0: from here on the run can always be resumed
+                self.loop(summary, stop)
+            if summary["status"] == "running":
+                self.test(summary)
+                self.tracker.console.close()  # the log lines below go under the finished bar, not over it
+        except BaseException as e:
+            if summary["status"] == "running":
+                stopped = isinstance(e, (Interrupted, KeyboardInterrupt))
+                summary.update(status="interrupted" if stopped else "failed", error=f"{type(e).__name__}: {e}")
+            raise
+        finally:
+            # time_per_step counts training steps with their logging; evaluations and checkpoints are timed apart.
+            train_time = time.perf_counter() - loop_start - self.eval_time - self.checkpoint_time
+            summary.update(steps=self.step, wall_time=round(self.tracker.elapsed(), 3),
+                           time_per_step=round(train_time / max(self.step - start_step, 1), 6),
+                           eval_time=round(self.eval_time, 3), checkpoint_time=round(self.checkpoint_time, 3))
+            if self.resumed_at:
+                summary["resumed_at"] = self.resumed_at
+            summary["wandb"] = self.tracker.wandb.where
+            self.tracker.finish(summary)
+            log.info(end_of_run_block(summary, self.run_dir, primary))
+        if summary["status"] == "diverged":
+            raise Diverged(summary["diverged_at_step"], self.run_dir)
+        return summary

@@ -34,12 +34,13 @@ VALID = {
     "model.norm.gain_init": st.floats(0.1, 2.0), "model.norm.eps": st.floats(1e-8, 1e-2), "model.norm.momentum": st.floats(0.0, 1.0),
     "model.norm.data_init": st.booleans(), "model.norm.unbiased_var": st.booleans(),
     "model.impl": st.sampled_from(["auto", "fast", "reference"]), "model.cell": st.sampled_from(["lstm", "gru"]),
-    "optim.lr": st.floats(1e-4, 1e-2), "optim.weight_decay": st.floats(0.0, 0.1), "optim.warmup_steps": st.integers(0, 3),
-    "optim.schedule": st.sampled_from(["constant", "cosine", "linear"]), "optim.clip_grad_norm": st.sampled_from(["null", 0.5, 1.0]),
+    "optim.lr": st.floats(1e-4, 1e-2), "optim.weight_decay": st.floats(0.0, 0.1), "schedule.warmup_steps": st.integers(0, 3),
+    "clip_grad_norm": st.sampled_from(["null", 0.5, 1.0]),
     "test_seq_lens": st.sampled_from(["[]", "[4]", "[3,8]"]),
 }
 GROUPS = {"model": ["lstm", "ln_lstm", "gru", "wn_gru", "bn_lstm", "rms_gru", "mlp", "ln_lstmm"],
-          "optim": ["adam", "sgd", "rmsprop", "adamw"], "dataset": ["adding", "copy", "nope"]}
+          "optim": ["adam", "sgd", "rmsprop", "adamw"], "dataset": ["adding", "copy", "nope"],
+          "schedule": ["constant", "cosine", "linear", "step"]}
 UNKNOWN = ["foo", "model.foo", "optim.momentum", "optim.betaz", "dataset.carve", "stepz", "model.norm.bar", "logger.nope"]
 
 

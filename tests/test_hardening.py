@@ -259,7 +259,7 @@ def test_weight_norm_data_init_normalizes_every_layer_on_every_path(model, impl)
     from hydra.utils import instantiate
 
     from lnbench.nn.norm import weight_norm_data_init
-    from lnbench.train import build_model
+    from lnbench.train import setup_model
 
     dataset_name = "mnist" if model == "wn_mlp" else "adding"
     cfg = tiny(model, dataset_name, "model.norm.data_init=true", *([f"model.impl={impl}"] if impl else []))
@@ -272,7 +272,7 @@ def test_weight_norm_data_init_normalizes_every_layer_on_every_path(model, impl)
 
     def built(c):
         torch.manual_seed(0)
-        return build_model(c, ds.spec)
+        return setup_model(c.model, ds.spec)
 
     m = built(cfg)
     assert weight_norm_data_init(m, x) == 2

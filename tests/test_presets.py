@@ -68,7 +68,7 @@ def test_gradient_clipping_applies_only_when_set_and_the_norm_is_logged(tmp_path
         train(tiny("ln_lstm", "adding", "optim.lr=0.1", *extra), d)
         return [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines() if '"train"' in line]
 
-    free, clipped = train_records(), train_records("optim.clip_grad_norm=1e-4")
+    free, clipped = train_records(), train_records("clip_grad_norm=1e-4")
     assert all(r["grad_norm"] > 0 for r in free + clipped)
     assert free[0]["grad_norm"] == clipped[0]["grad_norm"]  # step 1: the same gradient, logged before clipping
     assert free[1]["loss"] != clipped[1]["loss"]  # step 2 follows a (tiny) clipped update

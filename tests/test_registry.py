@@ -51,10 +51,10 @@ def registered():
 def test_a_registered_normalizer_trains_every_family(registered, model, dataset, tmp_path):
     summary = train(tiny(model, dataset, "model.norm.kind=center"), tmp_path)
     assert summary["status"] == "completed"
-    from lnbench.train import build_dataset, build_model
+    from lnbench.train import setup_data, setup_model
 
     cfg = tiny(model, dataset, "model.norm.kind=center")
-    built = build_model(cfg, build_dataset(cfg).spec)
+    built = setup_model(cfg.model, setup_data(cfg.dataset).spec)
     assert any(isinstance(m, CenterNorm) for m in built.modules())
 
 

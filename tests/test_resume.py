@@ -70,7 +70,7 @@ def test_same_seed_gives_bit_identical_metrics_on_real_and_fixed_data(model, dat
 def test_seed_reaches_init_data_and_synthetic_sets(reference, tmp_path):
     from hydra.utils import instantiate
 
-    from lnbench.train import build_model, seed_everything
+    from lnbench.train import seed_everything, setup_model
 
     cfg0, cfg1 = cfg_for(), cfg_for("seed=1")
     assert metrics_without_time(reference) != (train(cfg1, tmp_path) and metrics_without_time(tmp_path))
@@ -78,9 +78,9 @@ def test_seed_reaches_init_data_and_synthetic_sets(reference, tmp_path):
     assert not torch.equal(d0.train_batch(0)[0], d1.train_batch(0)[0])  # data order / fresh batches
     assert not torch.equal(next(d0.eval_batches("val"))[0], next(d1.eval_batches("val"))[0])  # synthetic sets
     seed_everything(0)
-    m0 = build_model(cfg0, d0.spec).state_dict()
+    m0 = setup_model(cfg0.model, d0.spec).state_dict()
     seed_everything(1)
-    m1 = build_model(cfg1, d1.spec).state_dict()
+    m1 = setup_model(cfg1.model, d1.spec).state_dict()
     assert any(not torch.equal(m0[k], m1[k]) for k in m0)  # initialization
 
 

@@ -60,5 +60,5 @@ def test_the_xiong_preset_sweeps_placement_by_warmup_and_declares_its_claims():
     cfg = compose_train(["+experiment=xiong_warmup"])
     assert cfg.model.placement == "pre" and cfg.dataset._target_.endswith("Shakespeare")
     claims = OmegaConf.to_container(cfg.claims)
-    assert {c["where"]["optim.warmup_steps"] for c in claims} == {0, 100}
+    assert {c["where"]["schedule.warmup_steps"] for c in claims} == {0, 100}
     assert all({c["better"], c["than"]} == {"preln_transformer", "postln_transformer"} for c in claims)
