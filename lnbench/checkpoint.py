@@ -89,6 +89,14 @@ def completed_summary(run_dir: Path, ckpt: dict[str, Any], steps: int) -> dict[s
 def check_same_config(saved: dict[str, Any], current: dict[str, Any], run_dir: Path) -> None:
     a, b = _flatten(saved), _flatten(current)
     diff = [k for k in sorted(a.keys() | b.keys()) if a.get(k, "<unset>") != b.get(k, "<unset>") and not _may_change(k)]
+    from lnbench.renamed import RENAMED
+
+    if moved := [k for k in diff if k in RENAMED and k in a]:
+        raise ConfigError(
+            f"{run_dir} holds a checkpoint written by an older lnbench, whose config has keys that have moved "
+            f"since ({', '.join(f'{k} -> {RENAMED[k]}' for k in moved)}): this version cannot continue it. "
+            f"Start the run again in a new directory (the same overrides work: old keys are rewritten)."
+        )
     if diff:
         shown = "; ".join(f"{k}={_show(a.get(k, '<unset>'))} there, {_show(b.get(k, '<unset>'))} now" for k in diff[:6])
         more = f" (and {len(diff) - 6} more)" if len(diff) > 6 else ""

@@ -232,18 +232,29 @@ SCHEMAS = {
 
 
 
-def model_presets(*schemas: str, conf_dir: Path | str = CONF_DIR) -> list[str]:
-    """The model presets in conf/model, or only those built on one of `schemas` (`base_mlp`, ...), read from
-    each preset's defaults list: the one list of preset names (tests, Makefile, error messages ask here)."""
+def presets(group: str, conf_dir: Path | str = CONF_DIR) -> dict[str, Optional[str]]:
+    """{preset: the schema it is built on (`base_mlp`, ...)} for the presets in conf/<group>, read from each
+    preset's defaults list: the one list of preset names (tests, Makefile, bench, error messages ask here)."""
     import yaml
 
-    found = []
-    for path in sorted((Path(conf_dir) / "model").glob("*.yaml")):
+    found = {}
+    for path in sorted((Path(conf_dir) / group).glob("*.yaml")):
         defaults = (yaml.safe_load(path.read_text()) or {}).get("defaults") or []
-        base = next((d.lstrip("/") for d in defaults if isinstance(d, str) and d.lstrip("/") in SCHEMAS["model"]), None)
-        if not schemas or base in schemas:
-            found.append(path.stem)
+        found[path.stem] = next((d.lstrip("/") for d in defaults if isinstance(d, str) and d.lstrip("/") in SCHEMAS[group]), None)
     return found
+
+
+def model_presets(*schemas: str, conf_dir: Path | str = CONF_DIR) -> list[str]:
+    """The model presets, or only those built on one of `schemas`."""
+    return [name for name, base in presets("model", conf_dir).items() if not schemas or base in schemas]
+
+
+def presets_of_kind(group: str, attribute: str, kind: str) -> list[str]:
+    """The presets of `group` whose class (its schema's `_target_`) has `attribute` == `kind`: e.g. the
+    models that take sequences (`accepts`), the datasets that give flat inputs (`kind`)."""
+    from hydra.utils import get_class
+
+    return [name for name, base in presets(group).items() if base and getattr(get_class(SCHEMAS[group][base]._target_), attribute, None) == kind]
 
 
 def steps_for_epochs(epochs: float, batch_size: int, train_size: int) -> int:

@@ -14,3 +14,15 @@ def test_old_keys_become_new_keys_with_prefixes_and_sweeps_kept():
 def test_a_key_that_only_starts_like_an_old_one_is_left_alone():
     new, notes = rewrite(["optim.schedule_x=1", "logger.modes=2"], TABLE)
     assert new == ["optim.schedule_x=1", "logger.modes=2"] and notes == []
+
+
+def test_a_checkpoint_from_before_a_key_moved_is_refused_naming_the_move(tmp_path):
+    import pytest
+
+    from lnbench.checkpoint import check_same_config
+    from lnbench.errors import ConfigError
+
+    old = {"optim": {"lr": 0.1, "schedule": "constant", "warmup_steps": 0, "clip_grad_norm": None}, "steps": 5}
+    new = {"optim": {"lr": 0.1}, "schedule": {"warmup_steps": 0}, "clip_grad_norm": None, "steps": 5}
+    with pytest.raises(ConfigError, match=r"older lnbench.*optim.schedule -> schedule.*new directory"):
+        check_same_config(old, new, tmp_path)

@@ -4,6 +4,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -248,13 +249,28 @@ def cli_run_dir(run_dir, overrides, monkeypatch, stop_at=None):
 CLI_RUN = [*TINY_CLI, "steps=8", "log_every=2", "eval_every=3", "checkpoint_every=5"]
 
 
-def test_resume_dir_continues_with_the_runs_own_config(tmp_path, monkeypatch):
+# `lnbench <args>`, counting the reads of checkpoint.pt (printed last on stderr).
+COUNTING_READS = """
+import atexit, sys, torch
+reads = []
+load = torch.load
+torch.load = lambda f, *a, **k: (reads.append(str(f)) if str(f).endswith("checkpoint.pt") else None) or load(f, *a, **k)
+atexit.register(lambda: print(f"checkpoint reads: {len(reads)}", file=sys.stderr))
+from lnbench.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_resume_dir_continues_with_the_runs_own_config_and_reads_its_checkpoint_once(tmp_path, monkeypatch):
     ref = cli_run_dir(tmp_path / "ref", CLI_RUN, monkeypatch)
     run_dir = cli_run_dir(tmp_path / "run", CLI_RUN, monkeypatch, stop_at=4)
     assert summary_of(run_dir)["status"] == "interrupted"
-    r = run_cli("train", f"resume={run_dir}")  # no overrides: the run's own
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"} | {"WANDB_MODE": "disabled"}
+    r = subprocess.run([sys.executable, "-c", COUNTING_READS, "train", f"resume={run_dir}"],  # no overrides: the run's own
+                       env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "resuming" in r.stdout + r.stderr
+    assert r.stderr.rstrip().endswith("checkpoint reads: 1")  # RunChecks reads it, the run uses that read
     assert metrics_without_time(run_dir) == metrics_without_time(ref)
     assert results_of(summary_of(run_dir)) == results_of(summary_of(ref))
 

@@ -44,6 +44,7 @@ class DataSpec:
 class Dataset(ABC):
     """In-memory splits; x is (B, F) for flat data, (B, T, F) float or (B, T) long for sequences."""
 
+    kind: Kind  # what its inputs are (the models that take them: lnbench.models)
     spec: DataSpec
     batch_size: int
     train_size: int | None  # None: every training batch is freshly generated (synthetic tasks)

@@ -129,6 +129,7 @@ class MNIST(Dataset):
     """
 
     name = "mnist"
+    kind = "flat"
 
     def __init__(
         self,
@@ -210,7 +211,7 @@ class MNIST(Dataset):
         pass
 
     def _spec(self) -> DataSpec:
-        return DataSpec("flat", "classify", 10, input_size=PIXELS, baseline=float(np.log(10)))
+        return DataSpec(self.kind, "classify", 10, input_size=PIXELS, baseline=float(np.log(10)))
 
     def _x(self, images: np.ndarray) -> Tensor:
         x = torch.from_numpy(images).float().div_(255.0)
@@ -241,6 +242,7 @@ class SeqMNIST(MNIST):
     """MNIST as sequences: x (B, seq_len, 784 // seq_len), scanned row-major, optionally pixel-permuted."""
 
     name = "seq_mnist"
+    kind = "sequence"
 
     def __init__(
         self,
@@ -277,7 +279,7 @@ class SeqMNIST(MNIST):
     def _spec(self) -> DataSpec:
         step = PIXELS // self.seq_len
         return DataSpec(
-            "sequence", "classify", 10, input_size=step, baseline=float(np.log(10)), seq_len=self.seq_len
+            self.kind, "classify", 10, input_size=step, baseline=float(np.log(10)), seq_len=self.seq_len
         )
 
     def _x(self, images: np.ndarray) -> Tensor:

@@ -51,6 +51,7 @@ class Shakespeare(Dataset):
     """x, y (B, T) int64 with y = x shifted by one character; splits are contiguous spans of the text."""
 
     name = "shakespeare"
+    kind = "sequence"
 
     def __init__(
         self,
@@ -60,7 +61,7 @@ class Shakespeare(Dataset):
         seed: int,
         seq_len: int = 100,
         eval_seq_len: int | None = None,
-        eval_batch_size: int = 100,
+        eval_batch_size: int = 64,
         max_eval_windows: int | None = 200,
         split: Sequence[float] = (0.9, 0.05, 0.05),
     ):
@@ -99,7 +100,7 @@ class Shakespeare(Dataset):
         self.train_size = len(self._parts["train"]) // seq_len
         v = len(self.vocab)
         self.spec = DataSpec(
-            "sequence", "tagging", v, vocab_size=v, bits=True, baseline=math.log(v), seq_len=seq_len
+            self.kind, "tagging", v, vocab_size=v, bits=True, baseline=math.log(v), seq_len=seq_len
         )
 
     def _windows(self, part: Tensor) -> tuple[Tensor, Tensor]:

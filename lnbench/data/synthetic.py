@@ -31,6 +31,7 @@ from lnbench.errors import ConfigError
 
 class _Synthetic(Dataset):
     name = "synthetic"
+    kind = "sequence"
     min_len = 2
 
     def __init__(
@@ -126,7 +127,7 @@ class Adding(_Synthetic):
             val_size=val_size, test_size=test_size, eval_batch_size=eval_batch_size, train_size=train_size,
         )
         # Predicting the mean 1 scores the variance of a sum of two U(0,1): 2 * 1/12.
-        self.spec = DataSpec("sequence", "regress", 1, input_size=2, baseline=1 / 6, seq_len=seq_len)
+        self.spec = DataSpec(self.kind, "regress", 1, input_size=2, baseline=1 / 6, seq_len=seq_len)
 
     def generate(self, n: int, seq_len: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
         values = torch.rand(n, seq_len, generator=g)
@@ -175,7 +176,7 @@ class Copy(_Synthetic):
         v = num_symbols + 2
         # Chance on the asked positions: uniform over the data symbols.
         self.spec = DataSpec(
-            "sequence", "tagging", v, vocab_size=v, baseline=math.log(num_symbols), seq_len=seq_len
+            self.kind, "tagging", v, vocab_size=v, baseline=math.log(num_symbols), seq_len=seq_len
         )
 
     def _check_len(self, key: str, value: object) -> None:

@@ -33,21 +33,12 @@ class MLP(nn.Module):
         return self.head(self.body(x))
 
 
-def presets_taking(kind: str) -> list[str]:
-    """The model presets (conf/model) whose model class takes `kind` inputs."""
-    from hydra.utils import get_class
-
-    from lnbench.config import SCHEMAS, model_presets
-
-    bases = [n for n, schema in SCHEMAS["model"].items() if get_class(schema._target_).accepts == kind]
-    return model_presets(*bases)
-
-
 def check_compatible(model: nn.Module, spec: DataSpec) -> None:
     if spec.kind != model.accepts:
-        other = ", ".join(presets_taking(spec.kind))
+        from lnbench.config import presets_of_kind
+
+        models, datasets = presets_of_kind("model", "accepts", spec.kind), presets_of_kind("dataset", "kind", model.accepts)
         raise ConfigError(
             f"model {type(model).__name__} takes {model.accepts} inputs but the dataset gives {spec.kind} "
-            f"ones: pick a {spec.kind} model ({other}) or a {model.accepts} dataset "
-            f"({'mnist' if model.accepts == 'flat' else 'seq_mnist, adding, copy, shakespeare'})."
+            f"ones: pick a {spec.kind} model ({', '.join(models)}) or a {model.accepts} dataset ({', '.join(datasets)})."
         )
