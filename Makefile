@@ -34,11 +34,11 @@ test-slow: setup
 
 # A few steps of every model preset on every dataset it can take (needs MNIST and Tiny Shakespeare
 # under $LNBENCH_DATA_DIR, else ../shared/data).
-# The preset lists are read from conf/model (lnbench.config.model_presets), by the schema each starts from.
-models = $(shell $(BIN)/python -c 'from lnbench.config import model_presets as m; print(",".join(m(*"$(1)".split())))')
+# The model (dataset) presets that take (give) flat or sequence inputs, read from conf/.
+presets = $(shell $(BIN)/python -c 'from lnbench.config import presets_of_kind as p; print(",".join(p("$(1)", "$(2)", "$(3)")))')
 smoke: setup
-	$(BIN)/lnbench train -m +experiment=smoke progress=false model=$(call models,base_mlp) dataset=mnist
-	$(BIN)/lnbench train -m +experiment=smoke progress=false model=$(call models,base_sequence base_transformer) dataset=seq_mnist,adding,copy,shakespeare
+	$(BIN)/lnbench train -m +experiment=smoke progress=false model=$(call presets,model,accepts,flat) dataset=$(call presets,dataset,kind,flat)
+	$(BIN)/lnbench train -m +experiment=smoke progress=false model=$(call presets,model,accepts,sequence) dataset=$(call presets,dataset,kind,sequence)
 
 # `make bench BENCH_ARGS=--quick`: a few minutes (no sweep row, fewer shapes and reps).
 bench: setup
