@@ -64,7 +64,7 @@ def task(cfg) -> dict:
     from lnbench import checkpoint, threads
     from lnbench.errors import Diverged, Interrupted, UserError
     from lnbench.track import job_name, run_tags, sweep_group
-    from lnbench.train import train
+    from lnbench.train import UNREAD, train
 
     started = time.time()
     hc = HydraConfig.get()
@@ -98,7 +98,7 @@ def task(cfg) -> dict:
                 if multirun and not launcher_isolates_jobs(hc):
                     return in_child_process(run_dir, train, cfg, run_dir, name=job_name(hc), group=group, tags=tags)
                 # RunChecks has read a single run's checkpoint already (before Hydra wrote there): not twice
-                ckpt = EARLY_CHECKPOINTS.pop(str(run_dir.resolve()), "unread")
+                ckpt = EARLY_CHECKPOINTS.pop(str(run_dir.resolve()), UNREAD)
                 return train(cfg, run_dir, name=job_name(hc), group=group, tags=tags, ckpt=ckpt)
     except Diverged as e:  # summary.json already says diverged
         if full_error():

@@ -118,8 +118,11 @@ def fmt(values: dict[str, float]) -> str:
     return "  ".join(f"{k} {v:.4g}" for k, v in values.items())
 
 
+UNREAD = "unread"  # train(ckpt=UNREAD): the run reads its own checkpoint
+
+
 def train(cfg: DictConfig, run_dir: Path, name: str = "default", group: str | None = None, tags: list[str] = (),
-          ckpt: dict[str, Any] | None | str = "unread") -> dict[str, Any]:
+          ckpt: dict[str, Any] | None | str = UNREAD) -> dict[str, Any]:
     """Trains in `run_dir`, continuing from its checkpoint if it has one. Returns the summary; raises
     Diverged (after writing the summary) if the loss became NaN or Inf, Interrupted on SIGTERM/SIGINT.
 
@@ -134,7 +137,7 @@ def train(cfg: DictConfig, run_dir: Path, name: str = "default", group: str | No
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-        if isinstance(ckpt, str):
+        if ckpt is UNREAD:
             ckpt = checkpoint.load(run_dir, config)  # None for a new run; a resume may not change the config
         if ckpt is not None and (done := checkpoint.completed_summary(run_dir, ckpt, cfg.steps)):
             log.info("%s already completed its %d steps: nothing to do.", run_dir, cfg.steps)
