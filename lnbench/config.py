@@ -175,7 +175,9 @@ class RMSpropConfig(OptimBase):
 
 # ---- logger and run ---------------------------------------------------------------------------
 @dataclass
-class LoggerConfig:
+class WandbConfig:
+    """logger.wandb (conf/logger/wandb.yaml): the run as a Weights & Biases run (lnbench.sinks.wandb_run)."""
+    _target_: str = "lnbench.sinks.wandb_run.WandbSink"
     mode: WandbMode = "${oc.env:WANDB_MODE,offline}"  # type: ignore[assignment]
     project: str = "lnbench"
     entity: Optional[str] = None
@@ -185,6 +187,39 @@ class LoggerConfig:
     init_timeout: float = 30.0  # seconds wandb.init may take before the run goes on offline
     finish_timeout: float = 60.0  # seconds the end of the run may wait for uploads (the rest: `wandb sync`)
     report: bool = False  # after a sweep, one more W&B run in its group with the report's tables and plots
+
+
+@dataclass
+class CsvConfig:
+    """logger.csv (conf/logger/csv.yaml): metrics.csv, the rows of metrics.jsonl as a table (lnbench.sinks.csv_file)."""
+    _target_: str = "lnbench.sinks.csv_file.CsvSink"
+    file: str = "metrics.csv"  # in the run directory
+
+
+# The logger node is {sink name: its config}: each file in conf/logger/ adds its own entry, typed by its
+# schema above through its defaults list (`/base_wandb@wandb`). The node itself is an open dict, so that a
+# new sink is a class and one YAML file, with no schema to edit (lnbench.sinks).
+LoggerConfig = dict
+
+
+def validate_logger(logger: Any) -> None:
+    """Each logger entry is one sink's config, with the `_target_` that builds it: anything else (`+logger.nope=1`)
+    is a typo that would silently do nothing. metrics.jsonl is no entry: every run writes it."""
+    from lnbench.sinks.jsonl import KEY as RECORD_KEY
+
+    for key, node in (logger or {}).items():
+        if key == RECORD_KEY or not OmegaConf.is_dict(node) or "_target_" not in node:
+            value = OmegaConf.to_container(node) if OmegaConf.is_config(node) else node
+            raise ConfigError(
+                f"logger.{key}={value} is not allowed: "
+                + ("metrics.jsonl is written by every run, it is not chosen. " if key == RECORD_KEY else
+                   f"each logger entry is a metric sink's config with a _target_, and {key!r} has none. ")
+                + f"Choose sinks with logger=NAME or a list, logger=[wandb,csv] (the files in {CONF_DIR / 'logger'}: "
+                f"{', '.join(sorted(p.stem for p in (CONF_DIR / 'logger').glob('*.yaml')))})."
+            )
+    for key in ("init_timeout", "finish_timeout"):
+        if OmegaConf.select(logger, f"wandb.{key}", default=1) <= 0:
+            raise ConfigError(f"logger.wandb.{key}={OmegaConf.select(logger, f'wandb.{key}')} is not allowed: it must be a number of seconds > 0.")
 
 
 @dataclass
@@ -219,7 +254,7 @@ SCHEMAS = {
         "base_shakespeare": ShakespeareConfig,
     },
     "optim": {"base_adam": AdamConfig, "base_sgd": SGDConfig, "base_rmsprop": RMSpropConfig},
-    "logger": {"base_wandb": LoggerConfig},
+    "logger": {"base_wandb": WandbConfig, "base_csv": CsvConfig},
 }
 
 
@@ -332,9 +367,7 @@ def validate(cfg: Any) -> None:
             f"(model.norm.kind={norm.kind}, statistics over the batch): it needs at least 2 cases per batch to "
             f"estimate a variance in training. Use dataset.batch_size >= 2, or a per-case normalizer ({per_case})."
         )
-    for key in ("logger.init_timeout", "logger.finish_timeout"):
-        if OmegaConf.select(cfg, key, default=1) <= 0:
-            raise ConfigError(f"{key}={OmegaConf.select(cfg, key)} is not allowed: it must be a number of seconds > 0.")
+    validate_logger(cfg.get("logger"))
     if cfg.test_seq_lens and OmegaConf.select(cfg, "dataset.eval_seq_len", default="absent") == "absent":
         raise ConfigError(
             f"test_seq_lens={list(cfg.test_seq_lens)} is not allowed with this dataset: it has no "

@@ -21,6 +21,7 @@ from lnbench import checkpoint, provenance, tasks
 from lnbench.config import Schedule, validate
 from lnbench.errors import ConfigError, Diverged, Interrupted, refused_while_building
 from lnbench.nn.norm import normalizer
+from lnbench.sinks import sink_state_from_checkpoint
 from lnbench.track import Tracker, end_of_run_block
 
 log = logging.getLogger("lnbench")
@@ -139,9 +140,10 @@ def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags:
         step, best, val, window = ckpt["step"], ckpt["best"], ckpt["val"], [w.to(device) for w in ckpt["window"]]
         resumed_at = ckpt["resumed_at"] + [step]
         log.info("resuming %s from its checkpoint at step %d", run_dir, step)
-    resume = ckpt or {}  # the metrics file is cut to the checkpoint's lines; W&B appends to the same run
-    tracker = Tracker(cfg, run_dir, name, group, tags, keep_bytes=resume.get("metrics_bytes"),
-                      run_id=resume.get("wandb_id"), elapsed=resume.get("elapsed", 0.0), step=step)
+    # A resume continues each sink where the checkpoint left it: metrics.jsonl cut to its lines, the same W&B run.
+    tracker = Tracker(cfg.logger, run_dir, name=name, group=group, tags=tags, run_config=config, steps=cfg.steps,
+                      progress=cfg.progress, resume=sink_state_from_checkpoint(ckpt),
+                      elapsed=(ckpt or {}).get("elapsed", 0.0), step=step)
 
     def save_checkpoint() -> None:
         nonlocal checkpoint_time
@@ -149,7 +151,7 @@ def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags:
         checkpoint.save(run_dir, {
             "step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict(), "best": best, "val": val, "window": window,
-            "metrics_bytes": tracker.metrics.size(), "wandb_id": tracker.wandb.id,
+            "sinks": tracker.state(),
             "elapsed": tracker.elapsed(), "resumed_at": resumed_at, "config": config,
         })
         checkpoint_time += time.perf_counter() - t0
@@ -221,7 +223,7 @@ def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags:
                 at_len = evaluate(model, build_dataset(cfg, eval_seq_len=n), "test", device)
                 tracker.log("test", step, at_len, eval_seq_len=n)
                 summary.setdefault("test_at_len", {})[str(n)] = at_len
-            tracker.console.close()  # the log lines below go under the finished bar, not over it
+            tracker.close_console()
     except BaseException as e:
         if summary["status"] == "running":
             stopped = isinstance(e, (Interrupted, KeyboardInterrupt))
@@ -233,7 +235,7 @@ def train_in(cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags:
                        eval_time=round(eval_time, 3), checkpoint_time=round(checkpoint_time, 3))
         if resumed_at:
             summary["resumed_at"] = resumed_at
-        summary["wandb"] = tracker.wandb.where
+        summary["wandb"] = tracker.where("wandb")  # the W&B run's location (None without W&B), as before
         tracker.finish(summary)
         log.info(end_of_run_block(summary, run_dir, primary))
     if summary["status"] == "diverged":

@@ -228,7 +228,7 @@ def test_sweep_records_a_diverged_job_and_runs_the_others(tmp_path):
 def cli_run_dir(run_dir, overrides, monkeypatch, stop_at=None):
     """A run made in this process as `lnbench train <overrides> hydra.run.dir=<run_dir>` would make it
     (with its .hydra/overrides.yaml), optionally stopped by SIGTERM after the train log of `stop_at`."""
-    overrides = ["logger.mode=disabled", "progress=false", *overrides]
+    overrides = ["logger.wandb.mode=disabled", "progress=false", *overrides]
     threads = torch.get_num_threads()
     try:
         with monkeypatch.context() as m:
