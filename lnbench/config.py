@@ -205,6 +205,8 @@ LoggerConfig = dict
 def validate_logger(logger: Any) -> None:
     """Each logger entry is one sink's config, with the `_target_` that builds it: anything else (`+logger.nope=1`)
     is a typo that would silently do nothing. metrics.jsonl is no entry: every run writes it."""
+    from hydra._internal.utils import _locate  # what instantiate imports `_target_` with (get_object logs on failure)
+
     from lnbench.sinks.jsonl import KEY as RECORD_KEY
 
     for key, node in (logger or {}).items():
@@ -217,6 +219,13 @@ def validate_logger(logger: Any) -> None:
                 + f"Choose sinks with logger=NAME or a list, logger=[wandb,csv] (the files in {CONF_DIR / 'logger'}: "
                 f"{', '.join(sorted(p.stem for p in (CONF_DIR / 'logger').glob('*.yaml')))})."
             )
+        try:  # before anything is built: a sink's class that cannot be found is a typo too
+            _locate(str(node._target_))
+        except Exception as e:
+            raise ConfigError(
+                f"logger.{key}._target_={node._target_} is not allowed: it cannot be imported "
+                f"({type(e).__name__}: {' '.join(str(e).split())[:200]}). Give the sink's class as module.Class."
+            ) from None
     for key in ("init_timeout", "finish_timeout"):
         if OmegaConf.select(logger, f"wandb.{key}", default=1) <= 0:
             raise ConfigError(f"logger.wandb.{key}={OmegaConf.select(logger, f'wandb.{key}')} is not allowed: it must be a number of seconds > 0.")

@@ -87,8 +87,9 @@ class Tracker:
         chosen = build_sinks(logger_cfg, run, resume)
         # metrics.jsonl is the run's record, not a choice: `lnbench report`, resume and `lnbench check` read
         # it, so it is written whatever the logger (logger=none included), first, and its failures are the
-        # run's own. The chosen sinks are guests (guarded): one that raises is turned off, the run goes on.
+        # run's own. The chosen sinks are guests (_each): one that raises is turned off, the run goes on.
         self.sinks: dict[str, Sink] = {RECORD_KEY: MetricsJsonl(run=run, resume=None if resume is None else resume.get(RECORD_KEY, {})), **chosen}
+        self._states: dict[str, dict[str, Any]] = {}
         self.console = Console(steps, progress, step)
         self.start = time.perf_counter() - elapsed
 
@@ -97,11 +98,7 @@ class Tracker:
 
     def log(self, split: str, step: int, values: dict[str, float], **extra: Any) -> None:
         record = {"step": step, "split": split, **extra, **values, "time": round(self.elapsed(), 4)}
-        for key, sink in list(self.sinks.items()):
-            if key == RECORD_KEY:
-                sink.log(record)
-            else:
-                self._guarded(key, f"at step {step}", sink.log, record)
+        self._each("log", record, when=f"at step {step}")
 
     def show(self, step: int, text: str, line: bool = False) -> None:
         self.console.update(step, text, line)
@@ -111,8 +108,10 @@ class Tracker:
         self.console.close()
 
     def state(self) -> dict[str, dict[str, Any]]:
-        """What the checkpoint keeps to resume every sink: {sink name: its state()}."""
-        return {key: sink.state() for key, sink in self.sinks.items()}
+        """What the checkpoint keeps to resume every sink: {sink name: its state()}. A sink turned off
+        keeps the state of the last checkpoint it was in, so a resume continues it from there."""
+        self._states = {**self._states, **self._each("state", when="at a checkpoint")}
+        return dict(self._states)
 
     def where(self, key: str) -> str | None:
         """Where sink `key` (`wandb`, `csv`, ...) stores things; None if it is not on."""
@@ -122,19 +121,23 @@ class Tracker:
     def finish(self, summary: dict[str, Any]) -> None:
         self.console.close()
         write_json(self.run_dir / "summary.json", summary)
+        self._each("finish", summary, when="at the end")
+
+    def _each(self, method: str, *args: Any, when: str) -> dict[str, Any]:
+        """{key: what `method` returned} over the sinks. metrics.jsonl's errors are the run's own; a chosen
+        sink is a guest: one that raises is turned off, and the run goes on."""
+        out = {}
         for key, sink in list(self.sinks.items()):
             if key == RECORD_KEY:
-                sink.finish(summary)
-            else:
-                self._guarded(key, "at the end", sink.finish, summary)
-
-    def _guarded(self, key: str, when: str, call: Any, *args: Any) -> None:
-        try:
-            call(*args)
-        except Exception as e:
-            self.sinks.pop(key, None)
-            log.warning("the metric sink logger.%s failed %s (%s: %s) and is turned off; the run goes on, "
-                        "metrics.jsonl keeps every step.", key, when, type(e).__name__, " ".join(str(e).split())[:300])
+                out[key] = getattr(sink, method)(*args)
+                continue
+            try:
+                out[key] = getattr(sink, method)(*args)
+            except Exception as e:
+                del self.sinks[key]
+                log.warning("the metric sink logger.%s failed %s (%s: %s) and is turned off; the run goes on, "
+                            "metrics.jsonl keeps every step.", key, when, type(e).__name__, " ".join(str(e).split())[:300])
+        return out
 
 
 def build_sinks(logger_cfg: Any, run: RunInfo, resume: dict[str, Any] | None) -> dict[str, Sink]:

@@ -78,3 +78,18 @@ def summary_of(run_dir: Path) -> dict:
 def results_of(summary: dict) -> dict:
     """The values of a summary that a run computes (not its timings or where it ran)."""
     return {k: summary.get(k) for k in ("status", "steps", "params", "test", "final_val", "best_val")}
+
+
+def after_log(monkeypatch, when, action):
+    """Runs `action()` right after the Tracker logged a record for which `when(split, step, extra)` holds
+    (to stop a run there: a signal, or an exception standing in for SIGKILL)."""
+    from lnbench.track import Tracker
+
+    original = Tracker.log
+
+    def log(self, split, step, values, **extra):
+        original(self, split, step, values, **extra)
+        if when(split, step, extra):
+            action()
+
+    monkeypatch.setattr(Tracker, "log", log)

@@ -9,11 +9,10 @@ import time
 import pytest
 import torch
 
-from conftest import TINY_CLI, compose_train, lnbench_cmd, metrics_without_time, results_of, run_cli, summary_of, tiny
+from conftest import TINY_CLI, after_log, compose_train, lnbench_cmd, metrics_without_time, results_of, run_cli, summary_of, tiny
 from lnbench import checkpoint
 from lnbench.atomic import read_jsonl, write_json
 from lnbench.errors import ConfigError, Diverged, Interrupted
-from lnbench.track import Tracker
 from lnbench.train import train
 
 # Checkpoints at 0, 3, 6, 9, 10 fall between logging steps (every 2), so a resume must carry the
@@ -31,14 +30,7 @@ class HardStop(Exception):
 
 def after_train_log(monkeypatch, at_step, action):
     """Runs `action` right after the train metrics of step `at_step` are written."""
-    original = Tracker.log
-
-    def log(self, split, step, values, **extra):
-        original(self, split, step, values, **extra)
-        if split == "train" and step == at_step:
-            action()
-
-    monkeypatch.setattr(Tracker, "log", log)
+    after_log(monkeypatch, lambda split, step, extra: split == "train" and step == at_step, action)
 
 
 @pytest.fixture(scope="module")

@@ -14,13 +14,12 @@ import yaml
 from hydra.utils import get_class
 from omegaconf import OmegaConf
 
-from conftest import TINY_CLI, compose_train, metrics_without_time, run_cli, summary_of, tiny
+from conftest import TINY_CLI, after_log, compose_train, metrics_without_time, run_cli, summary_of, tiny
 from lnbench import checkpoint
 from lnbench.atomic import read_jsonl
 from lnbench.config import SCHEMAS, validate
 from lnbench.errors import ConfigError, Interrupted
 from lnbench.sinks import sink_state_from_checkpoint
-from lnbench.track import Tracker
 from lnbench.train import train
 
 # Checkpoints at 0, 3, 6, 9, 10; a test at two more lengths at the end (each adds the eval_seq_len column).
@@ -49,17 +48,6 @@ class Stop(Exception):
     """Stands in for SIGKILL: the run dies between two checkpoints."""
 
 
-def stop_after_log(monkeypatch, when, action):
-    original = Tracker.log
-
-    def log(self, split, step, values, **extra):
-        original(self, split, step, values, **extra)
-        if when(split, step, extra):
-            action()
-
-    monkeypatch.setattr(Tracker, "log", log)
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("reference")
@@ -85,7 +73,7 @@ def test_resume_after_a_kill_writes_no_row_twice(kill, reference, tmp_path, monk
     when = (lambda split, step, extra: split == "train" and step == 4) if kill == "mid-run" else \
         (lambda split, step, extra: extra.get("eval_seq_len") == 8)
     with monkeypatch.context() as m:
-        stop_after_log(m, when, lambda: (_ for _ in ()).throw(Stop()))
+        after_log(m, when, lambda: (_ for _ in ()).throw(Stop()))
         with pytest.raises(Stop):
             train(cfg_for(), tmp_path)
     (tmp_path / "summary.json").unlink()  # a SIGKILL leaves none (the Stop exception made one)
@@ -150,7 +138,7 @@ def test_a_sink_defined_here_and_chosen_by_an_override_receives_every_row(record
 def test_a_sink_gets_back_its_state_on_resume(recorder, tmp_path, monkeypatch):
     cfg = tiny("ln_lstm", "adding", *RUN[:5], f"+logger.mine._target_={__name__}.Recorder")
     with monkeypatch.context() as m:
-        stop_after_log(m, lambda split, step, extra: split == "train" and step == 6, lambda: os.kill(os.getpid(), signal.SIGTERM))
+        after_log(m, lambda split, step, extra: split == "train" and step == 6, lambda: os.kill(os.getpid(), signal.SIGTERM))
         with pytest.raises(Interrupted):
             train(cfg, tmp_path)
     train(cfg, tmp_path)
@@ -177,6 +165,8 @@ def test_a_sink_that_raises_is_turned_off_and_the_run_goes_on(recorder, tmp_path
     assert summary["status"] == "completed" and len(read_jsonl(tmp_path / "metrics.jsonl")[0]) == 4
     assert "the metric sink logger.bad failed at step 1 (OSError: the sink's disk is gone) and is turned off" in caplog.text
     assert recorder.made[0].summary is None  # not called again
+    # a resume continues it from the last checkpoint it was in (step 0's, before its failure)
+    assert torch.load(tmp_path / checkpoint.FILE, weights_only=True)["sinks"]["bad"] == {"rows": 0}
 
 
 # ---- choosing sinks ----------------------------------------------------------------------------
@@ -198,6 +188,7 @@ def tiny_args():
     ("+logger.nope=1", "logger.nope=1 is not allowed: each logger entry is a metric sink's config with a _target_"),
     ("+logger.jsonl._target_=x.Y", "metrics.jsonl is written by every run"),
     ("logger.wandb.init_timeout=0", "logger.wandb.init_timeout=0.0 is not allowed"),
+    ("+logger.x._target_=nope.Nope", "logger.x._target_=nope.Nope is not allowed: it cannot be imported"),
 ])
 def test_a_logger_entry_that_is_no_sink_is_refused(override, message):
     with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("(", r"\(")):
@@ -243,7 +234,7 @@ def test_a_checkpoint_of_the_previous_version_resumes(reference, tmp_path, monke
     assert sink_state_from_checkpoint({"metrics_bytes": 10, "wandb_id": "abc"}) == {"jsonl": {"bytes": 10}, "wandb": {"id": "abc"}}
     cfg = tiny("ln_lstm", "adding", *RUN)  # what that version could log: metrics.jsonl and W&B
     with monkeypatch.context() as m:
-        stop_after_log(m, lambda split, step, extra: split == "train" and step == 8, lambda: (_ for _ in ()).throw(Stop()))
+        after_log(m, lambda split, step, extra: split == "train" and step == 8, lambda: (_ for _ in ()).throw(Stop()))
         with pytest.raises(Stop):
             train(cfg, tmp_path)
     ckpt = torch.load(tmp_path / checkpoint.FILE, weights_only=True)
