@@ -315,6 +315,8 @@ def check_keys(cfg: Any, prefix: str = "") -> None:
 
     from omegaconf import DictConfig
 
+    if not prefix and "logger" in cfg:
+        validate_logger(cfg.logger)  # an open node: its entries are checked as sinks' configs
     schema = OmegaConf.get_type(cfg)
     allowed = {f.name for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else None
     for key in sorted(allowed - set(cfg.keys())) if allowed is not None else []:
@@ -376,7 +378,6 @@ def validate(cfg: Any) -> None:
             f"(model.norm.kind={norm.kind}, statistics over the batch): it needs at least 2 cases per batch to "
             f"estimate a variance in training. Use dataset.batch_size >= 2, or a per-case normalizer ({per_case})."
         )
-    validate_logger(cfg.get("logger"))
     if cfg.test_seq_lens and OmegaConf.select(cfg, "dataset.eval_seq_len", default="absent") == "absent":
         raise ConfigError(
             f"test_seq_lens={list(cfg.test_seq_lens)} is not allowed with this dataset: it has no "
