@@ -89,7 +89,7 @@ def runner_overhead_rows(reps: int, steps: int, device: torch.device, log) -> li
     rows = []
     for name, overrides in OVERHEAD_RUNS.items():
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose("train", overrides=[*overrides, f"steps={steps}", f"eval_every={steps}", "logger.mode=disabled",
+            cfg = compose("train", overrides=[*overrides, f"steps={steps}", f"eval_every={steps}", "logger=none",
                                               "progress=false", f"device={device.type}", f"threads={torch.get_num_threads()}"])
         try:
             from hydra.utils import instantiate
@@ -193,7 +193,7 @@ def sweep_rows(reps: int, steps: int, log) -> list[dict]:
 
     # One learning rate and one seed: the preset's model x batch size grid, as many jobs as a small sweep has.
     cmd = [sys.executable, "-m", "lnbench.cli", "train", "-m", "+experiment=fig6_mnist", f"steps={steps}",
-           f"eval_every={steps}", "optim.lr=0.001", "seed=0", "logger.mode=disabled", "progress=false"]
+           f"eval_every={steps}", "optim.lr=0.001", "seed=0", "logger=none", "progress=false"]
     launchers = {"basic": [], "joblib": ["hydra/launcher=joblib"]}
     walls: dict[str, list[float]] = {k: [] for k in launchers}
     log(f"  fig6_mnist sweep ({steps} steps per job): {reps} x (basic, joblib)")

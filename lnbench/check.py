@@ -32,7 +32,7 @@ from lnbench.atomic import write_bytes
 ORDER = ("ln_gain_init", "longer_test_seqs", "seq_len_sweep", "batch_size_sweep", "pmnist", "fig6_mnist", "shakespeare_bpc")
 SCALED = ("steps", "eval_every", "log_every")
 EPOCHS = re.compile(r"^\$\{lnbench\.epochs:([0-9.eE+-]+),")
-DEFAULTS = {"hydra/launcher": "joblib", "logger.mode": "disabled", "progress": "false"}
+DEFAULTS = {"hydra/launcher": "joblib", "logger": "none", "progress": "false"}
 
 USAGE = """usage: lnbench check [PRESET ...] [scale=K] [--out DIR] [key=value ...]
 
@@ -115,6 +115,8 @@ def sweep_dir(args: Args, preset: str) -> Path:
 
 def sweep_command(args: Args, preset: str) -> list[str]:
     given = {o.split("=", 1)[0].lstrip("+") for o in args.overrides}
+    if any(k.startswith("logger.") for k in given):  # logger.wandb.mode=online (or logger.mode=...): that logger, not none
+        given.add("logger")
     defaults = [f"{k}={v}" for k, v in DEFAULTS.items() if k not in given]
     return [sys.executable, "-m", "lnbench.cli", "train", "-m", f"+experiment={preset}",
             f"hydra.sweep.dir={sweep_dir(args, preset)}", *defaults, *scaled_overrides(preset, args.scale), *args.overrides]

@@ -179,7 +179,9 @@ def steps_after_warmup(steps: int, warmup_steps: int) -> int:
 
 # ---- logger and run ---------------------------------------------------------------------------
 @dataclass
-class LoggerConfig:
+class WandbConfig:
+    """logger.wandb (conf/logger/wandb.yaml): the run as a Weights & Biases run (lnbench.sinks.wandb_run)."""
+    _target_: str = "lnbench.sinks.wandb_run.WandbSink"
     mode: WandbMode = "${oc.env:WANDB_MODE,offline}"  # type: ignore[assignment]
     project: str = "lnbench"
     entity: Optional[str] = None
@@ -189,6 +191,48 @@ class LoggerConfig:
     init_timeout: float = 30.0  # seconds wandb.init may take before the run goes on offline
     finish_timeout: float = 60.0  # seconds the end of the run may wait for uploads (the rest: `wandb sync`)
     report: bool = False  # after a sweep, one more W&B run in its group with the report's tables and plots
+
+
+@dataclass
+class CsvConfig:
+    """logger.csv (conf/logger/csv.yaml): metrics.csv, the rows of metrics.jsonl as a table (lnbench.sinks.csv_file)."""
+    _target_: str = "lnbench.sinks.csv_file.CsvSink"
+    file: str = "metrics.csv"  # in the run directory
+
+
+# The logger node is {sink name: its config}: each file in conf/logger/ adds its own entry, typed by its
+# schema above through its defaults list (`/base_wandb@wandb`). The node itself is an open dict, so that a
+# new sink is a class and one YAML file, with no schema to edit (lnbench.sinks).
+LoggerConfig = dict
+
+
+def validate_logger(logger: Any) -> None:
+    """Each logger entry is one sink's config, with the `_target_` that builds it: anything else (`+logger.nope=1`)
+    is a typo that would silently do nothing. metrics.jsonl is no entry: every run writes it."""
+    from hydra._internal.utils import _locate  # what instantiate imports `_target_` with (get_object logs on failure)
+
+    from lnbench.sinks.jsonl import KEY as RECORD_KEY
+
+    for key, node in (logger or {}).items():
+        if key == RECORD_KEY or not OmegaConf.is_dict(node) or "_target_" not in node:
+            value = OmegaConf.to_container(node) if OmegaConf.is_config(node) else node
+            raise ConfigError(
+                f"logger.{key}={value} is not allowed: "
+                + ("metrics.jsonl is written by every run, it is not chosen. " if key == RECORD_KEY else
+                   f"each logger entry is a metric sink's config with a _target_, and {key!r} has none. ")
+                + f"Choose sinks with logger=NAME or a list, logger=[wandb,csv] (the files in {CONF_DIR / 'logger'}: "
+                f"{', '.join(sorted(p.stem for p in (CONF_DIR / 'logger').glob('*.yaml')))})."
+            )
+        try:  # before anything is built: a sink's class that cannot be found is a typo too
+            _locate(str(node._target_))
+        except Exception as e:
+            raise ConfigError(
+                f"logger.{key}._target_={node._target_} is not allowed: it cannot be imported "
+                f"({type(e).__name__}: {' '.join(str(e).split())[:200]}). Give the sink's class as module.Class."
+            ) from None
+    for key in ("init_timeout", "finish_timeout"):
+        if OmegaConf.select(logger, f"wandb.{key}", default=1) <= 0:
+            raise ConfigError(f"logger.wandb.{key}={OmegaConf.select(logger, f'wandb.{key}')} is not allowed: it must be a number of seconds > 0.")
 
 
 @dataclass
@@ -226,7 +270,7 @@ SCHEMAS = {
     },
     "optim": {"base_adam": AdamConfig, "base_sgd": SGDConfig, "base_rmsprop": RMSpropConfig},
     "schedule": {"base_schedule": ScheduleConfig},
-    "logger": {"base_wandb": LoggerConfig},
+    "logger": {"base_wandb": WandbConfig, "base_csv": CsvConfig},
 }
 
 
@@ -290,6 +334,8 @@ def check_keys(cfg: Any, prefix: str = "") -> None:
 
     from omegaconf import DictConfig
 
+    if not prefix and "logger" in cfg:
+        validate_logger(cfg.logger)  # an open node: its entries are checked as sinks' configs
     schema = OmegaConf.get_type(cfg)
     allowed = {f.name for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else None
     for key in sorted(allowed - set(cfg.keys())) if allowed is not None else []:
@@ -354,9 +400,6 @@ def validate(cfg: Any) -> None:
             f"(model.norm.kind={norm.kind}, statistics over the batch): it needs at least 2 cases per batch to "
             f"estimate a variance in training. Use dataset.batch_size >= 2, or a per-case normalizer ({per_case})."
         )
-    for key in ("logger.init_timeout", "logger.finish_timeout"):
-        if OmegaConf.select(cfg, key, default=1) <= 0:
-            raise ConfigError(f"{key}={OmegaConf.select(cfg, key)} is not allowed: it must be a number of seconds > 0.")
     if cfg.test_seq_lens and OmegaConf.select(cfg, "dataset.eval_seq_len", default="absent") == "absent":
         raise ConfigError(
             f"test_seq_lens={list(cfg.test_seq_lens)} is not allowed with this dataset: it has no "

@@ -41,3 +41,8 @@ def rewrite_and_say(overrides: list[str]) -> list[str]:
     for note in notes:
         print(f"lnbench: note: {note}.", file=sys.stderr)
     return new
+
+
+# logger: one entry per metric sink (lnbench.sinks, conf/logger/); W&B's keys moved under logger.wandb.
+RENAMED.update({f"logger.{key}": f"logger.wandb.{key}" for key in (
+    "mode", "project", "entity", "group", "tags", "name", "init_timeout", "finish_timeout", "report")})

@@ -4,7 +4,7 @@
 - each job: its console log lines prefixed with its number and name, so parallel jobs can be told apart
   (its own train.log stays unprefixed);
 - end: a block with the sweep directory, how many jobs completed, failed and diverged, how to upload the
-  W&B runs and the report command; with logger.report=true, one more W&B run in the sweep's group
+  W&B runs and the report command; with logger.wandb.report=true, one more W&B run in the sweep's group
   (job_type `report`) holding the report's tables and plots.
 """
 from __future__ import annotations
@@ -119,16 +119,18 @@ def _short(text: str, width: int = 160) -> str:
 
 # ---- the report as a W&B run ------------------------------------------------------------------
 def wants_report(config: DictConfig) -> bool:
-    mode = OmegaConf.select(config, "logger.mode", default="disabled")
-    return bool(OmegaConf.select(config, "logger.report", default=False)) and str(getattr(mode, "value", mode)) != "disabled"
+    mode = OmegaConf.select(config, "logger.wandb.mode", default="disabled")
+    return bool(OmegaConf.select(config, "logger.wandb.report", default=False)) and str(getattr(mode, "value", mode)) != "disabled"
 
 
 def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
     """One W&B run (job_type `report`) in the sweep's group: the report's table(s) as wandb.Table, the
     claims table (report/claims.json) when there is one, the plots as images. Returns where it is."""
-    from lnbench.track import start_wandb, sweep_group
+    from lnbench.sinks.wandb_run import start_wandb
+    from lnbench.track import sweep_group
 
-    mode = str(getattr(config.logger.mode, "value", config.logger.mode))
+    wb = config.logger.wandb
+    mode = str(getattr(wb.mode, "value", wb.mode))
     try:
         tables, images = report_contents(sweep_dir)
     except Exception as e:  # a report that cannot be made must not hide the sweep's own results
@@ -140,12 +142,12 @@ def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
         wandb.teardown()  # at exit, W&B's own exit hook may have stopped its service already: start afresh
     except Exception:
         pass  # start_wandb says why W&B cannot start
-    group = config.logger.group or sweep_group(config.hydra)
-    run, mode = start_wandb(config.logger, mode, dict(
-        project=config.logger.project, entity=config.logger.entity, group=group, job_type="report",
-        name=f"report · {group}", tags=list(config.logger.tags), dir=str(sweep_dir),
+    group = wb.group or sweep_group(config.hydra)
+    run, mode = start_wandb(mode, dict(
+        project=wb.project, entity=wb.entity, group=group, job_type="report",
+        name=f"report · {group}", tags=list(wb.tags), dir=str(sweep_dir),
         config={"sweep_dir": str(sweep_dir.resolve())},
-    ), kept=f"the report is still there: `lnbench report {sweep_dir}`")
+    ), kept=f"the report is still there: `lnbench report {sweep_dir}`", init_timeout=wb.init_timeout, finish_timeout=wb.finish_timeout)
     if run is None:
         return None
     try:

@@ -1,14 +1,11 @@
-"""Where metrics go: metrics.jsonl and summary.json in the run directory always, Weights & Biases when
-enabled, and the console (a rich progress bar on a TTY, plain log lines otherwise).
-
-W&B is a guest here: if it cannot start or fails mid-run, the run goes on with its local files and the
-log says how to sync later. It is imported only when enabled (its import costs seconds).
+"""Where metrics go: metrics.jsonl and summary.json in the run directory always, the metric sinks the
+logger config chooses (W&B, metrics.csv, ...: lnbench.sinks), and the console (a rich progress bar on a
+TTY, plain log lines otherwise). Also what a W&B user sees a run as (name, group, tags) and the
+terminal's end-of-run block.
 """
 from __future__ import annotations
 
-import json
 import logging
-import os
 import re
 import sys
 import time
@@ -18,187 +15,11 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from lnbench.atomic import write_json
+from lnbench.sinks import RunInfo, Sink
+from lnbench.sinks.jsonl import KEY as RECORD_KEY
+from lnbench.sinks.jsonl import MetricsJsonl
 
 log = logging.getLogger("lnbench")
-
-
-class MetricsFile:
-    """One JSON object per line, flushed as written, so a killed run keeps every line but the last.
-
-    `keep_bytes` (a resumed run) first cuts the file to the size it had at the checkpoint: the lines
-    logged after it (and a line torn by the kill) are dropped, since the resumed run logs those steps again.
-    """
-
-    def __init__(self, path: Path, keep_bytes: int | None = None):
-        self.path = path
-        if keep_bytes is not None:
-            size = path.stat().st_size if path.exists() else 0
-            if size < keep_bytes:
-                log.warning("%s has %d bytes, fewer than the %d it had at the checkpoint: lines are missing.", path, size, keep_bytes)
-            elif size > keep_bytes:
-                os.truncate(path, keep_bytes)
-        self._f = open(path, "ab")
-
-    def write(self, record: dict[str, Any]) -> None:
-        self._f.write((json.dumps(record) + "\n").encode())  # one write per line
-        self._f.flush()
-
-    def size(self) -> int:
-        """Bytes written so far: where a resume from a checkpoint taken now cuts the file."""
-        return self._f.tell()
-
-    def close(self) -> None:
-        self._f.close()
-
-
-def new_run_id() -> str:
-    """A W&B run id (8 lowercase letters and digits) that draws on no RNG the run is seeded with."""
-    import secrets
-    import string
-
-    alphabet = string.ascii_lowercase + string.digits
-    return "".join(secrets.choice(alphabet) for _ in range(8))
-
-
-class WandbSink:
-    """The W&B run, resumed by id (`resume="allow"`), so a resumed lnbench run appends to the same one,
-    under the same name.
-
-    Nothing W&B does may stop or hang the run: init and finish are bounded by logger.init_timeout and
-    logger.finish_timeout; an online run that cannot reach the server (no network, no key) logs offline
-    instead, to be uploaded later with `wandb sync`; a failure mid-run turns W&B off and says so.
-    """
-
-    def __init__(self, cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags: list[str], run_id: str):
-        self.run, self.id, self.failed, self.run_dir = None, run_id, False, run_dir
-        self.mode = str(getattr(cfg.logger.mode, "value", cfg.logger.mode))
-        if self.mode == "disabled":
-            return
-        config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-        config["run_dir"] = str(run_dir.resolve())  # where metrics.jsonl and the checkpoint are
-        self.run, self.mode = start_wandb(cfg.logger, self.mode, dict(
-            group=cfg.logger.group or group,
-            tags=list(dict.fromkeys([*cfg.logger.tags, *tags])),
-            name=cfg.logger.name or name,
-            job_type="train",
-            dir=str(run_dir),
-            config=config,
-            id=run_id,
-            resume="allow",
-        ), kept=f"metrics are still in {run_dir / 'metrics.jsonl'}")
-        if self.run is not None:
-            try:
-                self._define_metrics()
-            except Exception as e:  # charts against W&B's own _step then; the run goes on
-                log.warning("W&B refused the metric definitions (%s: %s).", type(e).__name__, _one_line(e))
-
-    def _define_metrics(self) -> None:
-        """Charts against lnbench's own step (not W&B's _step), with epoch, samples and seconds as other
-        x axes; a val metric's summary is its min (every lnbench metric is lower-is-better, lnbench.tasks)
-        and its last value. Test values go into the summary as they are (finish), plain numbers."""
-        r = self.run
-        r.define_metric("step")
-        for axis in ("epoch", "samples", "time"):
-            r.define_metric(axis, step_metric="step", hidden=True)
-        r.define_metric("train/*", step_metric="step")
-        r.define_metric("val/*", step_metric="step", summary="min,last")
-        for section in ("test/*", "test_at_len/*"):
-            r.define_metric(section, step_metric="step", summary="none")
-
-    @property
-    def folder(self) -> str | None:
-        return None if self.run is None else self.run.dir.rsplit("/files", 1)[0]
-
-    @property
-    def where(self) -> str | None:
-        if self.run is None:
-            return None
-        if self.mode == "offline":
-            return f"{self.folder} (offline; upload later with `{self.sync_command}`)"
-        return self.run.url
-
-    @property
-    def sync_command(self) -> str:
-        """Uploads every offline folder of this run (a resumed run has one per segment, suffixed -1, -2, ...
-        when two start in the same second), oldest first."""
-        return f"wandb sync {self.run_dir}/wandb/offline-run-*-{self.id}*"
-
-    def log(self, record: dict[str, Any], step: int) -> None:
-        if self.run is None or self.failed:
-            return
-        try:
-            self.run.log(record, step=step)
-        except Exception as e:
-            self.failed = True
-            log.warning(
-                "W&B failed at step %d (%s: %s); the run goes on and metrics.jsonl keeps every step. The W&B "
-                "run has the steps before; its files are in %s (`wandb sync` uploads them).",
-                step, type(e).__name__, _one_line(e), self.folder,
-            )
-
-    def finish(self, summary: dict[str, Any]) -> None:
-        """The summary as flat keys (test_at_len/80/mse, provenance/torch_version, ...). An interrupted run
-        is marked preempting, not failed: it continues as the same W&B run, and its last segment's
-        status is the one W&B keeps."""
-        if self.run is None:
-            return
-        status = summary.get("status")
-        try:
-            if not self.failed:
-                self.run.summary.update(wandb_summary(summary))
-                if status == "interrupted":
-                    self.run.mark_preempting()
-            self.run.finish(exit_code=0 if status == "completed" else 1)
-        except Exception as e:
-            log.warning("W&B did not finish cleanly (%s: %s); its files are in %s (`wandb sync` uploads them).", type(e).__name__, _one_line(e), self.folder)
-
-
-def start_wandb(logger: DictConfig, mode: str, init: dict[str, Any], kept: str) -> tuple[Any, str]:
-    """(run, mode it runs in): wandb.init with lnbench's timeouts, falling back from online to offline,
-    and to (None, mode) -- local files only, which `kept` names for the log -- when W&B cannot start."""
-    try:
-        import wandb
-    except Exception as e:
-        log.warning("W&B cannot be imported (%s: %s); %s.", type(e).__name__, e, kept)
-        return None, mode
-    timeouts = dict(init_timeout=logger.init_timeout, login_timeout=logger.init_timeout, finish_timeout=logger.finish_timeout)
-    try:
-        return wandb.init(**init, mode=mode, settings=wandb.Settings(**timeouts, console="off", silent=True)), mode
-    except Exception as e:  # W&B must never cost a run: go on offline, or with local files only
-        reason = f"{type(e).__name__}: {_one_line(e)}"
-    if mode == "online":
-        try:
-            wandb.teardown()  # forget the failed online attempt, which still holds the run id
-            run = wandb.init(**init, mode="offline", settings=wandb.Settings(**timeouts, console="off", silent=True))
-            folder = run.dir.rsplit("/files", 1)[0]
-            log.warning("W&B could not go online (%s); logging offline instead: %s (upload later with `wandb sync %s`).", reason, folder, folder)
-            return run, "offline"
-        except Exception as e:
-            reason += f"; offline: {type(e).__name__}: {_one_line(e)}"
-    log.warning("W&B did not start (%s); %s.", reason, kept)
-    return None, mode
-
-
-def wandb_summary(summary: dict[str, Any]) -> dict[str, Any]:
-    """summary.json flattened with '/' (W&B's own separator for metric sections), ms/step added; where
-    the W&B run is stored is left out (it is the run itself)."""
-    flat: dict[str, Any] = {}
-
-    def put(prefix: str, value: Any) -> None:
-        if isinstance(value, dict):
-            for k, v in value.items():
-                put(f"{prefix}/{k}" if prefix else str(k), v)
-        elif value is not None:
-            flat[prefix] = value
-
-    put("", {k: v for k, v in summary.items() if k != "wandb"})
-    if isinstance(summary.get("time_per_step"), (int, float)):
-        flat["ms_per_step"] = round(summary["time_per_step"] * 1000, 3)
-    return flat
-
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split())[:300]
 
 
 class Console:
@@ -250,15 +71,26 @@ class Console:
 
 
 class Tracker:
-    """A resumed run passes where its checkpoint left off: the metrics file's size, the W&B run id,
-    the time already spent and the step (for the progress bar)."""
+    """Hands each logged record to every metric sink, shows progress on the console, writes summary.json.
 
-    def __init__(self, cfg: DictConfig, run_dir: Path, name: str, group: str | None, tags: list[str],
-                 keep_bytes: int | None = None, run_id: str | None = None, elapsed: float = 0.0, step: int = 0):
-        self.run_dir = run_dir
-        self.metrics = MetricsFile(run_dir / "metrics.jsonl", keep_bytes)
-        self.wandb = WandbSink(cfg, run_dir, name, group, tags, run_id or new_run_id())
-        self.console = Console(cfg.steps, cfg.progress, step)
+    The sinks are metrics.jsonl, always, and one per entry of the logger config (`logger.wandb`,
+    `logger.csv`, ...: conf/logger/), each built from its own subtree (lnbench.sinks). A resumed run
+    passes `resume`, the sinks' states its checkpoint kept (`state()`, sink_state_from_checkpoint), the
+    time already spent and the step (for the progress bar).
+    """
+
+    def __init__(self, logger_cfg: Any, run_dir: Path, *, name: str, group: str | None, tags: list[str],
+                 run_config: dict[str, Any], steps: int, progress: bool | None, resume: dict[str, Any] | None = None,
+                 elapsed: float = 0.0, step: int = 0):
+        self.run_dir = Path(run_dir)
+        run = RunInfo(self.run_dir, name, group, list(tags), run_config)
+        chosen = build_sinks(logger_cfg, run, resume)
+        # metrics.jsonl is the run's record, not a choice: `lnbench report`, resume and `lnbench check` read
+        # it, so it is written whatever the logger (logger=none included), first, and its failures are the
+        # run's own. The chosen sinks are guests (_each): one that raises is turned off, the run goes on.
+        self.sinks: dict[str, Sink] = {RECORD_KEY: MetricsJsonl(run=run, resume=None if resume is None else resume.get(RECORD_KEY, {})), **chosen}
+        self._states: dict[str, dict[str, Any]] = {}
+        self.console = Console(steps, progress, step)
         self.start = time.perf_counter() - elapsed
 
     def elapsed(self) -> float:
@@ -266,22 +98,61 @@ class Tracker:
 
     def log(self, split: str, step: int, values: dict[str, float], **extra: Any) -> None:
         record = {"step": step, "split": split, **extra, **values, "time": round(self.elapsed(), 4)}
-        self.metrics.write(record)
-        # In W&B each split is a section of its own; a test at another length gets its own keys, since
-        # values logged twice at one step overwrite each other.
-        section = f"test_at_len/{extra['eval_seq_len']}" if "eval_seq_len" in extra else split
-        axes = {k: v for k, v in record.items() if k in ("step", "epoch", "samples", "time")}
-        extras = {f"{split}/{k}": v for k, v in extra.items() if k not in axes and k != "eval_seq_len"}
-        self.wandb.log({**axes, **extras, **{f"{section}/{k}": v for k, v in values.items()}}, step=step)
+        self._each("log", record, when=f"at step {step}")
 
     def show(self, step: int, text: str, line: bool = False) -> None:
         self.console.update(step, text, line)
 
+    def close_console(self) -> None:
+        """Before the last log lines, so they go under the finished bar, not over it."""
+        self.console.close()
+
+    def state(self) -> dict[str, dict[str, Any]]:
+        """What the checkpoint keeps to resume every sink: {sink name: its state()}. A sink turned off
+        keeps the state of the last checkpoint it was in, so a resume continues it from there."""
+        self._states = {**self._states, **self._each("state", when="at a checkpoint")}
+        return dict(self._states)
+
+    def where(self, key: str) -> str | None:
+        """Where sink `key` (`wandb`, `csv`, ...) stores things; None if it is not on."""
+        sink = self.sinks.get(key)
+        return None if sink is None else getattr(sink, "where", None)
+
     def finish(self, summary: dict[str, Any]) -> None:
         self.console.close()
-        self.metrics.close()
         write_json(self.run_dir / "summary.json", summary)
-        self.wandb.finish(summary)
+        self._each("finish", summary, when="at the end")
+
+    def _each(self, method: str, *args: Any, when: str) -> dict[str, Any]:
+        """{key: what `method` returned} over the sinks. metrics.jsonl's errors are the run's own; a chosen
+        sink is a guest: one that raises is turned off, and the run goes on."""
+        out = {}
+        for key, sink in list(self.sinks.items()):
+            if key == RECORD_KEY:
+                out[key] = getattr(sink, method)(*args)
+                continue
+            try:
+                out[key] = getattr(sink, method)(*args)
+            except Exception as e:
+                del self.sinks[key]
+                log.warning("the metric sink logger.%s failed %s (%s: %s) and is turned off; the run goes on, "
+                            "metrics.jsonl keeps every step.", key, when, type(e).__name__, " ".join(str(e).split())[:300])
+        return out
+
+
+def build_sinks(logger_cfg: Any, run: RunInfo, resume: dict[str, Any] | None) -> dict[str, Sink]:
+    """One sink per entry of the logger config with a `_target_`, made by Hydra's instantiate from that
+    entry alone; a sink that cannot be built is bad input (a ConfigError naming `logger.<key>`)."""
+    from hydra.utils import instantiate
+
+    from lnbench.errors import refused_while_building
+
+    sinks: dict[str, Sink] = {}
+    for key, node in (logger_cfg or {}).items():  # each entry a sink's config (lnbench.config.validate_logger)
+        with refused_while_building(f"logger.{key}", node):
+            make = instantiate(node, _partial_=True, _convert_="all")
+            sinks[str(key)] = make(run=run, resume=None if resume is None else resume.get(key, {}))
+    return sinks
 
 
 # ---- what a W&B user sees a run as: its name, group and tags ----------------------------------

@@ -23,6 +23,7 @@ from lnbench import checkpoint, provenance, tasks
 from lnbench.config import validate
 from lnbench.errors import ConfigError, Diverged, Interrupted, refused_while_building
 from lnbench.nn.norm import normalizer
+from lnbench.sinks import sink_state_from_checkpoint
 from lnbench.track import Tracker, end_of_run_block
 
 log = logging.getLogger("lnbench")
@@ -162,7 +163,8 @@ class Recipe:
         self.step, self.best, self.val, self.window, self.resumed_at = 0, {}, None, [], []
         if ckpt is not None:
             self.load_checkpoint(ckpt)
-        self.resume = ckpt or {}  # the metrics file is cut to the checkpoint's lines; W&B appends to the same run
+        # What the sinks resume from: metrics.jsonl cut to the checkpoint's lines, the same W&B run, ...
+        self.sinks_resume, self.elapsed_before = sink_state_from_checkpoint(ckpt), (ckpt or {}).get("elapsed", 0.0)
         self.eval_time = self.checkpoint_time = 0.0
 
     # ---- checkpoints ----
@@ -181,8 +183,7 @@ class Recipe:
         checkpoint.save(self.run_dir, {
             "step": self.step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(), "best": self.best, "val": self.val, "window": self.window,
-            "metrics_bytes": self.tracker.metrics.size(), "wandb_id": self.tracker.wandb.id,
-            "elapsed": self.tracker.elapsed(), "resumed_at": self.resumed_at, "config": self.config,
+            "sinks": self.tracker.state(), "elapsed": self.tracker.elapsed(), "resumed_at": self.resumed_at, "config": self.config,
         })
         self.checkpoint_time += time.perf_counter() - t0
 
@@ -248,9 +249,9 @@ class Recipe:
                 raise Interrupted(stop.requested, self.step, self.run_dir)
 
     def start_tracker(self, name: str, group: str | None, tags: list[str]) -> Tracker:
-        r = self.resume
-        return Tracker(self.cfg, self.run_dir, name, group, tags, keep_bytes=r.get("metrics_bytes"),
-                       run_id=r.get("wandb_id"), elapsed=r.get("elapsed", 0.0), step=self.step)
+        cfg = self.cfg
+        return Tracker(cfg.logger, self.run_dir, name=name, group=group, tags=tags, run_config=self.config, steps=cfg.steps,
+                       progress=cfg.progress, resume=self.sinks_resume, elapsed=self.elapsed_before, step=self.step)
 
     def run(self, name: str, group: str | None, tags: list[str]) -> dict[str, Any]:
         self.tracker = self.start_tracker(name, group, tags)
@@ -266,7 +267,7 @@ class Recipe:
                 self.loop(summary, stop)
             if summary["status"] == "running":
                 self.test(summary)
-                self.tracker.console.close()  # the log lines below go under the finished bar, not over it
+                self.tracker.close_console()  # the log lines below go under the finished bar, not over it
         except BaseException as e:
             if summary["status"] == "running":
                 stopped = isinstance(e, (Interrupted, KeyboardInterrupt))
@@ -280,7 +281,7 @@ class Recipe:
                            eval_time=round(self.eval_time, 3), checkpoint_time=round(self.checkpoint_time, 3))
             if self.resumed_at:
                 summary["resumed_at"] = self.resumed_at
-            summary["wandb"] = self.tracker.wandb.where
+            summary["wandb"] = self.tracker.where("wandb")  # the W&B run's location (None without W&B), as before
             self.tracker.finish(summary)
             log.info(end_of_run_block(summary, self.run_dir, primary))
         if summary["status"] == "diverged":

@@ -27,10 +27,13 @@ REAL_DATA = {"mnist", "seq_mnist", "shakespeare"}
 
 def compose_train(overrides=()):
     register_configs()
+    # W&B off unless a test turns it on; a logger choice without W&B (logger=csv) has no key to turn off
+    chosen = next((o.split("=", 1)[1] for o in overrides if o.startswith("logger=")), "wandb")
+    quiet = ["logger.wandb.mode=disabled"] if "wandb" in chosen else []
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose("train", overrides=[f"dataset.data_dir={DATA_DIR}", "logger.mode=disabled", "progress=false", *overrides]
+        return compose("train", overrides=[f"dataset.data_dir={DATA_DIR}", *quiet, "progress=false", *overrides]
                        if any(o.startswith("dataset=") and o.split("=")[1] in REAL_DATA for o in overrides)
-                       else ["logger.mode=disabled", "progress=false", *overrides])
+                       else [*quiet, "progress=false", *overrides])
 
 
 def tiny(model, dataset, *extra):
@@ -44,7 +47,7 @@ import sys  # noqa: E402
 
 # A run of the CLI that takes a moment: a tiny LSTM on a short adding problem, one thread (bit-exact).
 TINY_CLI = ["model.hidden_size=8", "dataset=adding", "dataset.seq_len=8", "dataset.val_size=16", "dataset.test_size=16",
-            "dataset.batch_size=8", "threads=1", "device=cpu", "progress=false", "logger.mode=disabled"]
+            "dataset.batch_size=8", "threads=1", "device=cpu", "progress=false", "logger.wandb.mode=disabled"]
 
 
 def lnbench_cmd() -> list[str]:
@@ -75,3 +78,18 @@ def summary_of(run_dir: Path) -> dict:
 def results_of(summary: dict) -> dict:
     """The values of a summary that a run computes (not its timings or where it ran)."""
     return {k: summary.get(k) for k in ("status", "steps", "params", "test", "final_val", "best_val")}
+
+
+def after_log(monkeypatch, when, action):
+    """Runs `action()` right after the Tracker logged a record for which `when(split, step, extra)` holds
+    (to stop a run there: a signal, or an exception standing in for SIGKILL)."""
+    from lnbench.track import Tracker
+
+    original = Tracker.log
+
+    def log(self, split, step, values, **extra):
+        original(self, split, step, values, **extra)
+        if when(split, step, extra):
+            action()
+
+    monkeypatch.setattr(Tracker, "log", log)

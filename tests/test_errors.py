@@ -8,7 +8,7 @@ import torch
 from conftest import TINY_CLI, run_cli, summary_of
 
 # What every case adds: small, quiet; the dataset keys are the preset's (the cases change the dataset).
-BASE = ["model.hidden_size=8", "threads=1", "progress=false", "logger.mode=disabled", "steps=2"]
+BASE = ["model.hidden_size=8", "threads=1", "progress=false", "logger.wandb.mode=disabled", "steps=2"]
 
 
 def idx_files(folder, images: bytes, labels: bytes):
@@ -59,7 +59,7 @@ CASES = [
     ("unknown-device", ["device=tpu"], "device='tpu' is not allowed: use auto, cpu, cuda or cuda:N"),
     ("lr-0", ["optim.lr=0"], "optim.lr=0.0 is not allowed"),
     ("checkpoint-every-0", ["checkpoint_every=0"], "checkpoint_every=0 is not allowed"),
-    ("wandb-timeout-0", ["logger.init_timeout=0"], "logger.init_timeout=0.0 is not allowed"),
+    ("wandb-timeout-0", ["logger.wandb.init_timeout=0"], "logger.wandb.init_timeout=0.0 is not allowed"),
     ("resume-missing-dir", lambda t: [f"resume={t}/nope"], "it does not exist"),
     ("resume-not-a-run-dir", lambda t: [f"resume={empty_dir(t)}"], "holds no .hydra/overrides.yaml"),
     ("resume-in-a-sweep", lambda t: ["-m", f"resume={t}", "seed=0,1"], "cannot be swept"),

@@ -19,7 +19,7 @@ from test_hardening import snapshot
 FAST, SLOW = 25, 400
 TRIED = {"cases": 0, "trained": 0, "refused": 0}
 # Small, quick runs; each drawn override comes after these and wins.
-BASE = ["threads=1", "device=cpu", "progress=false", "logger.mode=disabled", "steps=2", "eval_every=2", "log_every=1",
+BASE = ["threads=1", "device=cpu", "progress=false", "logger.wandb.mode=disabled", "steps=2", "eval_every=2", "log_every=1",
         "checkpoint_every=2", "dataset.seq_len=6", "dataset.val_size=8", "dataset.test_size=8", "dataset.batch_size=4",
         "model.hidden_size=4", "model=ln_lstm"]
 
@@ -40,7 +40,7 @@ VALID = {
 }
 GROUPS = {"model": ["lstm", "ln_lstm", "gru", "wn_gru", "bn_lstm", "rms_gru", "mlp", "ln_lstmm"],
           "optim": ["adam", "sgd", "rmsprop", "adamw"], "dataset": ["adding", "copy", "nope"],
-          "schedule": ["constant", "cosine", "linear", "step"]}
+          "schedule": ["constant", "cosine", "linear", "step"], "logger": ["none", "csv", "wandb"]}
 UNKNOWN = ["foo", "model.foo", "optim.momentum", "optim.betaz", "dataset.carve", "stepz", "model.norm.bar", "logger.nope"]
 
 

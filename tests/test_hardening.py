@@ -44,7 +44,7 @@ def refused(args, capsys) -> str:
     return lines[0]
 
 
-BASE = ["model.hidden_size=8", "threads=1", "progress=false", "logger.mode=disabled", "steps=2"]
+BASE = ["model.hidden_size=8", "threads=1", "progress=false", "logger.wandb.mode=disabled", "steps=2"]
 # (overrides, what the paragraph must say: the key as typed, and what is allowed)
 BAD = {
     "plus-unknown-top": (["+foo=1"], ["foo=1 is not allowed", "Its keys are checkpoint_every,"]),

@@ -13,13 +13,14 @@ from conftest import REPO, TINY_CLI, run_cli, summary_of, tiny
 from lnbench import provenance
 from lnbench.cli import CONF_DIR
 from lnbench.sweep_end import end_of_sweep_block, job_statuses, json_table
-from lnbench.track import Console, end_of_run_block, run_group, run_name, swept_keys, wandb_summary
+from lnbench.sinks.wandb_run import wandb_summary
+from lnbench.track import Console, end_of_run_block, run_group, run_name, swept_keys
 from lnbench.train import train
 
 
 # ---- provenance -------------------------------------------------------------------------------
 def test_every_run_records_its_provenance_with_wandb_disabled(tmp_path):
-    summary = train(tiny("ln_lstm", "adding", "threads=1"), tmp_path)  # logger.mode=disabled
+    summary = train(tiny("ln_lstm", "adding", "threads=1"), tmp_path)  # logger.wandb.mode=disabled
     prov = summary_of(tmp_path)["provenance"]
     assert prov == summary["provenance"]
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -53,7 +54,7 @@ def test_run_name_is_the_model_and_the_swept_values_and_stable_across_resume():
     assert run_name("ln_lstm", overrides, swept={"model", "dataset.seq_len", "seed"}) == "ln_lstm · seq_len=50 · seed=1"
     resumed = [*overrides, "resume=/abs/outputs/runs/x", "hydra.run.dir=/abs/outputs/runs/x"]
     assert run_name("ln_lstm", resumed) == run_name("ln_lstm", overrides) == "ln_lstm · seq_len=50 · seed=1 · steps=300"
-    assert run_name("ln_lstm", ["logger.mode=online", "threads=2", "device=cpu"]) == "ln_lstm"
+    assert run_name("ln_lstm", ["logger.wandb.mode=online", "threads=2", "device=cpu"]) == "ln_lstm"
 
 
 def test_swept_keys_come_from_the_preset_and_the_command_line(tmp_path):
@@ -196,9 +197,9 @@ def test_a_sweep_with_a_failed_job_ends_with_its_block_names_and_report_run(tmp_
     from wandb_file import read_offline_runs
 
     sweep = tmp_path / "2026-11-22" / "13-05-01-000001"
-    args = [o for o in TINY_CLI if not o.startswith("logger.mode")]
+    args = [o for o in TINY_CLI if not o.startswith("logger.wandb.mode")]
     proc = run_cli("train", "-m", "model=ln_lstm,bn_lstm", *args, "dataset.batch_size=1", "steps=2", "eval_every=2",
-                   "logger.mode=offline", "logger.report=true", f"hydra.sweep.dir={sweep}", env={"WANDB_MODE": "offline"})
+                   "logger.wandb.mode=offline", "logger.wandb.report=true", f"hydra.sweep.dir={sweep}", env={"WANDB_MODE": "offline"})
     assert proc.returncode == 1
     out = proc.stdout
     assert out.startswith(f"sweep: {sweep}\n")

@@ -10,11 +10,10 @@ import time
 import pytest
 import torch
 
-from conftest import TINY_CLI, compose_train, lnbench_cmd, metrics_without_time, results_of, run_cli, summary_of, tiny
+from conftest import TINY_CLI, after_log, compose_train, lnbench_cmd, metrics_without_time, results_of, run_cli, summary_of, tiny
 from lnbench import checkpoint
 from lnbench.atomic import read_jsonl, write_json
 from lnbench.errors import ConfigError, Diverged, Interrupted
-from lnbench.track import Tracker
 from lnbench.train import train
 
 # Checkpoints at 0, 3, 6, 9, 10 fall between logging steps (every 2), so a resume must carry the
@@ -32,14 +31,7 @@ class HardStop(Exception):
 
 def after_train_log(monkeypatch, at_step, action):
     """Runs `action` right after the train metrics of step `at_step` are written."""
-    original = Tracker.log
-
-    def log(self, split, step, values, **extra):
-        original(self, split, step, values, **extra)
-        if split == "train" and step == at_step:
-            action()
-
-    monkeypatch.setattr(Tracker, "log", log)
+    after_log(monkeypatch, lambda split, step, extra: split == "train" and step == at_step, action)
 
 
 @pytest.fixture(scope="module")
@@ -229,7 +221,7 @@ def test_sweep_records_a_diverged_job_and_runs_the_others(tmp_path):
 def cli_run_dir(run_dir, overrides, monkeypatch, stop_at=None):
     """A run made in this process as `lnbench train <overrides> hydra.run.dir=<run_dir>` would make it
     (with its .hydra/overrides.yaml), optionally stopped by SIGTERM after the train log of `stop_at`."""
-    overrides = ["logger.mode=disabled", "progress=false", *overrides]
+    overrides = ["logger.wandb.mode=disabled", "progress=false", *overrides]
     threads = torch.get_num_threads()
     try:
         with monkeypatch.context() as m:

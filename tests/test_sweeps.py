@@ -204,7 +204,7 @@ def test_check_arguments_presets_scale_and_pass_through_overrides():
     assert "hydra/launcher=submitit_slurm" in cmd and "hydra/launcher=joblib" not in cmd  # the user's launcher wins
     assert f"hydra.sweep.dir={Path('outputs/check/pmnist-x2')}" in cmd  # fixed: a re-run resumes there
     default = check.sweep_command(check.parse_args([]), "pmnist")
-    assert "hydra/launcher=joblib" in default and "logger.mode=disabled" in default and not any(a.startswith("steps=") for a in default)
+    assert "hydra/launcher=joblib" in default and "logger=none" in default and not any(a.startswith("steps=") for a in default)
     assert check.parse_args([]).presets == check.claim_presets() and "fig6_mnist" in check.claim_presets()
 
 

@@ -54,7 +54,7 @@ def test_online_without_network_or_key_goes_on_offline(key, tmp_path, monkeypatc
     if key:
         monkeypatch.setenv("WANDB_API_KEY", key)
     caplog.set_level(logging.WARNING, "lnbench")
-    summary = train(tiny("ln_lstm", "adding", *RUN, "logger.mode=online", "logger.init_timeout=5"), tmp_path / "run")
+    summary = train(tiny("ln_lstm", "adding", *RUN, "logger.wandb.mode=online", "logger.wandb.init_timeout=5"), tmp_path / "run")
     assert summary["status"] == "completed"
     assert metrics_without_time(tmp_path / "run") == local_only
     assert "W&B could not go online" in caplog.text and "wandb sync" in caplog.text
@@ -75,7 +75,7 @@ def test_wandb_raising_mid_run_costs_nothing(tmp_path, monkeypatch, caplog, loca
 
     monkeypatch.setattr(Run, "log", log)
     caplog.set_level(logging.WARNING, "lnbench")
-    summary = train(tiny("ln_lstm", "adding", *RUN, "logger.mode=offline"), tmp_path / "run")
+    summary = train(tiny("ln_lstm", "adding", *RUN, "logger.wandb.mode=offline"), tmp_path / "run")
     assert summary["status"] == "completed"
     assert metrics_without_time(tmp_path / "run") == local_only
     assert "W&B failed at step" in caplog.text and "metrics.jsonl keeps every step" in caplog.text
@@ -90,14 +90,14 @@ def test_wandb_finish_raising_costs_nothing(tmp_path, monkeypatch, caplog, local
 
     monkeypatch.setattr(Run, "finish", finish)
     caplog.set_level(logging.WARNING, "lnbench")
-    summary = train(tiny("ln_lstm", "adding", *RUN, "logger.mode=offline"), tmp_path / "run")
+    summary = train(tiny("ln_lstm", "adding", *RUN, "logger.wandb.mode=offline"), tmp_path / "run")
     assert summary["status"] == "completed" and summary_of(tmp_path / "run")["status"] == "completed"
     assert "W&B did not finish cleanly" in caplog.text
     monkeypatch.undo()
 
 
 def test_an_offline_run_reads_back_as_w_and_b_users_expect(tmp_path):
-    cfg = tiny("bn_lstm", "adding", *RUN, "logger.mode=offline", "test_seq_lens=[12,48]")
+    cfg = tiny("bn_lstm", "adding", *RUN, "logger.wandb.mode=offline", "test_seq_lens=[12,48]")
     summary = train(cfg, tmp_path, name="bn_lstm · seq_len=12 · seed=0", group="seq_len_sweep 2026-11-22 13:05:01",
                     tags=["model=bn_lstm", "dataset=adding", "norm=batch"])
     run = read_offline_runs(tmp_path)
@@ -145,7 +145,7 @@ def test_a_resumed_run_continues_as_the_same_wandb_run(tmp_path, monkeypatch):
             raise Interrupted(signal.SIGTERM, step, self.run_dir)
 
     monkeypatch.setattr(Tracker, "log", log)
-    cfg = tiny("ln_lstm", "adding", *RUN, "steps=8", "logger.mode=offline")
+    cfg = tiny("ln_lstm", "adding", *RUN, "steps=8", "logger.wandb.mode=offline")
     with pytest.raises(Interrupted):
         train(cfg, tmp_path / "run", name="ln_lstm · seed=0")
     summary = train(cfg, tmp_path / "run", name="ln_lstm · seed=0")
@@ -163,7 +163,7 @@ def test_a_resumed_run_continues_as_the_same_wandb_run(tmp_path, monkeypatch):
 
 
 def test_report_run_holds_the_reports_tables_and_plots(tmp_path):
-    """logger.report=true: after a sweep, one W&B run of job_type report in the sweep's group."""
+    """logger.wandb.report=true: after a sweep, one W&B run of job_type report in the sweep's group."""
     from omegaconf import OmegaConf
 
     from lnbench.sweep_end import log_report
@@ -175,7 +175,8 @@ def test_report_run_holds_the_reports_tables_and_plots(tmp_path):
         train(tiny(model, "adding", *RUN), sweep / str(i))
     (sweep / "report").mkdir()
     (sweep / "report" / "claims.json").write_text(json.dumps([{"claim": "LN faster", "verdict": "holds", "ci": [0.1, 0.2]}]))
-    config = OmegaConf.create({"logger": {**OmegaConf.to_container(tiny("ln_lstm", "adding").logger), "mode": "offline"},
+    wandb = {**OmegaConf.to_container(tiny("ln_lstm", "adding").logger.wandb), "mode": "offline"}
+    config = OmegaConf.create({"logger": {"wandb": wandb},
                                "hydra": {"runtime": {"choices": {}}, "overrides": {"task": ["+experiment=[seq_len_sweep,smoke]"]},
                                          "sweep": {"dir": str(sweep)}}})
     assert log_report(config, sweep) is not None
