@@ -14,6 +14,8 @@ GROUPS = {
     "model": "lnbench train model=NAME",
     "dataset": "lnbench train dataset=NAME",
     "optim": "lnbench train optim=NAME",
+    "schedule": "lnbench train schedule=NAME",
+    "logger": "lnbench train logger=NAME",
 }
 
 

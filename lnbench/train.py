@@ -218,11 +218,12 @@ class Recipe:
     def test(self, summary: dict[str, Any]) -> None:
         test = evaluate(self.model, self.dataset, "test", self.device)
         self.tracker.log("test", self.step, test)
-        summary.update(status="completed", test=test, final_val=self.val, best_val=self.best)
+        summary.update(test=test, final_val=self.val, best_val=self.best)
         for n in self.cfg.test_seq_lens:  # BN's per-step statistics vs LN on sequences longer than trained on
             at_len = evaluate(self.model, setup_data(self.cfg.dataset, eval_seq_len=n), "test", self.device)
             self.tracker.log("test", self.step, at_len, eval_seq_len=n)
             summary.setdefault("test_at_len", {})[str(n)] = at_len
+        summary["status"] = "completed"  # only now: a run whose last test failed is not skipped as done
 
     # ---- the loop ----
     def loop(self, summary: dict[str, Any], stop) -> None:

@@ -57,6 +57,22 @@ def test_test_seq_lens_tests_the_trained_model_at_each_length(tmp_path):
 
 
 @needs_data
+def test_a_run_whose_test_at_another_length_fails_is_not_completed(tmp_path, monkeypatch):
+    from lnbench import train as recipe
+
+    real = recipe.setup_data
+
+    def failing(cfg, **kw):
+        if "eval_seq_len" in kw:
+            raise MemoryError("no room for the long test")
+        return real(cfg, **kw)
+
+    monkeypatch.setattr(recipe, "setup_data", failing)
+    with pytest.raises(MemoryError):
+        train(tiny("ln_lstm", "adding", "test_seq_lens=[12]"), tmp_path)
+    assert json.loads((tmp_path / "summary.json").read_text())["status"] == "failed"  # so a re-run trains it again
+
+
 def test_test_seq_lens_on_a_fixed_length_dataset_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match=r"test_seq_lens=\[40\] is not allowed with this dataset"):
         train(tiny("ln_mlp", "mnist", "test_seq_lens=[40]"), tmp_path)
