@@ -109,7 +109,7 @@ def _compare(cls, kind, T, B, train, unbiased=False, with_state=True, path="eage
 
 
 @pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
-@pytest.mark.parametrize("T", [1, 7, 50])
+@pytest.mark.parametrize("T", [1, 7, pytest.param(50, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("train", [True, False])
 def test_layer_norm_matches_reference(cls, T, train, path):
     _compare(cls, "layer", T, B=3, train=train, path=path)
