@@ -96,6 +96,7 @@ def finished_run(tmp_path_factory):
     return run_dir
 
 
+@pytest.mark.slow
 def test_refused_and_no_op_invocations_leave_a_run_directory_as_it_was(finished_run, tmp_path):
     before = snapshot(finished_run)
     assert ".lock" not in before and "crash.log" not in before  # a finished run leaves neither

@@ -191,6 +191,7 @@ def test_outputs_folder_is_in_the_repository_with_only_its_readme_tracked():
     assert ignored.returncode == 0
 
 
+@pytest.mark.slow
 def test_a_sweep_with_a_failed_job_ends_with_its_block_names_and_report_run(tmp_path):
     """Hydra skips on_multirun_end when a job fails: the block still comes, last, and the W&B report run
     joins the jobs' group; each job's console lines carry its number and name."""
