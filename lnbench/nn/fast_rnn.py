@@ -317,6 +317,45 @@ class _GRURecurrence(torch.autograd.Function):
 # The kernels split the batch rows over torch's OpenMP threads (the library links libgomp.so.1, which
 # resolves to the copy torch already loaded, so both share one thread pool).
 # --------------------------------------------------------------------------------------------------
+ONEDNN_MIN_ROWS = 4  # below it torch.mm (MKL) was the faster: B=1 H=256, 17 vs 30 us (1 thread)
+
+
+def _onednn_linear() -> bool:
+    try:
+        return bool(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
+                    and torch.ops.mkldnn._reorder_linear_weight is not None and torch.ops.mkldnn._linear_pointwise is not None)
+    except (AttributeError, RuntimeError):  # a torch built without oneDNN
+        return False
+
+
+class _StepMatmul:
+    """`x @ W.t()` (+ `add`, + `bias`) for the rows of one time step, W fixed over the loop.
+
+    Why not torch.mm: for float32 on CPU, oneDNN's linear with W packed once per call into its blocked
+    layout (torch.ops.mkldnn, the ops inductor uses for CPU linears) took half of torch.mm's time (MKL) at
+    B=4..128, H=256, G=4H (e.g. B=4: 31 vs 48 us, B=32: 104 vs 204 us, 1 thread), and the recurrence is
+    that product T times. float64, B < ONEDNN_MIN_ROWS or a torch without oneDNN: torch.mm/addmm."""
+
+    def __init__(self, W: Tensor, B: int):
+        self.WT = W.t()
+        self.packed = None
+        if W.dtype == torch.float32 and W.device.type == "cpu" and B >= ONEDNN_MIN_ROWS and _onednn_linear():
+            self.packed = torch.ops.mkldnn._reorder_linear_weight(W.detach().contiguous(), B)
+
+    def __call__(self, x: Tensor, out: Optional[Tensor] = None, add: Optional[Tensor] = None,
+                 bias: Optional[Tensor] = None) -> Tensor:
+        if self.packed is None:
+            if add is None and bias is None:
+                return torch.mm(x, self.WT) if out is None else torch.mm(x, self.WT, out=out)
+            if out is not None and out is add:
+                return out.addmm_(x, self.WT)
+            base = bias if add is None else add
+            return torch.addmm(base, x, self.WT) if out is None else torch.addmm(base, x, self.WT, out=out)
+        lin = torch.ops.mkldnn._linear_pointwise
+        y = lin(x, self.packed, bias, "none", [], "") if add is None else lin.binary(x, add, self.packed, bias, "add")
+        return y if out is None else out.copy_(y)
+
+
 def _ptr(x: Tensor) -> int:
     return x.data_ptr()
 
@@ -352,7 +391,7 @@ class _LNLSTMRecurrenceC(torch.autograd.Function):
         H = G // 4
         ax, h0, c0 = ax.contiguous(), h0.contiguous(), c0.contiguous()
         wx, bx, wh, bh, wc, bc = (p.contiguous() for p in (wx, bx, wh, bh, wc, bc))
-        WhT = Wh.t()
+        mm = _StepMatmul(Wh, B)
         out, AH, S, C, TC = _lstm_buffers(ax, need_grad)
         L = AH.shape[0]
         ST = ax.new_empty(L, 6, B)  # mean/rstd of LN(W_h h), LN(W_x x), LN(c): per step and row
@@ -365,7 +404,7 @@ class _LNLSTMRecurrenceC(torch.autograd.Function):
         h, c_prev = h0, _ptr(c0)
         for t in range(T):
             k = t if need_grad else 0
-            torch.mm(h, WhT, out=ahs[k])
+            mm(h, out=ahs[k])
             st = sts[k]
             fwd(nt, B, H, eps, ahs[k].data_ptr(), axs[t], *w, c_prev, ss[k], cs[k], tcs[k], outs[t],
                 st, st + row, st + 2 * row, st + 3 * row, st + 4 * row, st + 5 * row)
@@ -395,6 +434,7 @@ class _LNLSTMRecurrenceC(torch.autograd.Function):
         dh = (dout[T - 1] + dhT).contiguous()
         dc = dcT.contiguous().clone()
         bwd = ctx.kern.fn("lnlstm_bwd", AH.dtype)
+        mmT = _StepMatmul(Wh.t(), B)  # dh += dah W_h
         ahs, axs, ss, cs, tcs, sts = _rows(AH, T), _rows(ax, T), _rows(S, T), _rows(C, T), _rows(TC, T), _rows(ST, T)
         dahs = dAH.unbind(0)
         w = (_ptr(wh), _ptr(wx), _ptr(wc), _ptr(dh), _ptr(dc))
@@ -404,9 +444,9 @@ class _LNLSTMRecurrenceC(torch.autograd.Function):
             bwd(nt, B, H, ahs[t], axs[t], ss[t], cs[t], cs[t - 1] if t else c0p, tcs[t], sts[t], *w,
                 ahs[t], axs[t], *acc)
             if t:
-                torch.addmm(dout[t - 1], dahs[t], Wh, out=dh)
+                mmT(dahs[t], out=dh, add=dout[t - 1])
             else:
-                dh = torch.mm(dahs[0], Wh)
+                dh = mmT(dahs[0])
         dWh = torch.mm(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
         return (None, None, None, dAX, dh, dc, dWh, dwx.sum(0), dbx.sum(0),
                 dwh.sum(0), dbh.sum(0), dwc.sum(0), dbc.sum(0))
@@ -418,7 +458,7 @@ class _LNGRURecurrenceC(torch.autograd.Function):
         T, B, H = xp_n.shape
         xp_rz, xp_n, h0 = xp_rz.contiguous(), xp_n.contiguous(), h0.contiguous()
         w_rz, b_rz, w_n, b_n = (p.contiguous() for p in (w_rz, b_rz, w_n, b_n))
-        WhT = Wh.t()
+        mm = _StepMatmul(Wh, B)
         out, AH, SRZ, N = _gru_buffers(xp_n, need_grad)
         L = AH.shape[0]
         ST = xp_n.new_empty(4, L, B)  # mean/rstd of LN(W_h h) and of LN(U h)
@@ -430,7 +470,7 @@ class _LNGRURecurrenceC(torch.autograd.Function):
         h, hp = h0, _ptr(h0)
         for t in range(T):
             k = t if need_grad else 0
-            torch.mm(h, WhT, out=ahs[k])
+            mm(h, out=ahs[k])
             fwd(nt, B, H, eps, ahs[k].data_ptr(), xrs[t], xns[t], *w, hp, ss[k], ns[k], outs[t],
                 st[0][k], st[1][k], st[2][k], st[3][k])
             h, hp = out[t], outs[t]
@@ -456,6 +496,7 @@ class _LNGRURecurrenceC(torch.autograd.Function):
         tmp = torch.empty(nt, G, **opts)
         dh = (dout[T - 1] + dhT).contiguous()
         bwd = ctx.kern.fn("lngru_bwd", AH.dtype)
+        mmT = _StepMatmul(Wh.t(), B)  # dh += dah W_h
         ahs, ss, ns, outs, douts = _rows(AH, T), _rows(SRZ, T), _rows(N, T), _rows(out, T), _rows(dout, T)
         dahs = dAH.unbind(0)
         st = [_rows(ST[i], T) for i in range(4)]
@@ -465,7 +506,7 @@ class _LNGRURecurrenceC(torch.autograd.Function):
         for t in range(T - 1, -1, -1):
             bwd(nt, B, H, ahs[t], ss[t], ns[t], outs[t - 1] if t else h0p, st[0][t], st[1][t], st[2][t], st[3][t],
                 *w, douts[t - 1] if t else None, ss[t], ns[t], ahs[t], *acc)
-            dh.addmm_(dahs[t], Wh)  # dh (1 - z) + dout_{t-1} from the kernel, + dah [W_h; U]
+            mmT(dahs[t], out=dh, add=dh)  # dh (1 - z) + dout_{t-1} from the kernel, + dah [W_h; U]
         dWh = torch.mm(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
         return None, None, None, dXRZ, dXN, dh, dWh, dw_rz.sum(0), db_rz.sum(0), dw_n.sum(0), db_n.sum(0)
 
@@ -526,7 +567,7 @@ class _BNLSTMRecurrenceC(torch.autograd.Function):
         H = G // 4
         ax, h0, c0 = ax.contiguous(), h0.contiguous(), c0.contiguous()
         wx, bx, wh, wc, bc = (p.contiguous() for p in (wx, bx, wh, wc, bc))
-        WhT = Wh.t()
+        mm = _StepMatmul(Wh, B)
         out, AH, S, C, TC = _lstm_buffers(ax, need_grad)
         L = AH.shape[0]
         STX, train, eps, inv_m = _bn_step_stats((bn_x,), T, B, ax)
@@ -539,7 +580,7 @@ class _BNLSTMRecurrenceC(torch.autograd.Function):
         h, c_prev = h0, _ptr(c0)
         for t in range(T):
             k = t if need_grad else 0
-            torch.mm(h, WhT, out=ahs[k])
+            mm(h, out=ahs[k])
             fwd(nt, int(train), B, H, eps, inv_m, ahs[k].data_ptr(), axs[t], *w, c_prev, ss[k], cs[k], tcs[k],
                 outs[t], sth[t], stx[t], stc[t])
             h, c_prev = out[t], cs[k]
@@ -568,6 +609,7 @@ class _BNLSTMRecurrenceC(torch.autograd.Function):
         dh = (dout[T - 1] + dhT).contiguous()
         dc = dcT.contiguous().clone()
         bwd = ctx.kern.fn("bnlstm_bwd", AH.dtype)
+        mmT = _StepMatmul(Wh.t(), B)  # dh += dah W_h
         nt = _kernel_threads(H)
         ahs, axs, ss, cs, tcs = _rows(AH, T), _rows(ax, T), _rows(S, T), _rows(C, T), _rows(TC, T)
         sth, stx, stc = _rows(STH, T), _rows(STX, T), _rows(STC, T)
@@ -579,9 +621,9 @@ class _BNLSTMRecurrenceC(torch.autograd.Function):
             bwd(nt, int(ctx.train), B, H, ctx.inv_m, ahs[t], axs[t], ss[t], cs[t], cs[t - 1] if t else c0p, tcs[t],
                 sth[t], stx[t], stc[t], *w, ahs[t], axs[t], *acc)
             if t:
-                torch.addmm(dout[t - 1], dahs[t], Wh, out=dh)
+                mmT(dahs[t], out=dh, add=dout[t - 1])
             else:
-                dh = torch.mm(dahs[0], Wh)
+                dh = mmT(dahs[0])
         dWh = torch.mm(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
         return None, None, None, dAX, dh, dc, dWh, dwx, dbx, dwh, dwc, dbc
 
@@ -592,7 +634,7 @@ class _BNGRURecurrenceC(torch.autograd.Function):
         T, B, H = xp_n.shape
         xp_rz, xp_n, h0 = xp_rz.contiguous(), xp_n.contiguous(), h0.contiguous()
         w = torch.cat([w_rz, w_n])
-        WhT = Wh.t()
+        mm = _StepMatmul(Wh, B)
         out, AH, SRZ, N = _gru_buffers(xp_n, need_grad)
         L = AH.shape[0]
         ST, train, eps, inv_m = _bn_step_stats(bns, T, B, xp_n)
@@ -603,7 +645,7 @@ class _BNGRURecurrenceC(torch.autograd.Function):
         h, hp = h0, _ptr(h0)
         for t in range(T):
             k = t if need_grad else 0
-            torch.mm(h, WhT, out=ahs[k])
+            mm(h, out=ahs[k])
             fwd(nt, int(train), B, H, eps, inv_m, ahs[k].data_ptr(), xrs[t], xns[t], _ptr(w), None, hp, ss[k], ns[k],
                 outs[t], sts[t])
             h, hp = out[t], outs[t]
@@ -629,6 +671,7 @@ class _BNGRURecurrenceC(torch.autograd.Function):
         gn = torch.empty(B, H, **opts)
         dh = (dout[T - 1] + dhT).contiguous()
         bwd = ctx.kern.fn("bngru_bwd", AH.dtype)
+        mmT = _StepMatmul(Wh.t(), B)  # dh += dah W_h
         nt = _kernel_threads(H)
         ahs, ss, ns, outs, douts, sts = _rows(AH, T), _rows(SRZ, T), _rows(N, T), _rows(out, T), _rows(dout, T), _rows(ST, T)
         dahs = dAH.unbind(0)
@@ -637,7 +680,7 @@ class _BNGRURecurrenceC(torch.autograd.Function):
             bwd(nt, int(ctx.train), B, H, ctx.inv_m, ahs[t], ss[t], ns[t], outs[t - 1] if t else h0p, sts[t], _ptr(w),
                 None, _ptr(dh), douts[t - 1] if t else None, ss[t], ns[t], ahs[t], _ptr(dw), None, _ptr(gn), _ptr(s1),
                 _ptr(s2))
-            dh.addmm_(dahs[t], Wh)
+            mmT(dahs[t], out=dh, add=dh)
         dWh = torch.mm(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
         return None, None, None, dXRZ, dXN, dh, dWh, dw[: 2 * H], dw[2 * H :]
 
