@@ -314,3 +314,24 @@ def test_float32_c_path_with_onednn_matches_reference(cls, kind, monkeypatch):
     for r, g, m in zip(ref, got, mm_path):
         torch.testing.assert_close(g, r, rtol=2e-4, atol=2e-5)
         torch.testing.assert_close(g, m, rtol=2e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("needs", [(True, True, True), (False, True, True), (True, False, False)])
+def test_linear_through_onednn_matches_f_linear(bias, needs):
+    """_Linear (the C paths' input side W_x x, float32 on CPU): output and the gradients asked for as F.linear's."""
+    if not fast_rnn._onednn_linear():
+        pytest.skip("torch without oneDNN")
+    g = torch.Generator().manual_seed(0)
+    x, W = torch.randn(5, 3, 7, generator=g), torch.randn(11, 7, generator=g)
+    b = torch.randn(11, generator=g) if bias else None
+    leaves = [t.requires_grad_(n) for t, n in zip((x, W, b), needs) if t is not None]
+    dy = torch.randn(5, 3, 11, generator=g)
+    want = torch.nn.functional.linear(x.double(), W.double(), None if b is None else b.double())
+    got = fast_rnn._Linear.apply(x, W, b)
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+    asked = [t for t in leaves if t.requires_grad]
+    grads = torch.autograd.grad(got, asked, dy)
+    wants = torch.autograd.grad(torch.nn.functional.linear(x, W, b), asked, dy)
+    for a, w in zip(grads, wants):
+        torch.testing.assert_close(a, w, rtol=1e-5, atol=1e-5)

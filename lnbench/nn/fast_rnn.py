@@ -28,6 +28,9 @@ How it is fast, with no compiler at all (so it runs wherever torch runs, CPU or 
   inside the step kernel too. The backward reuses the forward's buffers in place, so it runs once per
   forward (retain_graph=True raises; set LNBENCH_NO_CKERNEL=1 for that). Without a compiler, while it
   compiles, on CUDA or with LNBENCH_NO_CKERNEL=1, the eager aten path above runs (same numbers).
+- In those C paths, float32 on CPU, the matrix products (per step W_h h and dh W_h, and the large ones:
+  W_x x over all steps, its gradients, the recurrent weight's gradient) run through oneDNN's linear
+  (`_StepMatmul`, `_matmul`, `_Linear`): torch.mm calls MKL, which on this AMD CPU took 1.5-2.5x as long.
 - BN_t on CPU runs through C kernels the same way (the hidden units, not the rows, split over the
   threads, since BN's statistics are per column): for the LSTM the input side's BN_t(W_x x) + b is in
   the step kernel too; the GRU's input side is one torch batch norm over a (B, T*G) view.
@@ -356,6 +359,46 @@ class _StepMatmul:
         return y if out is None else out.copy_(y)
 
 
+def _use_onednn(t: Tensor) -> bool:
+    return t.dtype == torch.float32 and t.device.type == "cpu" and _onednn_linear()
+
+
+def _matmul(a: Tensor, b: Tensor) -> Tensor:
+    """a @ b for the large products of the C paths (the recurrent weight's gradient over all steps): through
+    oneDNN for float32 on CPU, where torch.mm (MKL) was 2.5x slower on this AMD CPU (400x256 @ 256x1024:
+    4.3 vs 1.7 ms, 1 thread); torch.mm otherwise."""
+    if _use_onednn(a):
+        return torch.ops.mkldnn._linear_pointwise(a, b.t(), None, "none", [], "")
+    return torch.mm(a, b)
+
+
+class _Linear(torch.autograd.Function):
+    """F.linear(x, W, b) with the forward and both gradient products through `_matmul` (the input side
+    W_x x of the C paths, all steps at once)."""
+
+    @staticmethod
+    def forward(ctx, x, W, b):
+        x2 = x.reshape(-1, x.shape[-1])
+        ctx.save_for_backward(x2, W)
+        ctx.has_bias = b is not None
+        y = torch.ops.mkldnn._linear_pointwise(x2, W, b, "none", [], "")
+        return y.view(*x.shape[:-1], W.shape[0])
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dy):
+        x2, W = ctx.saved_tensors
+        dy2 = dy.reshape(-1, W.shape[0])
+        dx = _matmul(dy2, W).view(*dy.shape[:-1], W.shape[1]) if ctx.needs_input_grad[0] else None
+        dW = _matmul(dy2.t(), x2) if ctx.needs_input_grad[1] else None
+        db = dy2.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
+        return dx, dW, db
+
+
+def _linear(x: Tensor, W: Tensor, b: Optional[Tensor]) -> Tensor:
+    return _Linear.apply(x, W, b) if _use_onednn(x) and W.dtype == x.dtype else F.linear(x, W, b)
+
+
 def _ptr(x: Tensor) -> int:
     return x.data_ptr()
 
@@ -447,7 +490,7 @@ class _LNLSTMRecurrenceC(torch.autograd.Function):
                 mmT(dahs[t], out=dh, add=dout[t - 1])
             else:
                 dh = mmT(dahs[0])
-        dWh = torch.mm(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+        dWh = _matmul(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
         return (None, None, None, dAX, dh, dc, dWh, dwx.sum(0), dbx.sum(0),
                 dwh.sum(0), dbh.sum(0), dwc.sum(0), dbc.sum(0))
 
@@ -507,7 +550,7 @@ class _LNGRURecurrenceC(torch.autograd.Function):
             bwd(nt, B, H, ahs[t], ss[t], ns[t], outs[t - 1] if t else h0p, st[0][t], st[1][t], st[2][t], st[3][t],
                 *w, douts[t - 1] if t else None, ss[t], ns[t], ahs[t], *acc)
             mmT(dahs[t], out=dh, add=dh)  # dh (1 - z) + dout_{t-1} from the kernel, + dah [W_h; U]
-        dWh = torch.mm(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+        dWh = _matmul(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
         return None, None, None, dXRZ, dXN, dh, dWh, dw_rz.sum(0), db_rz.sum(0), dw_n.sum(0), db_n.sum(0)
 
 
@@ -624,7 +667,7 @@ class _BNLSTMRecurrenceC(torch.autograd.Function):
                 mmT(dahs[t], out=dh, add=dout[t - 1])
             else:
                 dh = mmT(dahs[0])
-        dWh = torch.mm(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+        dWh = _matmul(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
         return None, None, None, dAX, dh, dc, dWh, dwx, dbx, dwh, dwc, dbc
 
 
@@ -681,7 +724,7 @@ class _BNGRURecurrenceC(torch.autograd.Function):
                 None, _ptr(dh), douts[t - 1] if t else None, ss[t], ns[t], ahs[t], _ptr(dw), None, _ptr(gn), _ptr(s1),
                 _ptr(s2))
             mmT(dahs[t], out=dh, add=dh)
-        dWh = torch.mm(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+        dWh = _matmul(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
         return None, None, None, dXRZ, dXN, dh, dWh, dw[: 2 * H], dw[2 * H :]
 
 
@@ -758,7 +801,7 @@ class FastRecurrentLayer(nn.Module):
             if B < 2 and cell.weight_h.training:  # BatchNorm's own error for a batch of one
                 apply_norm(cell.norm_h if isinstance(cell, LSTMCell) else cell.norm_h_n, x.new_zeros(1, B, cell.hidden_size))
             if isinstance(cell, LSTMCell):
-                ax = cell.weight_x(x)  # BN_t(W_x x) + b runs inside the step kernel
+                ax = _linear(x, cell.weight_x.weight, cell.weight_x.bias)  # BN_t(W_x x) + b runs inside the step kernel
                 h0, c0 = cell.initial_state(B, ax) if state is None else state
                 args = (ax, h0, c0, Wh, cell.norm_x.weight, cell.bias, cell.norm_h.weight, cell.norm_c.weight,
                         cell.norm_c.bias)
@@ -772,7 +815,7 @@ class FastRecurrentLayer(nn.Module):
             out, *final = fn.apply(kern, bns, need_grad, *args)
             return out, tuple(final)
         if isinstance(cell, LSTMCell):
-            ax = cell.weight_x(x)  # LN(W_x x) + b runs inside the step kernel
+            ax = _linear(x, cell.weight_x.weight, cell.weight_x.bias)  # LN(W_x x) + b runs inside the step kernel
             h0, c0 = cell.initial_state(B, ax) if state is None else state
             ln = cell.norm_x
             args = (ax, h0, c0, Wh, ln.weight, ln.bias + cell.bias, *_wb(cell.norm_h), *_wb(cell.norm_c))
@@ -790,10 +833,10 @@ class FastRecurrentLayer(nn.Module):
         """cell.project_input(x); for LN the gate bias b is folded into LN's own bias (one pass less)."""
         cell = self.cell
         if normalizer(cell.norm_kind).fast_kernel != "layer":
-            a = _normalize_steps(cell.norm_x, cell.weight_x(x))
+            a = _normalize_steps(cell.norm_x, _linear(x, cell.weight_x.weight, cell.weight_x.bias))
             return a + cell.bias if cell.bias is not None else a
         ln = cell.norm_x
-        return F.layer_norm(cell.weight_x(x), ln.normalized_shape, ln.weight, ln.bias + cell.bias, ln.eps)
+        return F.layer_norm(_linear(x, cell.weight_x.weight, cell.weight_x.bias), ln.normalized_shape, ln.weight, ln.bias + cell.bias, ln.eps)
 
     def _project_gru(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """cell.project_input(x) as its two parts [W_x x; W x], with no slicing or concatenation."""
@@ -803,7 +846,7 @@ class FastRecurrentLayer(nn.Module):
         b = cell.weight_x.bias
         parts = []
         for rows, norm in ((slice(0, 2 * H), cell.norm_x_rz), (slice(2 * H, 3 * H), cell.norm_x_n)):
-            a = F.linear(x, W[rows], None if b is None else b[rows])
+            a = _linear(x, W[rows], None if b is None else b[rows])
             a = _normalize_steps(norm, a)
             parts.append(a if cell.bias is None else a + cell.bias[rows])
         return parts[0], parts[1]

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, _VF, nn
 from torch.nn import functional as F
 
+from lnbench.nn.fast_rnn import _linear
 from lnbench.nn.norm import normalizer
 from lnbench.nn.rnn import GRUCell, LSTMCell, State
 
@@ -62,7 +63,7 @@ class _LSTMRecurrenceC(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dout, dhT, dcT):
-        from lnbench.nn.fast_rnn import _StepMatmul, _consume, _kernel_threads, _rows, _shifted
+        from lnbench.nn.fast_rnn import _StepMatmul, _consume, _kernel_threads, _matmul, _rows, _shifted
 
         _consume(ctx)
         h0, c0, Wh, out, S, C, TC = ctx.saved_tensors
@@ -83,7 +84,7 @@ class _LSTMRecurrenceC(torch.autograd.Function):
                 mmT(das[t], out=dh, add=dout[t - 1])
             else:
                 dh = mmT(das[0])
-        dWh = torch.mm(dA.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+        dWh = _matmul(dA.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
         return None, None, dA, dh, dc, dWh
 
 
@@ -116,7 +117,7 @@ class _GRURecurrenceC(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dout, dhT):
-        from lnbench.nn.fast_rnn import _StepMatmul, _consume, _kernel_threads, _rows, _shifted
+        from lnbench.nn.fast_rnn import _StepMatmul, _consume, _kernel_threads, _matmul, _rows, _shifted
 
         _consume(ctx)
         h0, Wh, out, AH, SRZ, N = ctx.saved_tensors
@@ -135,7 +136,7 @@ class _GRURecurrenceC(torch.autograd.Function):
                 douts[t - 1] if t else None, ss[t], ns[t], dahs_p[t])
             mmT(dahs[t], out=dh, add=dh)
         H = G // 3
-        dWh = torch.mm(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+        dWh = _matmul(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
         return None, None, dXRZ, dXN, dh, dWh, dAH.sum((0, 1))
 
 
@@ -180,13 +181,13 @@ class FusedTorchLayer(nn.Module):
         Wx, Wh = wx.weight, wh.weight  # (the weight-norm parametrization, if any, computes them here)
         zeros = x.new_zeros(B, H)
         if isinstance(cell, LSTMCell):
-            xp = F.linear(x, Wx, wx.bias + wh.bias)
+            xp = _linear(x, Wx, wx.bias + wh.bias)
             h0, c0 = (zeros, zeros) if state is None else state
             args = (xp, h0, c0, Wh)
             fn = _LSTMRecurrenceC
         else:
-            xp_rz = F.linear(x, Wx[: 2 * H], wx.bias[: 2 * H])
-            xp_n = F.linear(x, Wx[2 * H :], wx.bias[2 * H :])
+            xp_rz = _linear(x, Wx[: 2 * H], wx.bias[: 2 * H])
+            xp_n = _linear(x, Wx[2 * H :], wx.bias[2 * H :])
             h0 = zeros if state is None else state[0]
             args = (xp_rz, xp_n, h0, Wh, wh.bias)
             fn = _GRURecurrenceC
