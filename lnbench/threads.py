@@ -5,8 +5,9 @@ fight the neighbours for the cores: a 2-thread run next to one busy process ran 
 Waiting passively (sleeping at once) avoids that but costs a wake-up per parallel region, which on an
 idle machine made torch's nn.LSTM at batch 4 several times slower (see the README's measurements). So
 the policy is chosen per process from a look at the cores (`choose_wait_policy()`, before torch loads
-libgomp, which reads it once): spin briefly where the cores are free, sleep at once where others keep
-them busy. Each job then takes only the cores that are free when it starts (`choose()`), within its
+libgomp, which reads it once): spin (libgomp's default count) where the cores are free, sleep at once
+where others keep them busy. Shorter spin counts (1000, 10000) were measured too: 1000 lost the idle
+speed, and none made a neighbour that arrives during a run harmless (README). Each job then takes only the cores that are free when it starts (`choose()`), within its
 launcher's share; with one thread there is no team and nothing waits.
 
 One thread pool: the C kernels of `lnbench.nn.ckernel` link libgomp.so.1, which resolves to the copy
@@ -22,7 +23,7 @@ from typing import Optional
 log = logging.getLogger("lnbench")
 
 SAMPLE_S = 0.25  # how long a job watches /proc/stat to see how busy the other processes keep its cores
-SPIN_COUNT = "10000"  # libgomp's spins before a waiting thread sleeps, where the cores are free (default 300000)
+SPIN_COUNT = "300000"  # spins before a waiting thread sleeps where the cores are free: libgomp's own default, made explicit
 BUSY_CORES = 0.5  # other processes' load (in cores) from which the cores count as busy
 _WHY_ENV = "LNBENCH_WAIT_WHY"  # the reason for the policy, inherited by launcher workers for their log line
 _last_sample: Optional[tuple[float, float]] = None  # (time.monotonic(), busy) of the latest look, for reuse
@@ -30,7 +31,7 @@ _last_sample: Optional[tuple[float, float]] = None  # (time.monotonic(), busy) o
 
 def choose_wait_policy() -> None:
     """How idle OpenMP threads wait in this process and its subprocesses, unless the user chose
-    (OMP_WAIT_POLICY or GOMP_SPINCOUNT set): spin briefly (GOMP_SPINCOUNT=SPIN_COUNT) when the usable cores
+    (OMP_WAIT_POLICY or GOMP_SPINCOUNT set): spin (GOMP_SPINCOUNT=SPIN_COUNT) when the usable cores
     are free, else sleep at once (OMP_WAIT_POLICY=passive). Must run before torch (and so libgomp) is
     imported; launcher workers and forked jobs inherit it."""
     if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
@@ -64,19 +65,22 @@ def usable_cores() -> list[int]:
         return list(range(os.cpu_count() or 1))
 
 
-def _cpu_times(cores: list[int]) -> Optional[tuple[float, float]]:
-    """(busy, total) jiffies summed over `cores`, from /proc/stat's per-cpu lines."""
+def _cpu_times(cores: list[int], stat: str = "/proc/stat") -> Optional[tuple[float, float]]:
+    """(busy, total) jiffies summed over `cores`, from /proc/stat's per-cpu lines. Time spent in niced
+    processes counts as free unless this process is niced itself: the kernel gives a nice-0 job the core
+    (a nice-19 sweep next to a run took ~1.5% of it), so such a neighbour is no reason to take fewer threads."""
     want = {f"cpu{c}" for c in cores}
+    niced_is_free = os.getpriority(os.PRIO_PROCESS, 0) <= 0 if hasattr(os, "getpriority") else False
     busy = total = 0.0
     try:
-        with open("/proc/stat") as f:
+        with open(stat) as f:
             for line in f:
                 name, *vals = line.split()
                 if name in want:
-                    v = [float(x) for x in vals[:8]]
-                    idle = v[3] + v[4]  # idle + iowait
+                    v = [float(x) for x in vals[:8]]  # user nice system idle iowait irq softirq steal
+                    free = v[3] + v[4] + (v[1] if niced_is_free else 0.0)
                     total += sum(v)
-                    busy += sum(v) - idle
+                    busy += sum(v) - free
     except (OSError, ValueError, IndexError):
         return None
     return (busy, total) if total else None

@@ -1,5 +1,5 @@
 """The thread policy: threads= wins; else the usable cores, capped by SLURM and the launcher's share,
-minus what other processes keep busy; idle threads spin briefly where the cores were free at start,
+minus what other processes keep busy; idle threads spin where the cores were free at start,
 sleep at once where they were busy, and a policy the user set is kept."""
 import logging
 import subprocess
@@ -66,7 +66,7 @@ def no_policy(monkeypatch):
 
 @pytest.mark.parametrize("busy,policy", [(0.0, {"GOMP_SPINCOUNT": threads.SPIN_COUNT}), (0.3, {"GOMP_SPINCOUNT": threads.SPIN_COUNT}),
                                          (0.9, {"OMP_WAIT_POLICY": "passive"}), (None, {"OMP_WAIT_POLICY": "passive"})])
-def test_spins_briefly_only_where_the_cores_are_free(machine, no_policy, busy, policy):
+def test_spins_only_where_the_cores_are_free(machine, no_policy, busy, policy):
     machine["busy"] = busy
     threads.choose_wait_policy()
     got = {k: threads.os.environ[k] for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if k in threads.os.environ}
@@ -132,3 +132,17 @@ def test_sees_a_busy_neighbour():
     if busy is None:
         pytest.skip("no /proc/stat here")
     assert 0.5 <= busy <= len(cores) + 0.05
+
+
+def test_niced_neighbours_leave_the_cores_free(tmp_path, monkeypatch):
+    """A nice-19 process yields its core to a nice-0 job: its time counts as free, unless this process is
+    niced too (then it competes on equal terms)."""
+    stat = tmp_path / "stat"
+    #                   user nice system idle iowait irq softirq steal
+    stat.write_text("cpu  300 500 100 1100 0 0 0 0\ncpu0 100 400 50 450 0 0 0 0\ncpu1 200 100 50 650 0 0 0 0\n")
+    monkeypatch.setattr(threads.os, "getpriority", lambda *a: 0)
+    assert threads._cpu_times([0, 1], str(stat)) == (400.0, 2000.0)
+    assert threads._cpu_times([0], str(stat)) == (150.0, 1000.0)
+    monkeypatch.setattr(threads.os, "getpriority", lambda *a: 19)
+    assert threads._cpu_times([0, 1], str(stat)) == (900.0, 2000.0)
+    assert threads._cpu_times([0], str(tmp_path / "missing")) is None

@@ -363,11 +363,16 @@ def _use_onednn(t: Tensor) -> bool:
     return t.dtype == torch.float32 and t.device.type == "cpu" and _onednn_linear()
 
 
+ONEDNN_MAX_INNER = 8192  # longer reductions: torch.mm (M=400 K=78400 N=100, T=784: 135 vs 81 ms)
+ONEDNN_MIN_COLS = 16  # narrower results (W_x x's gradient for one input feature): torch.mm
+
+
 def _matmul(a: Tensor, b: Tensor) -> Tensor:
-    """a @ b for the large products of the C paths (the recurrent weight's gradient over all steps): through
-    oneDNN for float32 on CPU, where torch.mm (MKL) was 2.5x slower on this AMD CPU (400x256 @ 256x1024:
-    4.3 vs 1.7 ms, 1 thread); torch.mm otherwise."""
-    if _use_onednn(a):
+    """a @ b for the large products of the C paths (W_x x over all steps, its gradients, the recurrent
+    weight's gradient): through oneDNN for float32 on CPU, where torch.mm (MKL) was up to 2x slower on
+    this AMD CPU (M=1024 K=400 N=256: 1.15 vs 2.37 ms, 1 thread), except for long reductions and narrow
+    results, where torch.mm was the faster; torch.mm otherwise."""
+    if _use_onednn(a) and a.shape[1] <= ONEDNN_MAX_INNER and b.shape[1] >= ONEDNN_MIN_COLS:
         return torch.ops.mkldnn._linear_pointwise(a, b.t(), None, "none", [], "")
     return torch.mm(a, b)
 
@@ -381,7 +386,7 @@ class _Linear(torch.autograd.Function):
         x2 = x.reshape(-1, x.shape[-1])
         ctx.save_for_backward(x2, W)
         ctx.has_bias = b is not None
-        y = torch.ops.mkldnn._linear_pointwise(x2, W, b, "none", [], "")
+        y = _matmul(x2, W.t()) if b is None else _matmul(x2, W.t()).add_(b)
         return y.view(*x.shape[:-1], W.shape[0])
 
     @staticmethod
