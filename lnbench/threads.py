@@ -7,8 +7,9 @@ idle machine made torch's nn.LSTM at batch 4 several times slower (see the READM
 the policy is chosen per process from a look at the cores (`choose_wait_policy()`, before torch loads
 libgomp, which reads it once): spin (libgomp's default count) where the cores are free, sleep at once
 where others keep them busy. Shorter spin counts (1000, 10000) were measured too: 1000 lost the idle
-speed, and none made a neighbour that arrives during a run harmless (README). Each job then takes only the cores that are free when it starts (`choose()`), within its
-launcher's share; with one thread there is no team and nothing waits.
+speed, and none made a neighbour that arrives during a run harmless (README). Each job then takes only
+the cores that are free when it starts (`choose()`), within its launcher's share; with one thread
+there is no team and nothing waits.
 
 One thread pool: the C kernels of `lnbench.nn.ckernel` link libgomp.so.1, which resolves to the copy
 torch already loaded, and they use at most torch's thread count, so torch and the kernels share one pool.
@@ -67,8 +68,8 @@ def usable_cores() -> list[int]:
 
 def _cpu_times(cores: list[int], stat: str = "/proc/stat") -> Optional[tuple[float, float]]:
     """(busy, total) jiffies summed over `cores`, from /proc/stat's per-cpu lines. Time spent in niced
-    processes counts as free unless this process is niced itself: the kernel gives a nice-0 job the core
-    (a nice-19 sweep next to a run took ~1.5% of it), so such a neighbour is no reason to take fewer threads."""
+    processes counts as free unless this process is niced itself: the scheduler gives a nice-0 job the
+    core (CFS weights 1024 against nice 19's 15), so such a neighbour is no reason to take fewer threads."""
     want = {f"cpu{c}" for c in cores}
     niced_is_free = os.getpriority(os.PRIO_PROCESS, 0) <= 0 if hasattr(os, "getpriority") else False
     busy = total = 0.0

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, _VF, nn
-from torch.nn import functional as F
 
 from lnbench.nn.fast_rnn import _linear
 from lnbench.nn.norm import normalizer
