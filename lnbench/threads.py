@@ -27,7 +27,7 @@ SAMPLE_S = 0.25  # how long a job watches /proc/stat to see how busy the other p
 SPIN_COUNT = "300000"  # spins before a waiting thread sleeps where the cores are free: libgomp's own default, made explicit
 BUSY_CORES = 0.5  # other processes' load (in cores) from which the cores count as busy
 _WHY_ENV = "LNBENCH_WAIT_WHY"  # the reason for the policy, inherited by launcher workers for their log line
-_last_sample: Optional[tuple[float, float]] = None  # (time.monotonic(), busy) of the latest look, for reuse
+_last_sample: Optional[tuple[float, float]] = None  # (time.monotonic(), busy) of the policy's look, used once
 
 
 def choose_wait_policy() -> None:
@@ -37,7 +37,9 @@ def choose_wait_policy() -> None:
     imported; launcher workers and forked jobs inherit it."""
     if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
         return
+    global _last_sample
     busy = busy_elsewhere(usable_cores())
+    _last_sample = (time.monotonic(), busy) if busy is not None else None
     if busy is not None and busy < BUSY_CORES:
         os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
         os.environ[_WHY_ENV] = f"the cores were free at start ({busy:.1f} busy)"
@@ -90,7 +92,6 @@ def _cpu_times(cores: list[int], stat: str = "/proc/stat") -> Optional[tuple[flo
 def busy_elsewhere(cores: list[int], seconds: float = SAMPLE_S) -> Optional[float]:
     """Cores' worth of CPU time that other processes used on `cores` over the next `seconds` (None where
     /proc/stat cannot be read). This process's own CPU time in the window is subtracted."""
-    global _last_sample
     a, own_a = _cpu_times(cores), time.process_time()
     if a is None:
         return None
@@ -100,16 +101,16 @@ def busy_elsewhere(cores: list[int], seconds: float = SAMPLE_S) -> Optional[floa
         return None
     share = (b[0] - a[0]) / (b[1] - a[1])  # fraction of the cores' time that was busy
     wall_share = (own_b - own_a) / (seconds * len(cores))
-    busy = max(0.0, share - wall_share) * len(cores)
-    _last_sample = (time.monotonic(), busy)
-    return busy
+    return max(0.0, share - wall_share) * len(cores)
 
 
 def _recent_busy(cores: list[int], max_age: float = 10.0) -> Optional[float]:
-    """busy_elsewhere, or the look taken less than `max_age` s ago (a single run looks once: the policy's look
-    at start serves its job too)."""
-    if _last_sample is not None and time.monotonic() - _last_sample[0] < max_age:
-        return _last_sample[1]
+    """busy_elsewhere, or once the policy's look if it is less than `max_age` s old: a single run looks at
+    the cores once (0.25 s); each later job of a sweep looks again."""
+    global _last_sample
+    recent, _last_sample = _last_sample, None
+    if recent is not None and time.monotonic() - recent[0] < max_age:
+        return recent[1]
     return busy_elsewhere(cores)
 
 

@@ -85,7 +85,8 @@ def test_a_policy_the_user_set_is_kept(machine, no_policy, monkeypatch, key, val
 
 
 def test_one_look_serves_the_policy_and_the_job(monkeypatch, no_policy):
-    """A single run looks at the cores once (0.25 s): the job's thread choice reuses the policy's recent look."""
+    """A single run looks at the cores once (0.25 s): its job's thread choice reuses the policy's recent look,
+    later jobs of a sweep look again."""
     looks = []
     monkeypatch.setattr(threads, "_last_sample", None)
     monkeypatch.setattr(threads, "_cpu_times", lambda cores: looks.append(1) or (0.0, 100.0 * len(looks)))
@@ -93,9 +94,11 @@ def test_one_look_serves_the_policy_and_the_job(monkeypatch, no_policy):
     monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
     threads.choose_wait_policy()
     assert threads.choose(None)[0] == 2 and len(looks) == 2  # two reads of /proc/stat, both by the policy's look
+    threads.choose(None)  # the next job of a sweep looks again
+    assert len(looks) == 4
     monkeypatch.setattr(threads, "_last_sample", (threads.time.monotonic() - 60, 0.0))  # a stale look: look again
     threads.choose(None)
-    assert len(looks) == 4
+    assert len(looks) == 6
 
 
 def test_cli_chooses_the_policy_before_torch_loads(tmp_path):
