@@ -24,6 +24,7 @@ from typing import Optional
 log = logging.getLogger("lnbench")
 
 SAMPLE_S = 0.25  # how long a job watches /proc/stat to see how busy the other processes keep its cores
+POLICY_SAMPLE_S = 0.1  # the look at start (every `lnbench train` pays it): 10 ticks per core, enough for BUSY_CORES
 SPIN_COUNT = "300000"  # spins before a waiting thread sleeps where the cores are free: libgomp's own default, made explicit
 BUSY_CORES = 0.5  # other processes' load (in cores) from which the cores count as busy
 _WHY_ENV = "LNBENCH_WAIT_WHY"  # the reason for the policy, inherited by launcher workers for their log line
@@ -38,7 +39,7 @@ def choose_wait_policy() -> None:
     if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
         return
     global _last_sample
-    busy = busy_elsewhere(usable_cores())
+    busy = busy_elsewhere(usable_cores(), POLICY_SAMPLE_S)
     _last_sample = (time.monotonic(), busy) if busy is not None else None
     if busy is not None and busy < BUSY_CORES:
         os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
