@@ -1,9 +1,9 @@
 """`lnbench bench`: time per training step (forward + backward) of each model against torch's fused kernels.
 
-Recurrent rows: for each preset kind (lstm, ln_lstm, bn_lstm, gru, ln_gru, bn_gru) one layer built from
-the reference cells of `lnbench.nn.rnn`, run the way a model runs it: the fast layer of
-`lnbench.nn.fast_rnn` for LN/BN (`impl=fast`), `lnbench.nn.fused` for the un-normalized kinds
-(`impl=fused`: as a model runs it, torch's fused kernel unless fused.use_c_kernel picks the C
+Recurrent rows: for each recurrent model preset of conf/model (by default those a model runs on a
+fused or fast layer) one layer built from the preset's cell and norm, run the way a model runs it: the
+fast layer of `lnbench.nn.fast_rnn` for LN/BN (`impl=fast`), `lnbench.nn.fused` for the kinds torch's
+kernel computes (no norm, weight norm; `impl=fused`: as a model runs it, torch's fused kernel unless fused.use_c_kernel picks the C
 recurrence; `impl=c`: the C recurrence always, the data for that rule), and with `--ref` also
 the reference Python loop (`impl=ref`). The
 baseline is `torch.nn.LSTM` / `torch.nn.GRU` at the same shape, timed in the same run.
@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import functools
 import json
 import os
 import platform
@@ -53,13 +54,10 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
-RNN_MODELS = ["lstm", "ln_lstm", "bn_lstm", "gru", "ln_gru", "bn_gru"]
-ALL_MODELS = RNN_MODELS + ["mlp"]
 DEFAULT_SHAPES = [(32, 100, 256), (4, 100, 256), (128, 100, 256), (32, 400, 256), (32, 100, 1000), (100, 784, 100)]
 QUICK_SHAPES = [(32, 100, 256), (4, 50, 256)]
 FULL_SHAPES = [(b, t, h) for h in (256, 1000) for t in (50, 100, 400) for b in (1, 4, 32, 128)]
 MLP_BATCHES = (4, 128)
-NORM_OF = {"": "none", "ln_": "layer", "bn_": "batch"}
 
 COLUMNS = [
     "section", "model", "impl", "batch", "seq_len", "hidden", "input_size", "reps", "ms_median",
@@ -291,15 +289,42 @@ def _mem_mb(fn: Callable[[], torch.Tensor], device: torch.device) -> float:
 # --------------------------------------------------------------------------------------------------
 # Recurrent models
 # --------------------------------------------------------------------------------------------------
-def _rnn_layer(model: str, impl: str, F: int, H: int, T: int, device, dtype) -> nn.Module:
-    from lnbench.nn.norm import NormConfig, NormKind
-    from lnbench.nn.rnn import CELLS, RecurrentLayer
+@functools.lru_cache(maxsize=None)
+def rnn_presets() -> dict[str, tuple[str, dict]]:
+    """{preset: (cell, norm)} for every recurrent model preset of conf/model, read from its YAML over the
+    schema's defaults, so the bench times the cells the presets train (issue 11: no second list)."""
+    import yaml
+    from omegaconf import OmegaConf
 
-    prefix, cell_name = (model[:3], model[3:]) if model[:3] in ("ln_", "bn_") else ("", model)
-    kind = NormKind(NORM_OF[prefix])
-    gain = 0.1 if kind is NormKind.batch else 1.0
-    cell = CELLS[cell_name](F, H, NormConfig(kind=kind, gain_init=gain), time_steps=T if kind is NormKind.batch else 0)
-    cell = cell.to(device=device, dtype=dtype)
+    from lnbench.config import CONF_DIR, SequenceModelConfig, model_presets
+
+    found = {}
+    for name in model_presets("base_sequence"):
+        own = yaml.safe_load((CONF_DIR / "model" / f"{name}.yaml").read_text()) or {}
+        own.pop("defaults", None)
+        cfg = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SequenceModelConfig), own), enum_to_str=True)
+        found[name] = (cfg["cell"], cfg["norm"])
+    return found
+
+
+def _preset_cell(model: str, F: int, H: int, T: int) -> nn.Module:
+    from lnbench.nn.norm import as_norm_config
+    from lnbench.nn.rnn import CELLS
+
+    cell, norm = rnn_presets()[model]
+    return CELLS[cell](F, H, as_norm_config(dict(norm)), time_steps=T)
+
+
+def fast_rnn_models() -> list[str]:
+    """The recurrent presets a model runs on a fused or fast layer (the default rows); the others run the
+    reference loop (`impl=ref`), timed only when named with --models."""
+    return [m for m in rnn_presets() if _impls_for(m, False) != ["ref"]]
+
+
+def _rnn_layer(model: str, impl: str, F: int, H: int, T: int, device, dtype) -> nn.Module:
+    from lnbench.nn.rnn import RecurrentLayer
+
+    cell = _preset_cell(model, F, H, T).to(device=device, dtype=dtype)
     if impl == "ref":
         return RecurrentLayer(cell)
     if impl in ("fused", "c"):
@@ -324,8 +349,14 @@ def _always_c_kernel(x: torch.Tensor):
 
 
 def _impls_for(model: str, with_ref: bool) -> list[str]:
-    impls = ["fast"] if model[:3] in ("ln_", "bn_") else ["fused", "c"]
-    return impls + (["ref"] if with_ref else [])
+    """How a model runs the preset's cell (as SequenceModel picks it), and "ref" with --ref or when that
+    is the only way."""
+    from lnbench.nn.fast_rnn import make_fast_layer
+    from lnbench.nn.fused import fused_torch_layer
+
+    cell = _preset_cell(model, 4, 4, 2)
+    impls = ["fused", "c"] if fused_torch_layer(cell) is not None else ["fast"] if make_fast_layer(cell) is not None else []
+    return impls + (["ref"] if with_ref or not impls else [])
 
 
 def _rnn_candidate(name: str, impl: str, layer: nn.Module, x: torch.Tensor, device, baseline=False) -> Candidate:
@@ -345,7 +376,7 @@ def bench_rnn(models: list[str], shapes, reps: int, warmup: int, F: int, device,
     rows: list[dict] = []
     for B, T, H in shapes:
         for family in ("lstm", "gru"):
-            fam_models = [m for m in models if m.endswith(family)]
+            fam_models = [m for m in models if rnn_presets()[m][0] == family]
             if not fam_models:
                 continue
             torch.manual_seed(0)
@@ -355,7 +386,7 @@ def bench_rnn(models: list[str], shapes, reps: int, warmup: int, F: int, device,
             cands = [_rnn_candidate(base_name, "torch", base_mod, x, device, baseline=True)]
             for m in fam_models:
                 for impl in _impls_for(m, with_ref):
-                    if m.startswith("bn_") and B < 2:
+                    if rnn_presets()[m][1]["kind"] == "batch" and B < 2:
                         continue  # BN cannot train at batch 1
                     cands.append(_rnn_candidate(m, impl, _rnn_layer(m, impl, F, H, T, device, dtype), x, device))
             log(f"  B={B} T={T} H={H}: {', '.join(c.name + '/' + c.impl for c in cands)}")
@@ -451,9 +482,10 @@ def _parse_shapes(text: str) -> list[tuple[int, int, int]]:
 
 def _parse_models(text: str) -> list[str]:
     models = [m.strip() for m in text.split(",") if m.strip()]
-    bad = [m for m in models if m not in ALL_MODELS]
+    known = [*rnn_presets(), "mlp"]
+    bad = [m for m in models if m not in known]
     if bad:
-        raise argparse.ArgumentTypeError(f"unknown model(s) {bad}: choose from {ALL_MODELS}")
+        raise argparse.ArgumentTypeError(f"unknown model(s) {bad}: choose from {known}")
     return models
 
 
@@ -465,7 +497,8 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--quick", action="store_true", help=f"shapes {QUICK_SHAPES}, 3 reps, MLP at batch 4 only (< 1 min)")
     g.add_argument("--full", action="store_true", help="the full grid: batch 1/4/32/128 x seq_len 50/100/400 x hidden 256/1000")
-    p.add_argument("--models", type=_parse_models, default=ALL_MODELS, help=f"comma list from {ALL_MODELS} (default all)")
+    p.add_argument("--models", type=_parse_models, default=None,
+                   help="comma list of recurrent model presets and/or mlp (default: the presets with a fused or fast layer, and mlp)")
     p.add_argument("--shapes", type=_parse_shapes, default=None, help="comma list of BATCHxSEQ_LENxHIDDEN (overrides the preset)")
     p.add_argument("--reps", type=int, default=None, help="timed steps per candidate (default 7; --quick 3)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps per candidate first (default 2)")
@@ -537,11 +570,12 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     rows: list[dict] = []
-    rnn_models = [m for m in args.models if m in RNN_MODELS]
+    models = args.models or [*fast_rnn_models(), "mlp"]
+    rnn_models = [m for m in models if m in rnn_presets()]
     if rnn_models:
         log(f"recurrent layers ({len(shapes)} shapes, {reps} reps each):")
         rows += bench_rnn(rnn_models, shapes, reps, args.warmup, args.input_size, device, dtype, args.ref, log)
-    if "mlp" in args.models:
+    if "mlp" in models:
         log("MLP 784-1000-1000-10, fused vs foreach Adam:")
         rows += bench_mlp(reps, args.warmup, device, dtype, mlp_batches, log)
     if args.runner:

@@ -20,10 +20,11 @@ CONF_DIR = str(lnbench.CONF_DIR)  # Hydra takes config_path as a string
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lnbench.threads import passive_waiting
-
-    passive_waiting()  # before anything imports torch
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in ("train", "bench", "check"):
+        from lnbench.threads import choose_wait_policy
+
+        choose_wait_policy()  # before anything imports torch
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0

@@ -2,8 +2,14 @@
 
 On a machine shared with other processes, OpenMP threads that spin while they wait (libgomp's default)
 fight the neighbours for the cores: a 2-thread run next to one busy process ran 5-8x slower than alone.
-So every lnbench process waits passively (`passive_waiting()`, before torch loads libgomp), and each job
-takes only the cores that are free when it starts (`choose()`), within its launcher's share.
+Waiting passively (sleeping at once) avoids that but costs a wake-up per parallel region, which on an
+idle machine made torch's nn.LSTM at batch 4 several times slower (see the README's measurements). So
+the policy is chosen per process from a look at the cores (`choose_wait_policy()`, before torch loads
+libgomp, which reads it once): spin (libgomp's default count) where the cores are free, sleep at once
+where others keep them busy. Shorter spin counts (1000, 10000) were measured too: 1000 lost the idle
+speed, and none made a neighbour that arrives during a run harmless (README). Each job then takes only
+the cores that are free when it starts (`choose()`), within its launcher's share; with one thread
+there is no team and nothing waits.
 
 One thread pool: the C kernels of `lnbench.nn.ckernel` link libgomp.so.1, which resolves to the copy
 torch already loaded, and they use at most torch's thread count, so torch and the kernels share one pool.
@@ -18,13 +24,42 @@ from typing import Optional
 log = logging.getLogger("lnbench")
 
 SAMPLE_S = 0.25  # how long a job watches /proc/stat to see how busy the other processes keep its cores
+POLICY_SAMPLE_S = 0.1  # the look at start (every `lnbench train` pays it): 10 ticks per core, enough for BUSY_CORES
+SPIN_COUNT = "300000"  # spins before a waiting thread sleeps where the cores are free: libgomp's own default, made explicit
+BUSY_CORES = 0.5  # other processes' load (in cores) from which the cores count as busy
+_WHY_ENV = "LNBENCH_WAIT_WHY"  # the reason for the policy, inherited by launcher workers for their log line
+_last_sample: Optional[tuple[float, float]] = None  # (time.monotonic(), busy) of the policy's look, used once
 
 
-def passive_waiting() -> None:
-    """Idle OpenMP threads sleep instead of spinning (unless the user chose a policy). Must run before
-    torch (and so libgomp) is imported; subprocesses (parallel launcher workers) inherit it."""
-    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+def choose_wait_policy() -> None:
+    """How idle OpenMP threads wait in this process and its subprocesses, unless the user chose
+    (OMP_WAIT_POLICY or GOMP_SPINCOUNT set): spin (GOMP_SPINCOUNT=SPIN_COUNT) when the usable cores
+    are free, else sleep at once (OMP_WAIT_POLICY=passive). Must run before torch (and so libgomp) is
+    imported; launcher workers and forked jobs inherit it."""
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+        return
+    global _last_sample
+    busy = busy_elsewhere(usable_cores(), POLICY_SAMPLE_S)
+    _last_sample = (time.monotonic(), busy) if busy is not None else None
+    if busy is not None and busy < BUSY_CORES:
+        os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
+        os.environ[_WHY_ENV] = f"the cores were free at start ({busy:.1f} busy)"
+    else:
         os.environ["OMP_WAIT_POLICY"] = "passive"
+        os.environ[_WHY_ENV] = (f"other processes kept {busy:.1f} cores busy at start" if busy is not None
+                                else "the load could not be read")
+
+
+def wait_policy() -> str:
+    """How idle threads wait in this process, and why, for the log."""
+    why = os.environ.get(_WHY_ENV)
+    if os.environ.get("OMP_WAIT_POLICY"):
+        how = f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY'].lower()}"
+    elif os.environ.get("GOMP_SPINCOUNT"):
+        how = f"spin {os.environ['GOMP_SPINCOUNT']} times, then sleep (GOMP_SPINCOUNT)"
+    else:
+        how = "libgomp's default (spin)"
+    return f"{how}; {why}" if why else f"{how}, as set"
 
 
 def usable_cores() -> list[int]:
@@ -34,19 +69,22 @@ def usable_cores() -> list[int]:
         return list(range(os.cpu_count() or 1))
 
 
-def _cpu_times(cores: list[int]) -> Optional[tuple[float, float]]:
-    """(busy, total) jiffies summed over `cores`, from /proc/stat's per-cpu lines."""
+def _cpu_times(cores: list[int], stat: str = "/proc/stat") -> Optional[tuple[float, float]]:
+    """(busy, total) jiffies summed over `cores`, from /proc/stat's per-cpu lines. Time spent in niced
+    processes counts as free unless this process is niced itself: the scheduler gives a nice-0 job the
+    core (CFS weights 1024 against nice 19's 15), so such a neighbour is no reason to take fewer threads."""
     want = {f"cpu{c}" for c in cores}
+    niced_is_free = os.getpriority(os.PRIO_PROCESS, 0) <= 0 if hasattr(os, "getpriority") else False
     busy = total = 0.0
     try:
-        with open("/proc/stat") as f:
+        with open(stat) as f:
             for line in f:
                 name, *vals = line.split()
                 if name in want:
-                    v = [float(x) for x in vals[:8]]
-                    idle = v[3] + v[4]  # idle + iowait
+                    v = [float(x) for x in vals[:8]]  # user nice system idle iowait irq softirq steal
+                    free = v[3] + v[4] + (v[1] if niced_is_free else 0.0)
                     total += sum(v)
-                    busy += sum(v) - idle
+                    busy += sum(v) - free
     except (OSError, ValueError, IndexError):
         return None
     return (busy, total) if total else None
@@ -65,6 +103,16 @@ def busy_elsewhere(cores: list[int], seconds: float = SAMPLE_S) -> Optional[floa
     share = (b[0] - a[0]) / (b[1] - a[1])  # fraction of the cores' time that was busy
     wall_share = (own_b - own_a) / (seconds * len(cores))
     return max(0.0, share - wall_share) * len(cores)
+
+
+def _recent_busy(cores: list[int], max_age: float = 10.0) -> Optional[float]:
+    """busy_elsewhere, or once the policy's look if it is less than `max_age` s old: a single run looks at
+    the cores once (0.25 s); each later job of a sweep looks again."""
+    global _last_sample
+    recent, _last_sample = _last_sample, None
+    if recent is not None and time.monotonic() - recent[0] < max_age:
+        return recent[1]
+    return busy_elsewhere(cores)
 
 
 def parallel_job_threads(hc) -> Optional[int]:
@@ -99,7 +147,7 @@ def choose(requested: Optional[int], hc=None) -> tuple[int, str]:
     if share is not None and share < n:
         n = share
         why.append(f"the launcher's share per parallel job is {share}")
-    busy = busy_elsewhere(cores) if n > 1 else None
+    busy = _recent_busy(cores) if n > 1 else None
     if busy is not None:
         free = max(1, min(n, int(len(cores) - busy + 0.5)))
         why.append(f"other processes keep {busy:.1f} of them busy")
@@ -110,7 +158,5 @@ def choose(requested: Optional[int], hc=None) -> tuple[int, str]:
 def apply(requested: Optional[int], hc=None) -> int:
     """Choose the job's threads, log the choice and why; the caller sets torch.set_num_threads."""
     n, why = choose(requested, hc)
-    wait = os.environ.get("OMP_WAIT_POLICY") or (f"GOMP_SPINCOUNT={os.environ['GOMP_SPINCOUNT']}"
-                                                  if "GOMP_SPINCOUNT" in os.environ else "active")
-    log.info("threads: %d (%s); idle threads wait %s", n, why, wait.lower())
+    log.info("threads: %d (%s); idle threads: %s", n, why, wait_policy() if n > 1 else "none (one thread)")
     return n

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from lnbench import bench
 
@@ -82,3 +83,31 @@ def test_sweep_row_is_skipped_with_a_message_when_the_sweep_cannot_run(tmp_path,
     lines = []
     assert bench.sweep_rows(1, 2, lines.append) == []
     assert any("failed, skipped" in line for line in lines)
+
+
+def test_recurrent_rows_build_the_cell_each_preset_trains():
+    """The bench's layers come from conf/model (no list of its own): for every recurrent preset, the cell it
+    times has the class, norm and parameter shapes of the one `lnbench train model=<preset>` builds."""
+    from hydra import compose, initialize_config_dir
+
+    from lnbench.config import CONF_DIR, model_presets, register_configs
+    from lnbench.train import build_dataset, build_model
+
+    register_configs()
+    assert set(bench.rnn_presets()) == set(model_presets("base_sequence")) and "ln_lstm" in bench.fast_rnn_models()
+    for name in bench.rnn_presets():
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose("train", overrides=[f"model={name}", "dataset=adding", "dataset.seq_len=5", "model.hidden_size=8"])
+        trained = build_model(cfg, build_dataset(cfg).spec).cells[0]
+        timed = bench._preset_cell(name, 2, 8, 5)
+        assert type(timed) is type(trained) and timed.norm_kind == trained.norm_kind, name
+        assert {k: v.shape for k, v in timed.state_dict().items()} == {k: v.shape for k, v in trained.state_dict().items()}, name
+        gains = [(k, v) for k, v in trained.state_dict().items() if k.endswith("weight") and v.dim() == 1]
+        for k, v in gains:  # gain_init as the preset sets it (bn's 0.1), not a default
+            assert torch.equal(timed.state_dict()[k], v), (name, k)
+    assert bench._impls_for("rms_lstm", False) == ["ref"]  # no fast layer: timed as a model runs it
+
+
+def test_unknown_model_names_the_presets():
+    with pytest.raises(SystemExit):
+        bench.build_parser().parse_args(["--models", "ln_lstmm"])

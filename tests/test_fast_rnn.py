@@ -259,3 +259,79 @@ def test_builds_into_the_cache_in_the_background(fresh_builder, monkeypatch):
     assert k.path.name.startswith("ckernel-") and k.path.suffix == ".so"
     ckernel.reset()  # a new process: loads the cached file without compiling
     assert ckernel.kernel().path == k.path and ckernel._builder.proc is None
+
+
+@pytest.mark.parametrize("B", [1, 4, 33])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_step_matmul_computes_each_product(B, dtype):
+    """_StepMatmul (oneDNN's packed linear for float32 from ONEDNN_MIN_ROWS rows, else torch.mm) gives
+    x W^T, + add, + bias, into `out` or a new tensor, in place when out is add."""
+    g = torch.Generator().manual_seed(0)
+    W, x = torch.randn(12, 7, generator=g), torch.randn(B, 7, generator=g)
+    add, bias = torch.randn(B, 12, generator=g), torch.randn(12, generator=g)
+    mm = fast_rnn._StepMatmul(W.to(dtype), B)
+    assert (mm.packed is not None) == (dtype == torch.float32 and B >= fast_rnn.ONEDNN_MIN_ROWS and fast_rnn._onednn_linear())
+    want = x.double() @ W.double().t()
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-12)
+    xd, addd = x.to(dtype), add.to(dtype, copy=True)
+    torch.testing.assert_close(mm(xd).double(), want, **tol)
+    torch.testing.assert_close(mm(xd, bias=bias.to(dtype)).double(), want + bias.double(), **tol)
+    out = torch.empty(B, 12, dtype=dtype)
+    assert mm(xd, out=out, add=addd) is out
+    torch.testing.assert_close(out.double(), want + add.double(), **tol)
+    assert mm(xd, out=addd, add=addd) is addd  # dh += dah W_h in place
+    torch.testing.assert_close(addd.double(), want + add.double(), **tol)
+
+
+@pytest.mark.filterwarnings("ignore:TF32 acceleration")
+@pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
+@pytest.mark.parametrize("kind", ["layer", "batch"])
+def test_float32_c_path_with_onednn_matches_reference(cls, kind, monkeypatch):
+    """float32 at a batch where the recurrent products run through oneDNN: the outputs and every gradient
+    (input, state, parameters) agree with the reference cells to float32 rounding, and with oneDNN off."""
+    if ckernel.kernel(wait=120) is None:
+        pytest.skip("C kernels unavailable here (no compiler?)")
+    if not fast_rnn._onednn_linear():
+        pytest.skip("torch without oneDNN")
+    B = 2 * fast_rnn.ONEDNN_MIN_ROWS + 1
+    cell = _cell(cls, kind).float()
+    x = torch.randn(8, B, F_IN, requires_grad=True)
+    state = tuple(torch.randn(B, HID, requires_grad=True) for _ in range(2 if cls is LSTMCell else 1))
+    weights = [torch.randn(8, B, HID)] + [torch.randn(B, HID) for _ in state]
+    packed = []
+
+    class Spy(fast_rnn._StepMatmul):
+        def __init__(self, W, B):
+            super().__init__(W, B)
+            packed.append(self.packed is not None)
+
+    monkeypatch.setattr(fast_rnn, "_StepMatmul", Spy)
+    ref = _run(RecurrentLayer(copy.deepcopy(cell)), x, state, weights)
+    got = _run(make_fast_layer(copy.deepcopy(cell)), x, state, weights)
+    assert packed == [True, True]  # the forward's and the backward's products ran through oneDNN
+    with torch.backends.mkldnn.flags(enabled=False):
+        mm_path = _run(make_fast_layer(copy.deepcopy(cell)), x, state, weights)
+    for r, g, m in zip(ref, got, mm_path):
+        torch.testing.assert_close(g, r, rtol=2e-4, atol=2e-5)
+        torch.testing.assert_close(g, m, rtol=2e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("needs", [(True, True, True), (False, True, True), (True, False, False)])
+def test_linear_through_onednn_matches_f_linear(bias, needs):
+    """_Linear (the C paths' input side W_x x, float32 on CPU): output and the gradients asked for as F.linear's."""
+    if not fast_rnn._onednn_linear():
+        pytest.skip("torch without oneDNN")
+    g = torch.Generator().manual_seed(0)
+    x, W = torch.randn(5, 3, 7, generator=g), torch.randn(11, 7, generator=g)
+    b = torch.randn(11, generator=g) if bias else None
+    leaves = [t.requires_grad_(n) for t, n in zip((x, W, b), needs) if t is not None]
+    dy = torch.randn(5, 3, 11, generator=g)
+    want = torch.nn.functional.linear(x.double(), W.double(), None if b is None else b.double())
+    got = fast_rnn._Linear.apply(x, W, b)
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+    asked = [t for t in leaves if t.requires_grad]
+    grads = torch.autograd.grad(got, asked, dy)
+    wants = torch.autograd.grad(torch.nn.functional.linear(x, W, b), asked, dy)
+    for a, w in zip(grads, wants):
+        torch.testing.assert_close(a, w, rtol=1e-5, atol=1e-5)

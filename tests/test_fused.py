@@ -49,3 +49,24 @@ def test_rule_picks_c_for_the_gru_on_cpu_only(monkeypatch):
     assert fused.use_c_kernel(x, gru) and not fused.use_c_kernel(x, lstm)
     assert not fused.use_c_kernel(torch.empty(30, 2, 3, device="meta"), gru)  # CUDA & co: torch's kernel
     assert not fused.use_c_kernel(x.half(), gru)
+
+
+@pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
+def test_float32_c_recurrence_with_onednn_matches_reference(cls, monkeypatch):
+    """float32 at a batch whose recurrent products run through oneDNN (fast_rnn._StepMatmul): outputs and
+    every gradient agree with the reference cell to float32 rounding."""
+    from lnbench.nn import fast_rnn
+
+    if ckernel.kernel(wait=120) is None or not fast_rnn._onednn_linear():
+        pytest.skip("C kernels or oneDNN unavailable here")
+    monkeypatch.setattr(fused, "C_CELLS", (LSTMCell, GRUCell))
+    torch.manual_seed(0)
+    cell = cls(5, 6, NormConfig(kind=NormKind.none))
+    B = fast_rnn.ONEDNN_MIN_ROWS + 3
+    x = torch.randn(9, B, 5, requires_grad=True)
+    state = tuple(torch.randn(B, 6, requires_grad=True) for _ in range(2 if cls is LSTMCell else 1))
+    ref, _ = _grads(RecurrentLayer(cell), cell, x, state)
+    got, fn = _grads(fused.fused_torch_layer(cell), cell, x, state)
+    assert "RecurrenceC" in fn
+    for r, g in zip(ref, got):
+        torch.testing.assert_close(g, r, rtol=2e-4, atol=2e-5)

@@ -28,6 +28,9 @@ How it is fast, with no compiler at all (so it runs wherever torch runs, CPU or 
   inside the step kernel too. The backward reuses the forward's buffers in place, so it runs once per
   forward (retain_graph=True raises; set LNBENCH_NO_CKERNEL=1 for that). Without a compiler, while it
   compiles, on CUDA or with LNBENCH_NO_CKERNEL=1, the eager aten path above runs (same numbers).
+- In those C paths, float32 on CPU, the matrix products (per step W_h h and dh W_h, and the large ones:
+  W_x x over all steps, its gradients, the recurrent weight's gradient) run through oneDNN's linear
+  (`_StepMatmul`, `_matmul`, `_Linear`): torch.mm calls MKL, which on this AMD CPU took 1.5-2.5x as long.
 - BN_t on CPU runs through C kernels the same way (the hidden units, not the rows, split over the
   threads, since BN's statistics are per column): for the LSTM the input side's BN_t(W_x x) + b is in
   the step kernel too; the GRU's input side is one torch batch norm over a (B, T*G) view.
@@ -317,6 +320,90 @@ class _GRURecurrence(torch.autograd.Function):
 # The kernels split the batch rows over torch's OpenMP threads (the library links libgomp.so.1, which
 # resolves to the copy torch already loaded, so both share one thread pool).
 # --------------------------------------------------------------------------------------------------
+ONEDNN_MIN_ROWS = 4  # below it torch.mm (MKL) was the faster: B=1 H=256, 17 vs 30 us (1 thread)
+
+
+def _onednn_linear() -> bool:
+    try:
+        return bool(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
+                    and torch.ops.mkldnn._reorder_linear_weight is not None and torch.ops.mkldnn._linear_pointwise is not None)
+    except (AttributeError, RuntimeError):  # a torch built without oneDNN
+        return False
+
+
+class _StepMatmul:
+    """`x @ W.t()` (+ `add`, + `bias`) for the rows of one time step, W fixed over the loop.
+
+    Why not torch.mm: for float32 on CPU, oneDNN's linear with W packed once per call into its blocked
+    layout (torch.ops.mkldnn, the ops inductor uses for CPU linears) took half of torch.mm's time (MKL) at
+    B=4..128, H=256, G=4H (e.g. B=4: 31 vs 48 us, B=32: 104 vs 204 us, 1 thread), and the recurrence is
+    that product T times. float64, B < ONEDNN_MIN_ROWS or a torch without oneDNN: torch.mm/addmm."""
+
+    def __init__(self, W: Tensor, B: int):
+        self.WT = W.t()
+        self.packed = None
+        if W.dtype == torch.float32 and W.device.type == "cpu" and B >= ONEDNN_MIN_ROWS and _onednn_linear():
+            self.packed = torch.ops.mkldnn._reorder_linear_weight(W.detach().contiguous(), B)
+
+    def __call__(self, x: Tensor, out: Optional[Tensor] = None, add: Optional[Tensor] = None,
+                 bias: Optional[Tensor] = None) -> Tensor:
+        if self.packed is None:
+            if add is None and bias is None:
+                return torch.mm(x, self.WT) if out is None else torch.mm(x, self.WT, out=out)
+            if out is not None and out is add:
+                return out.addmm_(x, self.WT)
+            base = bias if add is None else add
+            return torch.addmm(base, x, self.WT) if out is None else torch.addmm(base, x, self.WT, out=out)
+        lin = torch.ops.mkldnn._linear_pointwise
+        y = lin(x, self.packed, bias, "none", [], "") if add is None else lin.binary(x, add, self.packed, bias, "add")
+        return y if out is None else out.copy_(y)
+
+
+def _use_onednn(t: Tensor) -> bool:
+    return t.dtype == torch.float32 and t.device.type == "cpu" and _onednn_linear()
+
+
+ONEDNN_MAX_INNER = 8192  # longer reductions: torch.mm (M=400 K=78400 N=100, T=784: 135 vs 81 ms)
+ONEDNN_MIN_COLS = 16  # narrower results (W_x x's gradient for one input feature): torch.mm
+
+
+def _matmul(a: Tensor, b: Tensor) -> Tensor:
+    """a @ b for the large products of the C paths (W_x x over all steps, its gradients, the recurrent
+    weight's gradient): through oneDNN for float32 on CPU, where torch.mm (MKL) was up to 2x slower on
+    this AMD CPU (M=1024 K=400 N=256: 1.15 vs 2.37 ms, 1 thread), except for long reductions and narrow
+    results, where torch.mm was the faster; torch.mm otherwise."""
+    if _use_onednn(a) and a.shape[1] <= ONEDNN_MAX_INNER and b.shape[1] >= ONEDNN_MIN_COLS:
+        return torch.ops.mkldnn._linear_pointwise(a, b.t(), None, "none", [], "")
+    return torch.mm(a, b)
+
+
+class _Linear(torch.autograd.Function):
+    """F.linear(x, W, b) with the forward and both gradient products through `_matmul` (the input side
+    W_x x of the C paths, all steps at once)."""
+
+    @staticmethod
+    def forward(ctx, x, W, b):
+        x2 = x.reshape(-1, x.shape[-1])
+        ctx.save_for_backward(x2, W)
+        ctx.has_bias = b is not None
+        y = _matmul(x2, W.t()) if b is None else _matmul(x2, W.t()).add_(b)
+        return y.view(*x.shape[:-1], W.shape[0])
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dy):
+        x2, W = ctx.saved_tensors
+        dy2 = dy.reshape(-1, W.shape[0])
+        dx = _matmul(dy2, W).view(*dy.shape[:-1], W.shape[1]) if ctx.needs_input_grad[0] else None
+        dW = _matmul(dy2.t(), x2) if ctx.needs_input_grad[1] else None
+        db = dy2.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
+        return dx, dW, db
+
+
+def _linear(x: Tensor, W: Tensor, b: Optional[Tensor]) -> Tensor:
+    return _Linear.apply(x, W, b) if _use_onednn(x) and W.dtype == x.dtype else F.linear(x, W, b)
+
+
 def _ptr(x: Tensor) -> int:
     return x.data_ptr()
 
@@ -352,7 +439,7 @@ class _LNLSTMRecurrenceC(torch.autograd.Function):
         H = G // 4
         ax, h0, c0 = ax.contiguous(), h0.contiguous(), c0.contiguous()
         wx, bx, wh, bh, wc, bc = (p.contiguous() for p in (wx, bx, wh, bh, wc, bc))
-        WhT = Wh.t()
+        mm = _StepMatmul(Wh, B)
         out, AH, S, C, TC = _lstm_buffers(ax, need_grad)
         L = AH.shape[0]
         ST = ax.new_empty(L, 6, B)  # mean/rstd of LN(W_h h), LN(W_x x), LN(c): per step and row
@@ -365,7 +452,7 @@ class _LNLSTMRecurrenceC(torch.autograd.Function):
         h, c_prev = h0, _ptr(c0)
         for t in range(T):
             k = t if need_grad else 0
-            torch.mm(h, WhT, out=ahs[k])
+            mm(h, out=ahs[k])
             st = sts[k]
             fwd(nt, B, H, eps, ahs[k].data_ptr(), axs[t], *w, c_prev, ss[k], cs[k], tcs[k], outs[t],
                 st, st + row, st + 2 * row, st + 3 * row, st + 4 * row, st + 5 * row)
@@ -395,6 +482,7 @@ class _LNLSTMRecurrenceC(torch.autograd.Function):
         dh = (dout[T - 1] + dhT).contiguous()
         dc = dcT.contiguous().clone()
         bwd = ctx.kern.fn("lnlstm_bwd", AH.dtype)
+        mmT = _StepMatmul(Wh.t(), B)  # dh += dah W_h
         ahs, axs, ss, cs, tcs, sts = _rows(AH, T), _rows(ax, T), _rows(S, T), _rows(C, T), _rows(TC, T), _rows(ST, T)
         dahs = dAH.unbind(0)
         w = (_ptr(wh), _ptr(wx), _ptr(wc), _ptr(dh), _ptr(dc))
@@ -404,10 +492,10 @@ class _LNLSTMRecurrenceC(torch.autograd.Function):
             bwd(nt, B, H, ahs[t], axs[t], ss[t], cs[t], cs[t - 1] if t else c0p, tcs[t], sts[t], *w,
                 ahs[t], axs[t], *acc)
             if t:
-                torch.addmm(dout[t - 1], dahs[t], Wh, out=dh)
+                mmT(dahs[t], out=dh, add=dout[t - 1])
             else:
-                dh = torch.mm(dahs[0], Wh)
-        dWh = torch.mm(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+                dh = mmT(dahs[0])
+        dWh = _matmul(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
         return (None, None, None, dAX, dh, dc, dWh, dwx.sum(0), dbx.sum(0),
                 dwh.sum(0), dbh.sum(0), dwc.sum(0), dbc.sum(0))
 
@@ -418,7 +506,7 @@ class _LNGRURecurrenceC(torch.autograd.Function):
         T, B, H = xp_n.shape
         xp_rz, xp_n, h0 = xp_rz.contiguous(), xp_n.contiguous(), h0.contiguous()
         w_rz, b_rz, w_n, b_n = (p.contiguous() for p in (w_rz, b_rz, w_n, b_n))
-        WhT = Wh.t()
+        mm = _StepMatmul(Wh, B)
         out, AH, SRZ, N = _gru_buffers(xp_n, need_grad)
         L = AH.shape[0]
         ST = xp_n.new_empty(4, L, B)  # mean/rstd of LN(W_h h) and of LN(U h)
@@ -430,7 +518,7 @@ class _LNGRURecurrenceC(torch.autograd.Function):
         h, hp = h0, _ptr(h0)
         for t in range(T):
             k = t if need_grad else 0
-            torch.mm(h, WhT, out=ahs[k])
+            mm(h, out=ahs[k])
             fwd(nt, B, H, eps, ahs[k].data_ptr(), xrs[t], xns[t], *w, hp, ss[k], ns[k], outs[t],
                 st[0][k], st[1][k], st[2][k], st[3][k])
             h, hp = out[t], outs[t]
@@ -456,6 +544,7 @@ class _LNGRURecurrenceC(torch.autograd.Function):
         tmp = torch.empty(nt, G, **opts)
         dh = (dout[T - 1] + dhT).contiguous()
         bwd = ctx.kern.fn("lngru_bwd", AH.dtype)
+        mmT = _StepMatmul(Wh.t(), B)  # dh += dah W_h
         ahs, ss, ns, outs, douts = _rows(AH, T), _rows(SRZ, T), _rows(N, T), _rows(out, T), _rows(dout, T)
         dahs = dAH.unbind(0)
         st = [_rows(ST[i], T) for i in range(4)]
@@ -465,8 +554,8 @@ class _LNGRURecurrenceC(torch.autograd.Function):
         for t in range(T - 1, -1, -1):
             bwd(nt, B, H, ahs[t], ss[t], ns[t], outs[t - 1] if t else h0p, st[0][t], st[1][t], st[2][t], st[3][t],
                 *w, douts[t - 1] if t else None, ss[t], ns[t], ahs[t], *acc)
-            dh.addmm_(dahs[t], Wh)  # dh (1 - z) + dout_{t-1} from the kernel, + dah [W_h; U]
-        dWh = torch.mm(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+            mmT(dahs[t], out=dh, add=dh)  # dh (1 - z) + dout_{t-1} from the kernel, + dah [W_h; U]
+        dWh = _matmul(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
         return None, None, None, dXRZ, dXN, dh, dWh, dw_rz.sum(0), db_rz.sum(0), dw_n.sum(0), db_n.sum(0)
 
 
@@ -526,7 +615,7 @@ class _BNLSTMRecurrenceC(torch.autograd.Function):
         H = G // 4
         ax, h0, c0 = ax.contiguous(), h0.contiguous(), c0.contiguous()
         wx, bx, wh, wc, bc = (p.contiguous() for p in (wx, bx, wh, wc, bc))
-        WhT = Wh.t()
+        mm = _StepMatmul(Wh, B)
         out, AH, S, C, TC = _lstm_buffers(ax, need_grad)
         L = AH.shape[0]
         STX, train, eps, inv_m = _bn_step_stats((bn_x,), T, B, ax)
@@ -539,7 +628,7 @@ class _BNLSTMRecurrenceC(torch.autograd.Function):
         h, c_prev = h0, _ptr(c0)
         for t in range(T):
             k = t if need_grad else 0
-            torch.mm(h, WhT, out=ahs[k])
+            mm(h, out=ahs[k])
             fwd(nt, int(train), B, H, eps, inv_m, ahs[k].data_ptr(), axs[t], *w, c_prev, ss[k], cs[k], tcs[k],
                 outs[t], sth[t], stx[t], stc[t])
             h, c_prev = out[t], cs[k]
@@ -568,6 +657,7 @@ class _BNLSTMRecurrenceC(torch.autograd.Function):
         dh = (dout[T - 1] + dhT).contiguous()
         dc = dcT.contiguous().clone()
         bwd = ctx.kern.fn("bnlstm_bwd", AH.dtype)
+        mmT = _StepMatmul(Wh.t(), B)  # dh += dah W_h
         nt = _kernel_threads(H)
         ahs, axs, ss, cs, tcs = _rows(AH, T), _rows(ax, T), _rows(S, T), _rows(C, T), _rows(TC, T)
         sth, stx, stc = _rows(STH, T), _rows(STX, T), _rows(STC, T)
@@ -579,10 +669,10 @@ class _BNLSTMRecurrenceC(torch.autograd.Function):
             bwd(nt, int(ctx.train), B, H, ctx.inv_m, ahs[t], axs[t], ss[t], cs[t], cs[t - 1] if t else c0p, tcs[t],
                 sth[t], stx[t], stc[t], *w, ahs[t], axs[t], *acc)
             if t:
-                torch.addmm(dout[t - 1], dahs[t], Wh, out=dh)
+                mmT(dahs[t], out=dh, add=dout[t - 1])
             else:
-                dh = torch.mm(dahs[0], Wh)
-        dWh = torch.mm(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+                dh = mmT(dahs[0])
+        dWh = _matmul(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
         return None, None, None, dAX, dh, dc, dWh, dwx, dbx, dwh, dwc, dbc
 
 
@@ -592,7 +682,7 @@ class _BNGRURecurrenceC(torch.autograd.Function):
         T, B, H = xp_n.shape
         xp_rz, xp_n, h0 = xp_rz.contiguous(), xp_n.contiguous(), h0.contiguous()
         w = torch.cat([w_rz, w_n])
-        WhT = Wh.t()
+        mm = _StepMatmul(Wh, B)
         out, AH, SRZ, N = _gru_buffers(xp_n, need_grad)
         L = AH.shape[0]
         ST, train, eps, inv_m = _bn_step_stats(bns, T, B, xp_n)
@@ -603,7 +693,7 @@ class _BNGRURecurrenceC(torch.autograd.Function):
         h, hp = h0, _ptr(h0)
         for t in range(T):
             k = t if need_grad else 0
-            torch.mm(h, WhT, out=ahs[k])
+            mm(h, out=ahs[k])
             fwd(nt, int(train), B, H, eps, inv_m, ahs[k].data_ptr(), xrs[t], xns[t], _ptr(w), None, hp, ss[k], ns[k],
                 outs[t], sts[t])
             h, hp = out[t], outs[t]
@@ -629,6 +719,7 @@ class _BNGRURecurrenceC(torch.autograd.Function):
         gn = torch.empty(B, H, **opts)
         dh = (dout[T - 1] + dhT).contiguous()
         bwd = ctx.kern.fn("bngru_bwd", AH.dtype)
+        mmT = _StepMatmul(Wh.t(), B)  # dh += dah W_h
         nt = _kernel_threads(H)
         ahs, ss, ns, outs, douts, sts = _rows(AH, T), _rows(SRZ, T), _rows(N, T), _rows(out, T), _rows(dout, T), _rows(ST, T)
         dahs = dAH.unbind(0)
@@ -637,8 +728,8 @@ class _BNGRURecurrenceC(torch.autograd.Function):
             bwd(nt, int(ctx.train), B, H, ctx.inv_m, ahs[t], ss[t], ns[t], outs[t - 1] if t else h0p, sts[t], _ptr(w),
                 None, _ptr(dh), douts[t - 1] if t else None, ss[t], ns[t], ahs[t], _ptr(dw), None, _ptr(gn), _ptr(s1),
                 _ptr(s2))
-            dh.addmm_(dahs[t], Wh)
-        dWh = torch.mm(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+            mmT(dahs[t], out=dh, add=dh)
+        dWh = _matmul(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
         return None, None, None, dXRZ, dXN, dh, dWh, dw[: 2 * H], dw[2 * H :]
 
 
@@ -715,7 +806,7 @@ class FastRecurrentLayer(nn.Module):
             if B < 2 and cell.weight_h.training:  # BatchNorm's own error for a batch of one
                 apply_norm(cell.norm_h if isinstance(cell, LSTMCell) else cell.norm_h_n, x.new_zeros(1, B, cell.hidden_size))
             if isinstance(cell, LSTMCell):
-                ax = cell.weight_x(x)  # BN_t(W_x x) + b runs inside the step kernel
+                ax = _linear(x, cell.weight_x.weight, cell.weight_x.bias)  # BN_t(W_x x) + b runs inside the step kernel
                 h0, c0 = cell.initial_state(B, ax) if state is None else state
                 args = (ax, h0, c0, Wh, cell.norm_x.weight, cell.bias, cell.norm_h.weight, cell.norm_c.weight,
                         cell.norm_c.bias)
@@ -729,7 +820,7 @@ class FastRecurrentLayer(nn.Module):
             out, *final = fn.apply(kern, bns, need_grad, *args)
             return out, tuple(final)
         if isinstance(cell, LSTMCell):
-            ax = cell.weight_x(x)  # LN(W_x x) + b runs inside the step kernel
+            ax = _linear(x, cell.weight_x.weight, cell.weight_x.bias)  # LN(W_x x) + b runs inside the step kernel
             h0, c0 = cell.initial_state(B, ax) if state is None else state
             ln = cell.norm_x
             args = (ax, h0, c0, Wh, ln.weight, ln.bias + cell.bias, *_wb(cell.norm_h), *_wb(cell.norm_c))
@@ -747,10 +838,10 @@ class FastRecurrentLayer(nn.Module):
         """cell.project_input(x); for LN the gate bias b is folded into LN's own bias (one pass less)."""
         cell = self.cell
         if normalizer(cell.norm_kind).fast_kernel != "layer":
-            a = _normalize_steps(cell.norm_x, cell.weight_x(x))
+            a = _normalize_steps(cell.norm_x, _linear(x, cell.weight_x.weight, cell.weight_x.bias))
             return a + cell.bias if cell.bias is not None else a
         ln = cell.norm_x
-        return F.layer_norm(cell.weight_x(x), ln.normalized_shape, ln.weight, ln.bias + cell.bias, ln.eps)
+        return F.layer_norm(_linear(x, cell.weight_x.weight, cell.weight_x.bias), ln.normalized_shape, ln.weight, ln.bias + cell.bias, ln.eps)
 
     def _project_gru(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """cell.project_input(x) as its two parts [W_x x; W x], with no slicing or concatenation."""
@@ -760,7 +851,7 @@ class FastRecurrentLayer(nn.Module):
         b = cell.weight_x.bias
         parts = []
         for rows, norm in ((slice(0, 2 * H), cell.norm_x_rz), (slice(2 * H, 3 * H), cell.norm_x_n)):
-            a = F.linear(x, W[rows], None if b is None else b[rows])
+            a = _linear(x, W[rows], None if b is None else b[rows])
             a = _normalize_steps(norm, a)
             parts.append(a if cell.bias is None else a + cell.bias[rows])
         return parts[0], parts[1]

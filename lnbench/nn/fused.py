@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, _VF, nn
-from torch.nn import functional as F
 
+from lnbench.nn.fast_rnn import _linear
 from lnbench.nn.norm import normalizer
 from lnbench.nn.rnn import GRUCell, LSTMCell, State
 
@@ -36,12 +36,12 @@ class _LSTMRecurrenceC(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, kern, need_grad, xp, h0, c0, Wh):
-        from lnbench.nn.fast_rnn import _kernel_threads, _lstm_buffers, _rows
+        from lnbench.nn.fast_rnn import _StepMatmul, _kernel_threads, _lstm_buffers, _rows
 
         T, B, G = xp.shape
         H = G // 4
         xp, h0, c0 = xp.contiguous(), h0.contiguous(), c0.contiguous()
-        WhT = Wh.t()
+        mm = _StepMatmul(Wh, B)
         out, AH, S, C, TC = _lstm_buffers(xp, need_grad)
         L = AH.shape[0]
         fwd = kern.fn("lstm_fwd", xp.dtype)
@@ -50,7 +50,7 @@ class _LSTMRecurrenceC(torch.autograd.Function):
         h, c_prev = h0, c0.data_ptr()
         for t in range(T):
             k = t if need_grad else 0
-            torch.mm(h, WhT, out=ahs[k])
+            mm(h, out=ahs[k])
             fwd(nt, B, H, ahs[k].data_ptr(), xps[t], c_prev, ss[k], cs[k], tcs[k], outs[t])
             h, c_prev = out[t], cs[k]
         c_last = C[L - 1 if need_grad else 0]
@@ -62,7 +62,7 @@ class _LSTMRecurrenceC(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dout, dhT, dcT):
-        from lnbench.nn.fast_rnn import _consume, _kernel_threads, _rows, _shifted
+        from lnbench.nn.fast_rnn import _StepMatmul, _consume, _kernel_threads, _matmul, _rows, _shifted
 
         _consume(ctx)
         h0, c0, Wh, out, S, C, TC = ctx.saved_tensors
@@ -73,16 +73,17 @@ class _LSTMRecurrenceC(torch.autograd.Function):
         dh = (dout[T - 1] + dhT).contiguous()
         dc = dcT.contiguous().clone()
         bwd = ctx.kern.fn("lstm_bwd", S.dtype)
+        mmT = _StepMatmul(Wh.t(), B)
         nt = _kernel_threads(B)
         ss, cs, tcs = _rows(S, T), _rows(C, T), _rows(TC, T)
         das = dA.unbind(0)
         for t in range(T - 1, -1, -1):
             bwd(nt, B, H, ss[t], cs[t - 1] if t else c0.data_ptr(), tcs[t], dh.data_ptr(), dc.data_ptr())
             if t:
-                torch.addmm(dout[t - 1], das[t], Wh, out=dh)
+                mmT(das[t], out=dh, add=dout[t - 1])
             else:
-                dh = torch.mm(das[0], Wh)
-        dWh = torch.mm(dA.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+                dh = mmT(das[0])
+        dWh = _matmul(dA.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
         return None, None, dA, dh, dc, dWh
 
 
@@ -91,11 +92,11 @@ class _GRURecurrenceC(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, kern, need_grad, xp_rz, xp_n, h0, Wh, bh):
-        from lnbench.nn.fast_rnn import _gru_buffers, _kernel_threads, _rows
+        from lnbench.nn.fast_rnn import _StepMatmul, _gru_buffers, _kernel_threads, _rows
 
         T, B, H = xp_n.shape
         xp_rz, xp_n, h0 = xp_rz.contiguous(), xp_n.contiguous(), h0.contiguous()
-        WhT = Wh.t()
+        mm = _StepMatmul(Wh, B)
         out, AH, SRZ, N = _gru_buffers(xp_n, need_grad)
         L = AH.shape[0]
         fwd = kern.fn("gru_fwd", xp_n.dtype)
@@ -104,7 +105,7 @@ class _GRURecurrenceC(torch.autograd.Function):
         h, hp = h0, h0.data_ptr()
         for t in range(T):
             k = t if need_grad else 0
-            torch.addmm(bh, h, WhT, out=ahs[k])
+            mm(h, out=ahs[k], bias=bh)
             fwd(nt, B, H, ahs[k].data_ptr(), xrs[t], xns[t], hp, ss[k], ns[k], outs[t])
             h, hp = out[t], outs[t]
         if need_grad:
@@ -115,7 +116,7 @@ class _GRURecurrenceC(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dout, dhT):
-        from lnbench.nn.fast_rnn import _consume, _kernel_threads, _rows, _shifted
+        from lnbench.nn.fast_rnn import _StepMatmul, _consume, _kernel_threads, _matmul, _rows, _shifted
 
         _consume(ctx)
         h0, Wh, out, AH, SRZ, N = ctx.saved_tensors
@@ -125,15 +126,16 @@ class _GRURecurrenceC(torch.autograd.Function):
         dAH = torch.empty_like(AH)  # AH is read (ah_n) while dL/dah is written
         dh = (dout[T - 1] + dhT).contiguous()
         bwd = ctx.kern.fn("gru_bwd", AH.dtype)
+        mmT = _StepMatmul(Wh.t(), B)
         nt = _kernel_threads(B)
         ahs, ss, ns, outs, douts, dahs_p = _rows(AH, T), _rows(SRZ, T), _rows(N, T), _rows(out, T), _rows(dout, T), _rows(dAH, T)
         dahs = dAH.unbind(0)
         for t in range(T - 1, -1, -1):
             bwd(nt, B, G // 3, ahs[t], ss[t], ns[t], outs[t - 1] if t else h0.data_ptr(), dh.data_ptr(),
                 douts[t - 1] if t else None, ss[t], ns[t], dahs_p[t])
-            dh.addmm_(dahs[t], Wh)
+            mmT(dahs[t], out=dh, add=dh)
         H = G // 3
-        dWh = torch.mm(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+        dWh = _matmul(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
         return None, None, dXRZ, dXN, dh, dWh, dAH.sum((0, 1))
 
 
@@ -178,13 +180,13 @@ class FusedTorchLayer(nn.Module):
         Wx, Wh = wx.weight, wh.weight  # (the weight-norm parametrization, if any, computes them here)
         zeros = x.new_zeros(B, H)
         if isinstance(cell, LSTMCell):
-            xp = F.linear(x, Wx, wx.bias + wh.bias)
+            xp = _linear(x, Wx, wx.bias + wh.bias)
             h0, c0 = (zeros, zeros) if state is None else state
             args = (xp, h0, c0, Wh)
             fn = _LSTMRecurrenceC
         else:
-            xp_rz = F.linear(x, Wx[: 2 * H], wx.bias[: 2 * H])
-            xp_n = F.linear(x, Wx[2 * H :], wx.bias[2 * H :])
+            xp_rz = _linear(x, Wx[: 2 * H], wx.bias[: 2 * H])
+            xp_n = _linear(x, Wx[2 * H :], wx.bias[2 * H :])
             h0 = zeros if state is None else state[0]
             args = (xp_rz, xp_n, h0, Wh, wh.bias)
             fn = _GRURecurrenceC
