@@ -91,14 +91,14 @@ def test_recurrent_rows_build_the_cell_each_preset_trains():
     from hydra import compose, initialize_config_dir
 
     from lnbench.config import CONF_DIR, model_presets, register_configs
-    from lnbench.train import build_dataset, build_model
+    from lnbench.train import setup_data, setup_model
 
     register_configs()
     assert set(bench.rnn_presets()) == set(model_presets("base_sequence")) and "ln_lstm" in bench.fast_rnn_models()
     for name in bench.rnn_presets():
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose("train", overrides=[f"model={name}", "dataset=adding", "dataset.seq_len=5", "model.hidden_size=8"])
-        trained = build_model(cfg, build_dataset(cfg).spec).cells[0]
+        trained = setup_model(cfg.model, setup_data(cfg.dataset).spec).cells[0]
         timed = bench._preset_cell(name, 2, 8, 5)
         assert type(timed) is type(trained) and timed.norm_kind == trained.norm_kind, name
         assert {k: v.shape for k, v in timed.state_dict().items()} == {k: v.shape for k, v in trained.state_dict().items()}, name

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from lnbench.cli import main
 from test_hardening import snapshot
 
-FAST, SLOW = 25, 400
+FAST, SLOW = 15, 400
 TRIED = {"cases": 0, "trained": 0, "refused": 0}
 # Small, quick runs; each drawn override comes after these and wins.
 BASE = ["threads=1", "device=cpu", "progress=false", "logger.wandb.mode=disabled", "steps=2", "eval_every=2", "log_every=1",

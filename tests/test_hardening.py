@@ -117,6 +117,7 @@ def test_refused_and_no_op_invocations_leave_a_run_directory_as_it_was(finished_
     assert "resume=" not in overrides and "hydra.run.dir" not in overrides
 
 
+@pytest.mark.slow
 def test_a_resume_refused_because_the_run_is_in_use_leaves_its_crash_log(finished_run, tmp_path):
     """The holder of the lock keeps its crash.log (faulthandler's file) and its lock; the refused process
     changes nothing (it used to delete the crash.log, and the holder then died with FileNotFoundError)."""
@@ -137,6 +138,7 @@ def test_a_resume_refused_because_the_run_is_in_use_leaves_its_crash_log(finishe
     (finished_run / "crash.log").unlink()
 
 
+@pytest.mark.slow
 def test_a_resumed_run_keeps_the_overrides_it_was_started_with(tmp_path):
     run_dir = tmp_path / "run"
     assert run_cli("train", *TINY_CLI, "steps=4", "checkpoint_every=2", "eval_every=2", f"hydra.run.dir={run_dir}").returncode == 0

@@ -143,7 +143,7 @@ def test_val_lines_stay_as_lines_above_the_live_bar(terminal, capsys, monkeypatc
     assert out.count("step 5  val loss 0.5\n") == 1 and "step 6  loss 0.4" not in out
 
 
-@pytest.mark.parametrize("progress", ["false", "true"])
+@pytest.mark.parametrize("progress", ["false", pytest.param("true", marks=pytest.mark.slow)])
 def test_cli_run_logs_val_lines_and_the_end_block_to_train_log(progress, tmp_path):
     proc = run_cli("train", *[o for o in TINY_CLI if not o.startswith("progress")], f"progress={progress}",
                    "steps=4", "eval_every=2", "log_every=2", f"hydra.run.dir={tmp_path}")

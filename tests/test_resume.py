@@ -207,6 +207,7 @@ def test_diverged_single_run_exits_1_with_one_line(tmp_path):
     assert summary_of(tmp_path)["status"] == "diverged"
 
 
+@pytest.mark.slow
 def test_sweep_records_a_diverged_job_and_runs_the_others(tmp_path):
     r = run_cli("train", "-m", *TINY_CLI, "steps=6", "log_every=2", "eval_every=3", "optim=sgd", "optim.lr=1e12,0.01",
                 f"hydra.sweep.dir={tmp_path}")
