@@ -209,7 +209,7 @@ LoggerConfig = dict
 def validate_logger(logger: Any) -> None:
     """Each logger entry is one sink's config, with the `_target_` that builds it: anything else (`+logger.nope=1`)
     is a typo that would silently do nothing. metrics.jsonl is no entry: every run writes it."""
-    from hydra._internal.utils import _locate  # what instantiate imports `_target_` with (get_object logs on failure)
+    import importlib
 
     from lnbench.sinks.jsonl import KEY as RECORD_KEY
 
@@ -224,7 +224,9 @@ def validate_logger(logger: Any) -> None:
                 f"{', '.join(sorted(p.stem for p in (CONF_DIR / 'logger').glob('*.yaml')))})."
             )
         try:  # before anything is built: a sink's class that cannot be found is a typo too
-            _locate(str(node._target_))
+            # importlib, not hydra.utils.get_object: that one logs its own error before raising
+            module, _, name = str(node._target_).rpartition(".")
+            getattr(importlib.import_module(module), name)
         except Exception as e:
             raise ConfigError(
                 f"logger.{key}._target_={node._target_} is not allowed: it cannot be imported "
