@@ -19,7 +19,6 @@ from lnbench import checkpoint
 from lnbench.atomic import read_jsonl
 from lnbench.config import SCHEMAS, check_keys
 from lnbench.errors import ConfigError, Interrupted
-from lnbench.sinks import sink_state_from_checkpoint
 from lnbench.train import train
 
 # Checkpoints at 0, 3, 6, 9, 10; a test at two more lengths at the end (each adds the eval_seq_len column).
@@ -226,22 +225,6 @@ def test_old_logger_keys_still_work_on_the_command_line(tmp_path):
     saved = OmegaConf.load(tmp_path / ".hydra" / "config.yaml").logger.wandb
     assert (saved.mode, saved.project, list(saved.tags)) == ("disabled", "old-project", ["a"])
     assert summary_of(tmp_path)["status"] == "completed" and not (tmp_path / "wandb").exists()
-
-
-def test_a_checkpoint_of_the_previous_version_resumes(reference, tmp_path, monkeypatch):
-    """Before the sinks, a checkpoint kept metrics_bytes and wandb_id at top level."""
-    assert sink_state_from_checkpoint(None) is None
-    assert sink_state_from_checkpoint({"metrics_bytes": 10, "wandb_id": "abc"}) == {"jsonl": {"bytes": 10}, "wandb": {"id": "abc"}}
-    cfg = tiny("ln_lstm", "adding", *RUN)  # what that version could log: metrics.jsonl and W&B
-    with monkeypatch.context() as m:
-        after_log(m, lambda split, step, extra: split == "train" and step == 8, lambda: (_ for _ in ()).throw(Stop()))
-        with pytest.raises(Stop):
-            train(cfg, tmp_path)
-    ckpt = torch.load(tmp_path / checkpoint.FILE, weights_only=True)
-    sinks = ckpt.pop("sinks")
-    torch.save({**ckpt, "metrics_bytes": sinks["jsonl"]["bytes"], "wandb_id": sinks["wandb"]["id"]}, tmp_path / checkpoint.FILE)
-    train(cfg, tmp_path)
-    assert metrics_without_time(tmp_path) == metrics_without_time(reference)
 
 
 def test_check_runs_without_w_and_b_unless_a_logger_key_is_given():
