@@ -3,9 +3,9 @@
 A checkpoint (`<run dir>/checkpoint.pt`, written atomically) holds everything the next step depends
 on: model, optimizer and scheduler state, the RNG states of torch, numpy and python, the step (which
 with the seed fixes the data order: a training batch is a pure function of (seed, step), see
-lnbench.data.base), the loop's running values (best and last val, the unlogged window), how many bytes
-of metrics.jsonl belong to it (later lines are cut off on resume), the W&B run id and the resolved
-config (a resume may not change what the run computes).
+lnbench.data.base), the loop's running values (best and last val, the unlogged window), each metric
+sink's state (the bytes of metrics.jsonl that belong to it, later lines being cut off on resume; the W&B
+run id; ...: lnbench.sinks) and the resolved config (a resume may not change what the run computes).
 
 `StopSignals` turns SIGTERM (SLURM, `kill`) and SIGINT (Ctrl-C) into a request the loop answers at the
 end of the step with a checkpoint; a second signal stops at once. `RunLock` keeps a second process out
