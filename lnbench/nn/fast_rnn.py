@@ -404,6 +404,12 @@ def _linear(x: Tensor, W: Tensor, b: Optional[Tensor]) -> Tensor:
     return _Linear.apply(x, W, b) if _use_onednn(x) and W.dtype == x.dtype else F.linear(x, W, b)
 
 
+def _recurrent_weight_grad(dA: Tensor, h0: Tensor, out: Tensor) -> Tensor:
+    """dL/dW_h = sum_t dA_t^T h_{t-1} for the C paths: all T steps as one product (dA: (T, B, G))."""
+    T, B, G = dA.shape
+    return _matmul(dA.view(T * B, G).t(), _shifted(h0, out).view(T * B, h0.shape[-1]))
+
+
 def _ptr(x: Tensor) -> int:
     return x.data_ptr()
 
@@ -495,7 +501,7 @@ class _LNLSTMRecurrenceC(torch.autograd.Function):
                 mmT(dahs[t], out=dh, add=dout[t - 1])
             else:
                 dh = mmT(dahs[0])
-        dWh = _matmul(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+        dWh = _recurrent_weight_grad(dAH, h0, out)
         return (None, None, None, dAX, dh, dc, dWh, dwx.sum(0), dbx.sum(0),
                 dwh.sum(0), dbh.sum(0), dwc.sum(0), dbc.sum(0))
 
@@ -555,7 +561,7 @@ class _LNGRURecurrenceC(torch.autograd.Function):
             bwd(nt, B, H, ahs[t], ss[t], ns[t], outs[t - 1] if t else h0p, st[0][t], st[1][t], st[2][t], st[3][t],
                 *w, douts[t - 1] if t else None, ss[t], ns[t], ahs[t], *acc)
             mmT(dahs[t], out=dh, add=dh)  # dh (1 - z) + dout_{t-1} from the kernel, + dah [W_h; U]
-        dWh = _matmul(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+        dWh = _recurrent_weight_grad(dAH, h0, out)
         return None, None, None, dXRZ, dXN, dh, dWh, dw_rz.sum(0), db_rz.sum(0), dw_n.sum(0), db_n.sum(0)
 
 
@@ -672,7 +678,7 @@ class _BNLSTMRecurrenceC(torch.autograd.Function):
                 mmT(dahs[t], out=dh, add=dout[t - 1])
             else:
                 dh = mmT(dahs[0])
-        dWh = _matmul(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+        dWh = _recurrent_weight_grad(dAH, h0, out)
         return None, None, None, dAX, dh, dc, dWh, dwx, dbx, dwh, dwc, dbc
 
 
@@ -729,7 +735,7 @@ class _BNGRURecurrenceC(torch.autograd.Function):
                 None, _ptr(dh), douts[t - 1] if t else None, ss[t], ns[t], ahs[t], _ptr(dw), None, _ptr(gn), _ptr(s1),
                 _ptr(s2))
             mmT(dahs[t], out=dh, add=dh)
-        dWh = _matmul(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+        dWh = _recurrent_weight_grad(dAH, h0, out)
         return None, None, None, dXRZ, dXN, dh, dWh, dw[: 2 * H], dw[2 * H :]
 
 

@@ -62,7 +62,7 @@ class _LSTMRecurrenceC(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dout, dhT, dcT):
-        from lnbench.nn.fast_rnn import _StepMatmul, _consume, _kernel_threads, _matmul, _rows, _shifted
+        from lnbench.nn.fast_rnn import _StepMatmul, _consume, _kernel_threads, _recurrent_weight_grad, _rows
 
         _consume(ctx)
         h0, c0, Wh, out, S, C, TC = ctx.saved_tensors
@@ -83,7 +83,7 @@ class _LSTMRecurrenceC(torch.autograd.Function):
                 mmT(das[t], out=dh, add=dout[t - 1])
             else:
                 dh = mmT(das[0])
-        dWh = _matmul(dA.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+        dWh = _recurrent_weight_grad(dA, h0, out)
         return None, None, dA, dh, dc, dWh
 
 
@@ -116,7 +116,7 @@ class _GRURecurrenceC(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dout, dhT):
-        from lnbench.nn.fast_rnn import _StepMatmul, _consume, _kernel_threads, _matmul, _rows, _shifted
+        from lnbench.nn.fast_rnn import _StepMatmul, _consume, _kernel_threads, _recurrent_weight_grad, _rows
 
         _consume(ctx)
         h0, Wh, out, AH, SRZ, N = ctx.saved_tensors
@@ -134,8 +134,7 @@ class _GRURecurrenceC(torch.autograd.Function):
             bwd(nt, B, G // 3, ahs[t], ss[t], ns[t], outs[t - 1] if t else h0.data_ptr(), dh.data_ptr(),
                 douts[t - 1] if t else None, ss[t], ns[t], dahs_p[t])
             mmT(dahs[t], out=dh, add=dh)
-        H = G // 3
-        dWh = _matmul(dAH.view(T * B, G).t(), _shifted(h0, out).view(T * B, H))
+        dWh = _recurrent_weight_grad(dAH, h0, out)
         return None, None, dXRZ, dXN, dh, dWh, dAH.sum((0, 1))
 
 
