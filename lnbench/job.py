@@ -80,10 +80,12 @@ def task(cfg) -> dict:
         if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # inherited from a submitit_local sweep (RunChecks)
             signal.signal(signal.SIGINT, signal.default_int_handler)
     run_dir.mkdir(parents=True, exist_ok=True)
+    # RunChecks has locked a single run's existing directory and read its checkpoint (before Hydra wrote there)
+    early_lock, ckpt = EARLY_RUNS.pop(str(run_dir.resolve()), (None, UNREAD))
     try:
         # The lock before anything is written: a process refused here leaves the directory (its summary,
         # and the crash.log of the process that holds it) as they were.
-        lock = EARLY_LOCKS.pop(str(run_dir.resolve()), None) or checkpoint.RunLock(run_dir)
+        lock = early_lock or checkpoint.RunLock(run_dir)
     except UserError as e:
         if full_error():
             raise
@@ -97,8 +99,6 @@ def task(cfg) -> dict:
             with crash_log(run_dir):
                 if multirun and not launcher_isolates_jobs(hc):
                     return in_child_process(run_dir, train, cfg, run_dir, name=job_name(hc), group=group, tags=tags)
-                # RunChecks has read a single run's checkpoint already (before Hydra wrote there): not twice
-                ckpt = EARLY_CHECKPOINTS.pop(str(run_dir.resolve()), UNREAD)
                 return train(cfg, run_dir, name=job_name(hc), group=group, tags=tags, ckpt=ckpt)
     except Diverged as e:  # summary.json already says diverged
         if full_error():
@@ -298,11 +298,11 @@ def _hydra_classes() -> dict[str, type]:
 
                 lock = checkpoint.RunLock(run_dir)
                 try:
-                    EARLY_CHECKPOINTS[str(run_dir.resolve())] = check_resume(config)
+                    ckpt = check_resume(config)
                 except BaseException:  # refused, or nothing to do: no lock file left behind
                     lock.release()
                     raise
-                EARLY_LOCKS[str(run_dir.resolve())] = lock
+                EARLY_RUNS[str(run_dir.resolve())] = (lock, ckpt)
 
         def on_multirun_start(self, config, **kwargs) -> None:
             check_output_dir(config.hydra.sweep.dir, "hydra.sweep.dir")
@@ -350,10 +350,10 @@ def user_errors_exit():
 
 
 # What the checks before a run learned, for the job in this process: run directories this invocation
-# is about to create, locks taken before Hydra wrote into an existing run directory, the sweep directory.
+# is about to create; for an existing run directory, the lock taken before Hydra wrote there and its
+# checkpoint, read and checked against the config (None: it has none); the sweep directory.
 NEW_RUN_DIRS: set[str] = set()
-EARLY_LOCKS: dict[str, object] = {}
-EARLY_CHECKPOINTS: dict[str, object] = {}  # run dir -> its checkpoint (None: it has none), read and checked
+EARLY_RUNS: dict[str, tuple[object, object]] = {}
 SWEEP: dict[str, str] = {}
 
 
