@@ -45,10 +45,10 @@ def _grad_fn_name(cls, kind, path):
     return "_LSTMRecurrenceBackward" if cls is LSTMCell else "_GRURecurrenceBackward"
 
 
-def _cell(cls, kind, unbiased=False, seed=0, time_steps=STEPS):
+def _cell(cls, kind, unbiased=False, seed=0, time_steps=STEPS, hid=HID):
     torch.manual_seed(seed)
     cfg = NormConfig(kind=NormKind(kind), unbiased_var=unbiased, gain_init=0.8)
-    cell = cls(F_IN, HID, cfg, time_steps=time_steps if kind == "batch" else 0).double()
+    cell = cls(F_IN, hid, cfg, time_steps=time_steps if kind == "batch" else 0).double()
     with torch.no_grad():  # move every gain/bias/buffer off its initial value so all of them matter
         for p in cell.parameters():
             p.add_(torch.randn_like(p) * 0.3)
@@ -65,8 +65,8 @@ def _run(layer, x, state, weights):
     return [out, *final, *grads]
 
 
-def _compare(cls, kind, T, B, train, unbiased=False, with_state=True, path="eager", time_steps=STEPS):
-    ref_cell = _cell(cls, kind, unbiased, time_steps=time_steps)
+def _compare(cls, kind, T, B, train, unbiased=False, with_state=True, path="eager", time_steps=STEPS, hid=HID):
+    ref_cell = _cell(cls, kind, unbiased, time_steps=time_steps, hid=hid)
     fast_cell = copy.deepcopy(ref_cell)
     ref_cell.train(train)
     fast_cell.train(train)
@@ -76,11 +76,11 @@ def _compare(cls, kind, T, B, train, unbiased=False, with_state=True, path="eage
     x = torch.randn(T, B, F_IN, dtype=torch.float64, generator=g, requires_grad=True)
     n_state = 2 if cls is LSTMCell else 1
     if with_state:
-        state = tuple(torch.randn(B, HID, dtype=torch.float64, generator=g, requires_grad=True) for _ in range(n_state))
+        state = tuple(torch.randn(B, hid, dtype=torch.float64, generator=g, requires_grad=True) for _ in range(n_state))
     else:
         state = None
-    weights = [torch.randn(T, B, HID, dtype=torch.float64, generator=g)]
-    weights += [torch.randn(B, HID, dtype=torch.float64, generator=g) for _ in range(n_state)]
+    weights = [torch.randn(T, B, hid, dtype=torch.float64, generator=g)]
+    weights += [torch.randn(B, hid, dtype=torch.float64, generator=g) for _ in range(n_state)]
 
     if state is None:
         ref_out, ref_final = RecurrentLayer(ref_cell)(x)
@@ -181,6 +181,23 @@ def test_batch_norm_batch_one_is_a_clear_error():
 # --------------------------------------------------------------------------------------------------
 # The C kernels: threads, fallbacks, build
 # --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("kind", ["layer", "batch"])
+def test_c_recurrent_products_match_reference(kind, threads, path):
+    """The LSTM's C recurrences compute h_{t-1} W_h^T and dA_t W_h themselves (ckernel's gemm_panels):
+    19 rows (two whole blocks of 8 and a part block) and 37 units (4H = 148 and H = 37 columns, neither a
+    multiple of the panel width, so the last panel is part padding), on 1 and 2 threads."""
+    if path == "eager":
+        pytest.skip("C path only")
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for train in (True, False):
+            _compare(LSTMCell, kind, 4, B=19, train=train, path=path, hid=37)
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
 def test_c_kernels_split_rows_over_threads(cls, path, monkeypatch):
     """LN: several row chunks (uneven: 7 rows over 2 threads), each accumulating its own LN gradients.
@@ -261,59 +278,26 @@ def test_builds_into_the_cache_in_the_background(fresh_builder, monkeypatch):
     assert ckernel.kernel().path == k.path and ckernel._builder.proc is None
 
 
-@pytest.mark.parametrize("B", [1, 4, 33])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_step_matmul_computes_each_product(B, dtype):
-    """_StepMatmul (oneDNN's packed linear for float32 from ONEDNN_MIN_ROWS rows, else torch.mm) gives
-    x W^T, + add, + bias, into `out` or a new tensor, in place when out is add."""
-    g = torch.Generator().manual_seed(0)
-    W, x = torch.randn(12, 7, generator=g), torch.randn(B, 7, generator=g)
-    add, bias = torch.randn(B, 12, generator=g), torch.randn(12, generator=g)
-    mm = fast_rnn._StepMatmul(W.to(dtype), B)
-    assert (mm.packed is not None) == (dtype == torch.float32 and B >= fast_rnn.ONEDNN_MIN_ROWS and fast_rnn._onednn_linear())
-    want = x.double() @ W.double().t()
-    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-12)
-    xd, addd = x.to(dtype), add.to(dtype, copy=True)
-    torch.testing.assert_close(mm(xd).double(), want, **tol)
-    torch.testing.assert_close(mm(xd, bias=bias.to(dtype)).double(), want + bias.double(), **tol)
-    out = torch.empty(B, 12, dtype=dtype)
-    assert mm(xd, out=out, add=addd) is out
-    torch.testing.assert_close(out.double(), want + add.double(), **tol)
-    assert mm(xd, out=addd, add=addd) is addd  # dh += dah W_h in place
-    torch.testing.assert_close(addd.double(), want + add.double(), **tol)
-
-
 @pytest.mark.filterwarnings("ignore:TF32 acceleration")
 @pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
 @pytest.mark.parametrize("kind", ["layer", "batch"])
-def test_float32_c_path_with_onednn_matches_reference(cls, kind, monkeypatch):
-    """float32 at a batch where the recurrent products run through oneDNN: the outputs and every gradient
-    (input, state, parameters) agree with the reference cells to float32 rounding, and with oneDNN off."""
+def test_float32_c_path_matches_reference(cls, kind):
+    """float32, the C recurrences' own products (8-row blocks and a part block, several panels of 32
+    columns and a part panel) and oneDNN's for the input side: the outputs and every gradient (input,
+    state, parameters) agree with the reference cells to float32 rounding."""
     if ckernel.kernel(wait=120) is None:
         pytest.skip("C kernels unavailable here (no compiler?)")
-    if not fast_rnn._onednn_linear():
-        pytest.skip("torch without oneDNN")
-    B = 2 * fast_rnn.ONEDNN_MIN_ROWS + 1
-    cell = _cell(cls, kind).float()
+    B, hid = 19, 37
+    cell = _cell(cls, kind, hid=hid).float()
     x = torch.randn(8, B, F_IN, requires_grad=True)
-    state = tuple(torch.randn(B, HID, requires_grad=True) for _ in range(2 if cls is LSTMCell else 1))
-    weights = [torch.randn(8, B, HID)] + [torch.randn(B, HID) for _ in state]
-    packed = []
-
-    class Spy(fast_rnn._StepMatmul):
-        def __init__(self, W, B):
-            super().__init__(W, B)
-            packed.append(self.packed is not None)
-
-    monkeypatch.setattr(fast_rnn, "_StepMatmul", Spy)
+    state = tuple(torch.randn(B, hid, requires_grad=True) for _ in range(2 if cls is LSTMCell else 1))
+    weights = [torch.randn(8, B, hid)] + [torch.randn(B, hid) for _ in state]
     ref = _run(RecurrentLayer(copy.deepcopy(cell)), x, state, weights)
-    got = _run(make_fast_layer(copy.deepcopy(cell)), x, state, weights)
-    assert packed == [True, True]  # the forward's and the backward's products ran through oneDNN
-    with torch.backends.mkldnn.flags(enabled=False):
-        mm_path = _run(make_fast_layer(copy.deepcopy(cell)), x, state, weights)
-    for r, g, m in zip(ref, got, mm_path):
+    fast = make_fast_layer(copy.deepcopy(cell))
+    got = _run(fast, x, state, weights)
+    assert "RecurrenceC" in type(fast(x, state)[0].grad_fn).__name__
+    for r, g in zip(ref, got):
         torch.testing.assert_close(g, r, rtol=2e-4, atol=2e-5)
-        torch.testing.assert_close(g, m, rtol=2e-4, atol=2e-5)
 
 
 @pytest.mark.parametrize("bias", [True, False])

@@ -21,15 +21,16 @@ def _grads(layer, cell, x, state):
 @pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
 @pytest.mark.parametrize("kind", ["none", "weight"])
 @pytest.mark.parametrize("with_state", [True, False])
-def test_c_recurrence_matches_reference(cls, kind, with_state, monkeypatch):
+@pytest.mark.parametrize("B, H", [(3, 6), (19, 37)])  # 19 x 37: whole and part row blocks, part panels
+def test_c_recurrence_matches_reference(cls, kind, with_state, B, H, monkeypatch):
     if ckernel.kernel(wait=120) is None:
         pytest.skip("C kernels unavailable here (no compiler?)")
     monkeypatch.setattr(fused, "C_CELLS", (LSTMCell, GRUCell))
     torch.manual_seed(0)
-    cell = cls(5, 6, NormConfig(kind=NormKind(kind))).double()
-    x = torch.randn(9, 3, 5, dtype=torch.float64, requires_grad=True)
+    cell = cls(5, H, NormConfig(kind=NormKind(kind))).double()
+    x = torch.randn(9, B, 5, dtype=torch.float64, requires_grad=True)
     n = 2 if cls is LSTMCell else 1
-    state = tuple(torch.randn(3, 6, dtype=torch.float64, requires_grad=True) for _ in range(n)) if with_state else None
+    state = tuple(torch.randn(B, H, dtype=torch.float64, requires_grad=True) for _ in range(n)) if with_state else None
     ref, _ = _grads(RecurrentLayer(cell), cell, x, state)
     got, fn = _grads(fused.fused_torch_layer(cell), cell, x, state)
     assert fn == ("_LSTMRecurrenceCBackward" if cls is LSTMCell else "_GRURecurrenceCBackward")
@@ -41,30 +42,30 @@ def test_c_recurrence_matches_reference(cls, kind, with_state, monkeypatch):
     torch.testing.assert_close(out, ref[0], rtol=1e-10, atol=1e-12)
 
 
-def test_rule_picks_c_for_the_gru_on_cpu_only(monkeypatch):
+def test_rule_picks_c_on_cpu_only():
     x = torch.randn(30, 2, 3, requires_grad=True)
     lstm, gru = (cls(3, 4, NormConfig(kind=NormKind.none)) for cls in (LSTMCell, GRUCell))
-    out, _ = fused.fused_torch_layer(lstm)(x)
-    assert "CRecurrence" not in type(out.grad_fn).__name__  # torch's LSTM kernel won everywhere measured
-    assert fused.use_c_kernel(x, gru) and not fused.use_c_kernel(x, lstm)
-    assert not fused.use_c_kernel(torch.empty(30, 2, 3, device="meta"), gru)  # CUDA & co: torch's kernel
-    assert not fused.use_c_kernel(x.half(), gru)
+    for cell in (lstm, gru):
+        if ckernel.kernel(wait=120) is not None:
+            out, _ = fused.fused_torch_layer(cell)(x)
+            assert "RecurrenceC" in type(out.grad_fn).__name__  # the C recurrence won everywhere measured
+        assert fused.use_c_kernel(x, cell)
+        assert not fused.use_c_kernel(torch.empty(30, 2, 3, device="meta"), cell)  # CUDA & co: torch's kernel
+        assert not fused.use_c_kernel(x.half(), cell)
 
 
 @pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
-def test_float32_c_recurrence_with_onednn_matches_reference(cls, monkeypatch):
-    """float32 at a batch whose recurrent products run through oneDNN (fast_rnn._StepMatmul): outputs and
-    every gradient agree with the reference cell to float32 rounding."""
-    from lnbench.nn import fast_rnn
-
-    if ckernel.kernel(wait=120) is None or not fast_rnn._onednn_linear():
-        pytest.skip("C kernels or oneDNN unavailable here")
+def test_float32_c_recurrence_matches_reference(cls, monkeypatch):
+    """float32, 19 rows (two blocks of the C products and a part block), 37 units (a part panel): outputs
+    and every gradient agree with the reference cell to float32 rounding."""
+    if ckernel.kernel(wait=120) is None:
+        pytest.skip("C kernels unavailable here (no compiler?)")
     monkeypatch.setattr(fused, "C_CELLS", (LSTMCell, GRUCell))
     torch.manual_seed(0)
-    cell = cls(5, 6, NormConfig(kind=NormKind.none))
-    B = fast_rnn.ONEDNN_MIN_ROWS + 3
+    cell = cls(5, 37, NormConfig(kind=NormKind.none))
+    B = 19
     x = torch.randn(9, B, 5, requires_grad=True)
-    state = tuple(torch.randn(B, 6, requires_grad=True) for _ in range(2 if cls is LSTMCell else 1))
+    state = tuple(torch.randn(B, 37, requires_grad=True) for _ in range(2 if cls is LSTMCell else 1))
     ref, _ = _grads(RecurrentLayer(cell), cell, x, state)
     got, fn = _grads(fused.fused_torch_layer(cell), cell, x, state)
     assert "RecurrenceC" in fn

@@ -106,21 +106,86 @@ static inline void SUF(ln_bwd_finish)(const REAL *x, const REAL *g, int64_t n, R
     for (int64_t j = 0; j < n; ++j) dx[j] = rstd * (g[j] - a - (x[j] - mean) * rstd * c);
 }
 
+/* ---- The recurrent product h_{t-1} W^T of every step, in C ----------------------------------------
+   Why not a BLAS: called from Python once per step, the product and the step kernel paid a return to
+   Python, torch's dispatch and a ctypes call per step, which at small batch cost more than the
+   arithmetic (ln_lstm 2.6x torch's nn.LSTM at B=4). The whole sequence now runs in C, and no BLAS is
+   callable from here: torch's bundled MKL exports sgemm_ but ran 2-4x slower than this on an AMD CPU
+   (B=4 K=256 N=1024: 57 vs 14 us, 1 thread), and its oneDNN exports no C API.
+   The right-hand matrix is packed once per call into panels of PANEL columns (zero-padded), each K x PANEL
+   row-major, so the inner loop reads one contiguous vector row per k; the output is computed MROWS rows
+   x one panel at a time in registers (8 x 2 AVX-512 vectors). */
+#define MROWS 8
+
+/* dst = ceil(N / PANEL) panels of the K x N matrix whose (k, n) element is src[k rk + n rn]. */
+void SUF(pack_panels)(int64_t K, int64_t N, const REAL *src, int64_t rk, int64_t rn, REAL *dst)
+{
+    for (int64_t p = 0; p * PANEL < N; ++p)
+        for (int64_t k = 0; k < K; ++k) {
+            REAL *d = dst + (p * K + k) * PANEL;
+            for (int64_t j = 0; j < PANEL; ++j) {
+                const int64_t n = p * PANEL + j;
+                d[j] = n < N ? src[k * rk + n * rn] : (REAL)0;
+            }
+        }
+}
+
+/* y (B, N) = x (B, K) times the packed matrix, + add (B, N) and + bias (N) unless NULL (y may alias add). The panels are
+   shared out over the threads of the caller's parallel region; each element is one thread's sum in k
+   order, so the result does not depend on the number of threads. */
+static void SUF(gemm_panels)(int64_t B, int64_t K, int64_t N, const REAL *x, const REAL *Wp, const REAL *add,
+                             const REAL *bias, REAL *y)
+{
+    const int64_t P = (N + PANEL - 1) / PANEL;
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < P; ++p) {
+        const REAL *w = Wp + p * K * PANEL;
+        const int64_t n0 = p * PANEL, nn = N - n0 < PANEL ? N - n0 : PANEL;
+        for (int64_t i = 0; i < B; i += MROWS) {
+            const int64_t m = B - i < MROWS ? B - i : MROWS;
+            const REAL *xi = x + i * K;
+            REAL acc[MROWS][PANEL];
+            for (int64_t r = 0; r < MROWS; ++r)
+                for (int64_t j = 0; j < PANEL; ++j) acc[r][j] = 0;
+            if (m == MROWS) { /* a constant trip count: the accumulators stay in registers */
+                for (int64_t k = 0; k < K; ++k)
+                    for (int64_t r = 0; r < MROWS; ++r) {
+                        const REAL a = xi[r * K + k];
+#pragma omp simd
+                        for (int64_t j = 0; j < PANEL; ++j) acc[r][j] += a * w[k * PANEL + j];
+                    }
+            } else {
+                for (int64_t k = 0; k < K; ++k)
+                    for (int64_t r = 0; r < m; ++r) {
+                        const REAL a = xi[r * K + k];
+#pragma omp simd
+                        for (int64_t j = 0; j < PANEL; ++j) acc[r][j] += a * w[k * PANEL + j];
+                    }
+            }
+            for (int64_t r = 0; r < m; ++r) {
+                REAL *yr = y + (i + r) * N + n0;
+                const REAL *ar = add ? add + (i + r) * N + n0 : 0, *br = bias ? bias + n0 : 0;
+                for (int64_t j = 0; j < nn; ++j) yr[j] = (ar ? ar[j] + acc[r][j] : acc[r][j]) + (br ? br[j] : (REAL)0);
+            }
+        }
+    }
+}
+
 /* LN-LSTM forward, one time step, rows b = 0..B-1 (paper eqs. 20-22; gate order i, f, g, o):
      a   = LN(ah; wh, bh) + LN(ax; wx, bx)    ah = W_h h_{t-1}, ax = W_x x_t, bx = b2 + the gate bias b
      s   = [sigmoid(i), sigmoid(f), tanh(g), sigmoid(o)]
      c   = sigmoid(f) c_prev + sigmoid(i) tanh(g)
      tc  = tanh(LN(c; wc, bc)),  h = sigmoid(o) tc
-   Writes s (B, 4H), c, tc, h (B, H) and the three LNs' mean/rstd (B). c may alias c_prev. */
-void SUF(lnlstm_fwd)(int64_t nt, int64_t B, int64_t H, double eps_,
-                     const REAL *ah, const REAL *ax, const REAL *wh, const REAL *bh, const REAL *wx,
-                     const REAL *bx, const REAL *wc, const REAL *bc, const REAL *c_prev,
-                     REAL *s, REAL *c, REAL *tc, REAL *h, REAL *mh, REAL *rh, REAL *mx, REAL *rx,
-                     REAL *mc, REAL *rc)
+   Writes s (B, 4H), c, tc, h (B, H) and the three LNs' mean/rstd (B). c may alias c_prev.
+   The rows are shared out over the threads of the caller's parallel region. */
+static void SUF(lnlstm_step)(int64_t B, int64_t H, REAL eps,
+                             const REAL *ah, const REAL *ax, const REAL *wh, const REAL *bh, const REAL *wx,
+                             const REAL *bx, const REAL *wc, const REAL *bc, const REAL *c_prev,
+                             REAL *s, REAL *c, REAL *tc, REAL *h, REAL *mh, REAL *rh, REAL *mx, REAL *rx,
+                             REAL *mc, REAL *rc)
 {
     const int64_t G = 4 * H;
-    const REAL eps = (REAL)eps_;
-#pragma omp parallel for num_threads(nt) schedule(static) if(nt > 1)
+#pragma omp for schedule(static)
     for (int64_t b = 0; b < B; ++b) {
         const REAL *ahb = ah + b * G, *axb = ax + b * G, *cp = c_prev + b * H;
         REAL *sb = s + b * G, *cb = c + b * H, *tcb = tc + b * H, *hb = h + b * H;
@@ -152,6 +217,29 @@ void SUF(lnlstm_fwd)(int64_t nt, int64_t B, int64_t H, double eps_,
             tcb[j] = t;
             hb[j] = so[j] * t;
         }
+    }
+}
+
+/* LN-LSTM forward over the whole sequence: per step, ah_t = W_h h_{t-1} (gemm_panels, Whp packed by
+   pack_panels from W_h^T) and lnlstm_step, in one parallel region of nt threads (two barriers per step
+   instead of a fork and join per step, and no return to Python between steps). ax: (T, B, 4H); out:
+   (T, B, H). keep = 1: every step's ah, s, c, tc and statistics st (6 x B per step: mh rh mx rx mc rc)
+   are kept for the backward, (T, ...) buffers; keep = 0: one slot of each, overwritten (eval). */
+void SUF(lnlstm_fwd)(int64_t nt, int64_t T, int64_t B, int64_t H, int64_t keep, double eps_,
+                     const REAL *Whp, const REAL *h0, const REAL *c0, const REAL *ax,
+                     const REAL *wh, const REAL *bh, const REAL *wx, const REAL *bx, const REAL *wc, const REAL *bc,
+                     REAL *ah, REAL *s, REAL *c, REAL *tc, REAL *out, REAL *st)
+{
+    const int64_t G = 4 * H, BG = B * G, BH = B * H;
+    const REAL eps = (REAL)eps_;
+#pragma omp parallel num_threads(nt) if(nt > 1)
+    for (int64_t t = 0; t < T; ++t) {
+        const int64_t k = keep ? t : 0;
+        const REAL *h_prev = t ? out + (t - 1) * BH : h0, *c_prev = t ? c + (keep ? t - 1 : 0) * BH : c0;
+        REAL *ahk = ah + k * BG, *stk = st + k * 6 * B;
+        SUF(gemm_panels)(B, H, G, h_prev, Whp, 0, 0, ahk);
+        SUF(lnlstm_step)(B, H, eps, ahk, ax + t * BG, wh, bh, wx, bx, wc, bc, c_prev, s + k * BG, c + k * BH,
+                         tc + k * BH, out + t * BH, stk, stk + B, stk + 2 * B, stk + 3 * B, stk + 4 * B, stk + 5 * B);
     }
 }
 
@@ -208,34 +296,44 @@ static void SUF(lnlstm_bwd_rows)(int64_t b0, int64_t b1, int64_t B, int64_t H,
     }
 }
 
-/* st: the forward's six (B) statistics of this step, mh rh mx rx mc rc, contiguous. */
-void SUF(lnlstm_bwd)(int64_t nt, int64_t B, int64_t H,
-                     const REAL *ah, const REAL *ax, REAL *s, const REAL *c, const REAL *c_prev,
-                     const REAL *tc, const REAL *st, const REAL *wh, const REAL *wx, const REAL *wc,
-                     const REAL *dh, REAL *dc, REAL *dah, REAL *dax, REAL *dwh, REAL *dbh,
-                     REAL *dwx, REAL *dbx, REAL *dwc, REAL *dbc, REAL *tmp)
+/* LN-LSTM backward over the whole sequence, from step T-1 down to 0: lnlstm_bwd_rows over nc row chunks
+   (the chunks shared out over the nt threads), then dh = dah_t W_h + dout_{t-1} (gemm_panels, Whp packed
+   from W_h itself), in one parallel region as in lnlstm_fwd. The forward's buffers (kept: keep = 1) are
+   overwritten in place: the gradient of W_h h_{t-1} into ah, that of W_x x_t into ax, s is scratch.
+   dh, dc: dL/dh_{T-1}, dL/dc_{T-1} on entry, dL/dh0, dL/dc0 on exit. The LN gradients accumulate per
+   chunk (nc x 4H, nc x H), tmp: nc x 4H scratch. */
+void SUF(lnlstm_bwd)(int64_t nt, int64_t nc, int64_t T, int64_t B, int64_t H, const REAL *Whp,
+                     const REAL *c0, const REAL *dout, REAL *ah, REAL *ax, REAL *s, const REAL *c, const REAL *tc,
+                     const REAL *st, const REAL *wh, const REAL *wx, const REAL *wc, REAL *dh, REAL *dc,
+                     REAL *dwh, REAL *dbh, REAL *dwx, REAL *dbx, REAL *dwc, REAL *dbc, REAL *tmp)
 {
-    const int64_t G = 4 * H;
-#pragma omp parallel for num_threads(nt) schedule(static, 1) if(nt > 1)
-    for (int64_t k = 0; k < nt; ++k)
-        SUF(lnlstm_bwd_rows)(B * k / nt, B * (k + 1) / nt, B, H, ah, ax, s, c, c_prev, tc, st, wh, wx, wc, dh, dc,
-                             dah, dax, dwh + k * G, dbh + k * G, dwx + k * G, dbx + k * G, dwc + k * H,
-                             dbc + k * H, tmp + k * G);
+    const int64_t G = 4 * H, BG = B * G, BH = B * H;
+#pragma omp parallel num_threads(nt) if(nt > 1)
+    for (int64_t t = T - 1; t >= 0; --t) {
+        REAL *aht = ah + t * BG, *axt = ax + t * BG;
+        const REAL *c_prev = t ? c + (t - 1) * BH : c0;
+#pragma omp for schedule(static, 1)
+        for (int64_t k = 0; k < nc; ++k)
+            SUF(lnlstm_bwd_rows)(B * k / nc, B * (k + 1) / nc, B, H, aht, axt, s + t * BG, c + t * BH, c_prev,
+                                 tc + t * BH, st + t * 6 * B, wh, wx, wc, dh, dc, aht, axt, dwh + k * G,
+                                 dbh + k * G, dwx + k * G, dbx + k * G, dwc + k * H, dbc + k * H, tmp + k * G);
+        SUF(gemm_panels)(B, G, H, aht, Whp, t ? dout + (t - 1) * BH : 0, 0, dh);
+    }
 }
 
 /* LN-GRU forward, one time step (paper eqs. 26-28), ah = [W_h; U] h_{t-1} (B, 3H):
      [r, z] = sigmoid(LN(ah[:2H]; w_rz, b_rz) + xp_rz)      xp_rz = LN(W_x x_t; a2, b2)
      n      = tanh(xp_n + r LN(ah[2H:]; w_n, b_n))          xp_n  = LN(W x_t; a3, b3)
      h      = h_prev + z (n - h_prev)
-   Writes srz = [sigmoid(r), sigmoid(z)] (B, 2H), n, h (B, H) and both LNs' mean/rstd (B). */
-void SUF(lngru_fwd)(int64_t nt, int64_t B, int64_t H, double eps_,
-                    const REAL *ah, const REAL *xrz, const REAL *xn, const REAL *wrz, const REAL *brz,
-                    const REAL *wn, const REAL *bn, const REAL *h_prev,
-                    REAL *srz, REAL *n, REAL *h, REAL *m1, REAL *r1, REAL *m4, REAL *r4)
+   Writes srz = [sigmoid(r), sigmoid(z)] (B, 2H), n, h (B, H) and both LNs' mean/rstd (B). The rows are
+   shared out over the threads of the caller's parallel region. */
+static void SUF(lngru_step)(int64_t B, int64_t H, REAL eps,
+                            const REAL *ah, const REAL *xrz, const REAL *xn, const REAL *wrz, const REAL *brz,
+                            const REAL *wn, const REAL *bn, const REAL *h_prev,
+                            REAL *srz, REAL *n, REAL *h, REAL *m1, REAL *r1, REAL *m4, REAL *r4)
 {
     const int64_t G = 3 * H;
-    const REAL eps = (REAL)eps_;
-#pragma omp parallel for num_threads(nt) schedule(static) if(nt > 1)
+#pragma omp for schedule(static)
     for (int64_t b = 0; b < B; ++b) {
         const REAL *ahb = ah + b * G, *xrzb = xrz + b * 2 * H, *xnb = xn + b * H, *hp = h_prev + b * H;
         REAL *sb = srz + b * 2 * H, *nb = n + b * H, *hb = h + b * H;
@@ -255,6 +353,25 @@ void SUF(lngru_fwd)(int64_t nt, int64_t B, int64_t H, double eps_,
             nb[j] = v;
             hb[j] = hp[j] + z[j] * (v - hp[j]);
         }
+    }
+}
+
+/* LN-GRU forward over the whole sequence, as lnlstm_fwd: ah_t = [W_h; U] h_{t-1}, then lngru_step.
+   xrz: (T, B, 2H), xn: (T, B, H); st: (4, L, B) with L = T (keep) or 1: m1, r1, m4, r4 per slot. */
+void SUF(lngru_fwd)(int64_t nt, int64_t T, int64_t B, int64_t H, int64_t keep, double eps_, const REAL *Whp,
+                    const REAL *h0, const REAL *xrz, const REAL *xn, const REAL *wrz, const REAL *brz,
+                    const REAL *wn, const REAL *bn, REAL *ah, REAL *srz, REAL *n, REAL *out, REAL *st)
+{
+    const int64_t G = 3 * H, BH = B * H, LB = (keep ? T : 1) * B;
+    const REAL eps = (REAL)eps_;
+#pragma omp parallel num_threads(nt) if(nt > 1)
+    for (int64_t t = 0; t < T; ++t) {
+        const int64_t k = keep ? t : 0;
+        const REAL *h_prev = t ? out + (t - 1) * BH : h0;
+        REAL *ahk = ah + k * B * G, *stk = st + k * B;
+        SUF(gemm_panels)(B, H, G, h_prev, Whp, 0, 0, ahk);
+        SUF(lngru_step)(B, H, eps, ahk, xrz + t * 2 * BH, xn + t * BH, wrz, brz, wn, bn, h_prev, srz + k * 2 * BH,
+                        n + k * BH, out + t * BH, stk, stk + LB, stk + 2 * LB, stk + 3 * LB);
     }
 }
 
@@ -297,17 +414,27 @@ static void SUF(lngru_bwd_rows)(int64_t b0, int64_t b1, int64_t H,
     }
 }
 
-void SUF(lngru_bwd)(int64_t nt, int64_t B, int64_t H,
-                    const REAL *ah, const REAL *srz, const REAL *n, const REAL *h_prev,
-                    const REAL *m1, const REAL *r1, const REAL *m4, const REAL *r4,
-                    const REAL *wrz, const REAL *wn, const REAL *bn, REAL *dh, const REAL *dout_prev,
-                    REAL *dxrz, REAL *dxn, REAL *dah, REAL *dwrz, REAL *dbrz, REAL *dwn, REAL *dbn, REAL *tmp)
+/* LN-GRU backward over the whole sequence, as lnlstm_bwd: lngru_bwd_rows over nc row chunks, then
+   dh += dah_t [W_h; U]. In place: the gradients of xp_rz over srz, of xp_n over n, of ah over ah.
+   dh: dL/dh_{T-1} on entry, dL/dh0 on exit. */
+void SUF(lngru_bwd)(int64_t nt, int64_t nc, int64_t T, int64_t B, int64_t H, const REAL *Whp, const REAL *h0,
+                    const REAL *out, const REAL *dout, REAL *ah, REAL *srz, REAL *n, const REAL *st,
+                    const REAL *wrz, const REAL *wn, const REAL *bn, REAL *dh,
+                    REAL *dwrz, REAL *dbrz, REAL *dwn, REAL *dbn, REAL *tmp)
 {
-#pragma omp parallel for num_threads(nt) schedule(static, 1) if(nt > 1)
-    for (int64_t k = 0; k < nt; ++k)
-        SUF(lngru_bwd_rows)(B * k / nt, B * (k + 1) / nt, H, ah, srz, n, h_prev, m1, r1, m4, r4, wrz, wn, bn, dh,
-                            dout_prev, dxrz, dxn, dah, dwrz + k * 2 * H, dbrz + k * 2 * H, dwn + k * H, dbn + k * H,
-                            tmp + k * 3 * H);
+    const int64_t G = 3 * H, BH = B * H, TB = T * B;
+#pragma omp parallel num_threads(nt) if(nt > 1)
+    for (int64_t t = T - 1; t >= 0; --t) {
+        REAL *aht = ah + t * B * G, *srzt = srz + t * 2 * BH, *n_t = n + t * BH;
+        const REAL *stt = st + t * B;
+#pragma omp for schedule(static, 1)
+        for (int64_t k = 0; k < nc; ++k)
+            SUF(lngru_bwd_rows)(B * k / nc, B * (k + 1) / nc, H, aht, srzt, n_t, t ? out + (t - 1) * BH : h0, stt,
+                                stt + TB, stt + 2 * TB, stt + 3 * TB, wrz, wn, bn, dh, t ? dout + (t - 1) * BH : 0,
+                                srzt, n_t, aht, dwrz + k * 2 * H, dbrz + k * 2 * H, dwn + k * H, dbn + k * H,
+                                tmp + k * 3 * H);
+        SUF(gemm_panels)(B, G, H, aht, Whp, dh, 0, dh);
+    }
 }
 
 /* ---- BN_t (per-time-step batch statistics) ------------------------------------------------------
@@ -386,17 +513,17 @@ static void SUF(bn_bwd)(int64_t B, const REAL *x, int64_t ldx, const REAL *dy, i
      a = BN_t(ax; wx) + bx + BN_t(ah; wh)      ax = W_x x_t, ah = W_h h_{t-1}, bx = the gate bias
      s = [sigmoid i, sigmoid f, tanh g, sigmoid o], c = sf c_prev + si sg, tc = tanh(BN_t(c; wc, bc)), h = so tc
    st_h, st_x: mean, rstd, varu of ah's / ax's G columns (3 x G); st_c: those of c (3 x H); computed
-   (train) or given (eval: mean and rstd only). c may alias c_prev. */
-void SUF(bnlstm_fwd)(int64_t nt, int64_t train, int64_t B, int64_t H, double eps_, double invM_,
-                     const REAL *ah, const REAL *ax, const REAL *wh, const REAL *wx, const REAL *bx,
-                     const REAL *wc, const REAL *bc, const REAL *c_prev, REAL *s, REAL *c, REAL *tc, REAL *h,
-                     REAL *st_h, REAL *st_x, REAL *st_c)
+   (train) or given (eval: mean and rstd only). c may alias c_prev. The units are split into nc chunks,
+   shared out over the threads of the caller's parallel region. */
+static void SUF(bnlstm_step)(int64_t nc, int64_t train, int64_t B, int64_t H, REAL eps, REAL invM,
+                             const REAL *ah, const REAL *ax, const REAL *wh, const REAL *wx, const REAL *bx,
+                             const REAL *wc, const REAL *bc, const REAL *c_prev, REAL *s, REAL *c, REAL *tc,
+                             REAL *h, REAL *st_h, REAL *st_x, REAL *st_c)
 {
     const int64_t G = 4 * H;
-    const REAL eps = (REAL)eps_, invM = (REAL)invM_;
-#pragma omp parallel for num_threads(nt) schedule(static, 1) if(nt > 1)
-    for (int64_t k = 0; k < nt; ++k) {
-        const int64_t j0 = H * k / nt, n = H * (k + 1) / nt - j0;
+#pragma omp for schedule(static, 1)
+    for (int64_t k = 0; k < nc; ++k) {
+        const int64_t j0 = H * k / nc, n = H * (k + 1) / nc - j0;
         if (train)
             for (int64_t q = 0; q < 4; ++q) {
                 const int64_t o = q * H + j0;
@@ -438,22 +565,43 @@ void SUF(bnlstm_fwd)(int64_t nt, int64_t train, int64_t B, int64_t H, double eps
     }
 }
 
+/* BN-LSTM forward over the whole sequence, as lnlstm_fwd: per step ah_t = W_h h_{t-1} (gemm_panels) and
+   bnlstm_step, in one parallel region. st_h, st_x: (T, 3, G), st_c: (T, 3, H), one per step whatever keep. */
+void SUF(bnlstm_fwd)(int64_t nt, int64_t nc, int64_t T, int64_t B, int64_t H, int64_t keep, int64_t train,
+                     double eps_, double invM_, const REAL *Whp, const REAL *h0, const REAL *c0, const REAL *ax,
+                     const REAL *wh, const REAL *wx, const REAL *bx, const REAL *wc, const REAL *bc,
+                     REAL *ah, REAL *s, REAL *c, REAL *tc, REAL *out, REAL *st_h, REAL *st_x, REAL *st_c)
+{
+    const int64_t G = 4 * H, BG = B * G, BH = B * H;
+    const REAL eps = (REAL)eps_, invM = (REAL)invM_;
+#pragma omp parallel num_threads(nt) if(nt > 1)
+    for (int64_t t = 0; t < T; ++t) {
+        const int64_t k = keep ? t : 0;
+        const REAL *h_prev = t ? out + (t - 1) * BH : h0, *c_prev = t ? c + (keep ? t - 1 : 0) * BH : c0;
+        SUF(gemm_panels)(B, H, G, h_prev, Whp, 0, 0, ah + k * BG);
+        SUF(bnlstm_step)(nc, train, B, H, eps, invM, ah + k * BG, ax + t * BG, wh, wx, bx, wc, bc, c_prev,
+                         s + k * BG, c + k * BH, tc + k * BH, out + t * BH, st_h + t * 3 * G, st_x + t * 3 * G,
+                         st_c + t * 3 * H);
+    }
+}
+
 /* BN-LSTM backward, one step (the chain rule of bnlstm_fwd):
      in:     dh (B, H); in/out: dc = dL/dc_t on entry, dL/dc_{t-1} on exit (B, H)
      in/out: s: the gate activations on entry, dL/d(gate pre-activations) on exit (B, G)
      out:    dah = dL/d(W_h h_{t-1}), dax = dL/d(W_x x_t) (B, G), may alias ah, ax
-     accumulates dwh, dwx, dbx (G), dwc, dbc (H). gc: scratch (B, H); s1, s2: scratch (G). */
-void SUF(bnlstm_bwd)(int64_t nt, int64_t train, int64_t B, int64_t H, double invM_,
-                     const REAL *ah, const REAL *ax, REAL *s, const REAL *c, const REAL *c_prev, const REAL *tc,
-                     const REAL *st_h, const REAL *st_x, const REAL *st_c, const REAL *wh, const REAL *wx,
-                     const REAL *wc, const REAL *dh, REAL *dc, REAL *dah, REAL *dax, REAL *dwh, REAL *dwx,
-                     REAL *dbx, REAL *dwc, REAL *dbc, REAL *gc, REAL *s1, REAL *s2)
+     accumulates dwh, dwx, dbx (G), dwc, dbc (H). gc: scratch (B, H); s1, s2: scratch (G). The units are split
+     into nc chunks, as in bnlstm_step. */
+static void SUF(bnlstm_bwd_step)(int64_t nc, int64_t train, int64_t B, int64_t H, REAL invM,
+                                 const REAL *ah, const REAL *ax, REAL *s, const REAL *c, const REAL *c_prev,
+                                 const REAL *tc, const REAL *st_h, const REAL *st_x, const REAL *st_c,
+                                 const REAL *wh, const REAL *wx, const REAL *wc, const REAL *dh, REAL *dc,
+                                 REAL *dah, REAL *dax, REAL *dwh, REAL *dwx, REAL *dbx, REAL *dwc, REAL *dbc,
+                                 REAL *gc, REAL *s1, REAL *s2)
 {
     const int64_t G = 4 * H;
-    const REAL invM = (REAL)invM_;
-#pragma omp parallel for num_threads(nt) schedule(static, 1) if(nt > 1)
-    for (int64_t k = 0; k < nt; ++k) {
-        const int64_t j0 = H * k / nt, n = H * (k + 1) / nt - j0;
+#pragma omp for schedule(static, 1)
+    for (int64_t k = 0; k < nc; ++k) {
+        const int64_t j0 = H * k / nc, n = H * (k + 1) / nc - j0;
         /* h_t = so tanh(BN(c_t)): dL/dBN(c) = dh so (1 - tc^2), into gc, then BN(c)'s backward in place */
         for (int64_t b = 0; b < B; ++b) {
             const REAL *dhb = dh + b * H, *tcb = tc + b * H, *so = s + b * G + 3 * H;
@@ -487,18 +635,38 @@ void SUF(bnlstm_bwd)(int64_t nt, int64_t train, int64_t B, int64_t H, double inv
     }
 }
 
+/* BN-LSTM backward over the whole sequence, as lnlstm_bwd: per step bnlstm_bwd_step, then
+   dh = dah_t W_h + dout_{t-1}; the forward's kept buffers are overwritten in place as there. */
+void SUF(bnlstm_bwd)(int64_t nt, int64_t nc, int64_t T, int64_t B, int64_t H, int64_t train, double invM_,
+                     const REAL *Whp, const REAL *c0, const REAL *dout, REAL *ah, REAL *ax, REAL *s, const REAL *c,
+                     const REAL *tc, const REAL *st_h, const REAL *st_x, const REAL *st_c, const REAL *wh,
+                     const REAL *wx, const REAL *wc, REAL *dh, REAL *dc, REAL *dwh, REAL *dwx, REAL *dbx,
+                     REAL *dwc, REAL *dbc, REAL *gc, REAL *s1, REAL *s2)
+{
+    const int64_t G = 4 * H, BG = B * G, BH = B * H;
+    const REAL invM = (REAL)invM_;
+#pragma omp parallel num_threads(nt) if(nt > 1)
+    for (int64_t t = T - 1; t >= 0; --t) {
+        REAL *aht = ah + t * BG, *axt = ax + t * BG;
+        SUF(bnlstm_bwd_step)(nc, train, B, H, invM, aht, axt, s + t * BG, c + t * BH, t ? c + (t - 1) * BH : c0,
+                             tc + t * BH, st_h + t * 3 * G, st_x + t * 3 * G, st_c + t * 3 * H, wh, wx, wc, dh, dc,
+                             aht, axt, dwh, dwx, dbx, dwc, dbc, gc, s1, s2);
+        SUF(gemm_panels)(B, G, H, aht, Whp, t ? dout + (t - 1) * BH : 0, 0, dh);
+    }
+}
+
 /* BN-GRU forward, one step, ah = [W_h; U] h_{t-1} (B, 3H), w/bn per column of ah (gains of BN_rz then BN_n):
      [r, z] = sigmoid(xp_rz + BN_t(ah[:2H])); n = tanh(xp_n + r BN_t(ah[2H:])); h = h_prev + z (n - h_prev)
-   st: mean, rstd, varu of ah's 3H columns (3 x 3H). b may be NULL. */
-void SUF(bngru_fwd)(int64_t nt, int64_t train, int64_t B, int64_t H, double eps_, double invM_,
-                    const REAL *ah, const REAL *xrz, const REAL *xn, const REAL *w, const REAL *bias,
-                    const REAL *h_prev, REAL *srz, REAL *n_out, REAL *h, REAL *st)
+   st: mean, rstd, varu of ah's 3H columns (3 x 3H). b may be NULL. The units are split into nc chunks,
+   shared out over the threads of the caller's parallel region. */
+static void SUF(bngru_step)(int64_t nc, int64_t train, int64_t B, int64_t H, REAL eps, REAL invM,
+                            const REAL *ah, const REAL *xrz, const REAL *xn, const REAL *w, const REAL *bias,
+                            const REAL *h_prev, REAL *srz, REAL *n_out, REAL *h, REAL *st)
 {
     const int64_t G = 3 * H;
-    const REAL eps = (REAL)eps_, invM = (REAL)invM_;
-#pragma omp parallel for num_threads(nt) schedule(static, 1) if(nt > 1)
-    for (int64_t k = 0; k < nt; ++k) {
-        const int64_t j0 = H * k / nt, n = H * (k + 1) / nt - j0;
+#pragma omp for schedule(static, 1)
+    for (int64_t k = 0; k < nc; ++k) {
+        const int64_t j0 = H * k / nc, n = H * (k + 1) / nc - j0;
         if (train)
             for (int64_t q = 0; q < 3; ++q) {
                 const int64_t o = q * H + j0;
@@ -525,20 +693,36 @@ void SUF(bngru_fwd)(int64_t nt, int64_t train, int64_t B, int64_t H, double eps_
     }
 }
 
+/* BN-GRU forward over the whole sequence, as bnlstm_fwd; st: (T, 3, 3H), one per step whatever keep. */
+void SUF(bngru_fwd)(int64_t nt, int64_t nc, int64_t T, int64_t B, int64_t H, int64_t keep, int64_t train,
+                    double eps_, double invM_, const REAL *Whp, const REAL *h0, const REAL *xrz, const REAL *xn,
+                    const REAL *w, REAL *ah, REAL *srz, REAL *n, REAL *out, REAL *st)
+{
+    const int64_t G = 3 * H, BH = B * H;
+    const REAL eps = (REAL)eps_, invM = (REAL)invM_;
+#pragma omp parallel num_threads(nt) if(nt > 1)
+    for (int64_t t = 0; t < T; ++t) {
+        const int64_t k = keep ? t : 0;
+        const REAL *h_prev = t ? out + (t - 1) * BH : h0;
+        SUF(gemm_panels)(B, H, G, h_prev, Whp, 0, 0, ah + k * B * G);
+        SUF(bngru_step)(nc, train, B, H, eps, invM, ah + k * B * G, xrz + t * 2 * BH, xn + t * BH, w, 0, h_prev,
+                        srz + k * 2 * BH, n + k * BH, out + t * BH, st + t * 3 * G);
+    }
+}
+
 /* BN-GRU backward, one step:
      in/out: dh = dL/dh_t on entry; on exit dh (1 - z) + dout_prev (dout_prev may be NULL); the caller adds dah [W_h; U]
      out:    dxrz (B, 2H) may alias srz; dxn (B, H) may alias n; dah (B, 3H) may alias ah
-     accumulates dw, db (3H; db may be NULL). gn: scratch (B, H); s1, s2: scratch (3H). */
-void SUF(bngru_bwd)(int64_t nt, int64_t train, int64_t B, int64_t H, double invM_,
-                    const REAL *ah, const REAL *srz, const REAL *n_in, const REAL *h_prev, const REAL *st,
-                    const REAL *w, const REAL *bias, REAL *dh, const REAL *dout_prev,
-                    REAL *dxrz, REAL *dxn, REAL *dah, REAL *dw, REAL *db, REAL *gn, REAL *s1, REAL *s2)
+     accumulates dw, db (3H; db may be NULL). gn: scratch (B, H); s1, s2: scratch (3H). Units in nc chunks. */
+static void SUF(bngru_bwd_step)(int64_t nc, int64_t train, int64_t B, int64_t H, REAL invM,
+                                const REAL *ah, const REAL *srz, const REAL *n_in, const REAL *h_prev,
+                                const REAL *st, const REAL *w, const REAL *bias, REAL *dh, const REAL *dout_prev,
+                                REAL *dxrz, REAL *dxn, REAL *dah, REAL *dw, REAL *db, REAL *gn, REAL *s1, REAL *s2)
 {
     const int64_t G = 3 * H;
-    const REAL invM = (REAL)invM_;
-#pragma omp parallel for num_threads(nt) schedule(static, 1) if(nt > 1)
-    for (int64_t k = 0; k < nt; ++k) {
-        const int64_t j0 = H * k / nt, n = H * (k + 1) / nt - j0;
+#pragma omp for schedule(static, 1)
+    for (int64_t k = 0; k < nc; ++k) {
+        const int64_t j0 = H * k / nc, n = H * (k + 1) / nc - j0;
         const REAL *m = st, *r = st + G;
         for (int64_t b = 0; b < B; ++b) {
             const REAL *ahb = ah + b * G, *sb = srz + b * 2 * H, *nb = n_in + b * H, *hp = h_prev + b * H;
@@ -568,16 +752,32 @@ void SUF(bngru_bwd)(int64_t nt, int64_t train, int64_t B, int64_t H, double invM
     }
 }
 
+/* BN-GRU backward over the whole sequence, as lngru_bwd (in place the same way). */
+void SUF(bngru_bwd)(int64_t nt, int64_t nc, int64_t T, int64_t B, int64_t H, int64_t train, double invM_,
+                    const REAL *Whp, const REAL *h0, const REAL *out, const REAL *dout, REAL *ah, REAL *srz,
+                    REAL *n, const REAL *st, const REAL *w, REAL *dh, REAL *dw, REAL *gn, REAL *s1, REAL *s2)
+{
+    const int64_t G = 3 * H, BH = B * H;
+    const REAL invM = (REAL)invM_;
+#pragma omp parallel num_threads(nt) if(nt > 1)
+    for (int64_t t = T - 1; t >= 0; --t) {
+        REAL *aht = ah + t * B * G, *srzt = srz + t * 2 * BH, *n_t = n + t * BH;
+        SUF(bngru_bwd_step)(nc, train, B, H, invM, aht, srzt, n_t, t ? out + (t - 1) * BH : h0, st + t * 3 * G, w, 0,
+                            dh, t ? dout + (t - 1) * BH : 0, srzt, n_t, aht, dw, 0, gn, s1, s2);
+        SUF(gemm_panels)(B, G, H, aht, Whp, dh, 0, dh);
+    }
+}
+
 /* ---- Un-normalized LSTM / GRU (torch's equations; `lnbench.nn.fused` uses these where they beat
    torch's fused kernel). Rows split over the threads, as for LN. ---------------------------------- */
 
 /* LSTM forward, one step: a = xp + ah (xp = W_x x_t + b_x + b_h, ah = W_h h_{t-1}); s = [sigmoid i,
    sigmoid f, tanh g, sigmoid o]; c = sf c_prev + si sg; tc = tanh(c); h = so tc. c may alias c_prev. */
-void SUF(lstm_fwd)(int64_t nt, int64_t B, int64_t H, const REAL *ah, const REAL *xp, const REAL *c_prev,
-                   REAL *s, REAL *c, REAL *tc, REAL *h)
+static void SUF(lstm_step)(int64_t B, int64_t H, const REAL *ah, const REAL *xp, const REAL *c_prev,
+                           REAL *s, REAL *c, REAL *tc, REAL *h)
 {
     const int64_t G = 4 * H;
-#pragma omp parallel for num_threads(nt) schedule(static) if(nt > 1)
+#pragma omp for schedule(static)
     for (int64_t b = 0; b < B; ++b) {
         const REAL *ahb = ah + b * G, *xb = xp + b * G, *cp = c_prev + b * H;
         REAL *sb = s + b * G, *cb = c + b * H, *tcb = tc + b * H, *hb = h + b * H;
@@ -597,13 +797,27 @@ void SUF(lstm_fwd)(int64_t nt, int64_t B, int64_t H, const REAL *ah, const REAL 
     }
 }
 
+/* LSTM forward over the whole sequence, as lnlstm_fwd; ah: one (B, 4H) scratch (the backward needs only s). */
+void SUF(lstm_fwd)(int64_t nt, int64_t T, int64_t B, int64_t H, int64_t keep, const REAL *Whp, const REAL *h0,
+                   const REAL *c0, const REAL *xp, REAL *ah, REAL *s, REAL *c, REAL *tc, REAL *out)
+{
+    const int64_t G = 4 * H, BG = B * G, BH = B * H;
+#pragma omp parallel num_threads(nt) if(nt > 1)
+    for (int64_t t = 0; t < T; ++t) {
+        const int64_t k = keep ? t : 0;
+        const REAL *h_prev = t ? out + (t - 1) * BH : h0, *c_prev = t ? c + (keep ? t - 1 : 0) * BH : c0;
+        SUF(gemm_panels)(B, H, G, h_prev, Whp, 0, 0, ah);
+        SUF(lstm_step)(B, H, ah, xp + t * BG, c_prev, s + k * BG, c + k * BH, tc + k * BH, out + t * BH);
+    }
+}
+
 /* LSTM backward, one step: dh in; dc in/out (dL/dc_t in, dL/dc_{t-1} out); s: the gate activations in,
    dL/d(gate pre-activations) out (= dL/dxp_t = dL/d(W_h h_{t-1})). */
-void SUF(lstm_bwd)(int64_t nt, int64_t B, int64_t H, REAL *s, const REAL *c_prev, const REAL *tc,
-                   const REAL *dh, REAL *dc)
+static void SUF(lstm_bwd_step)(int64_t B, int64_t H, REAL *s, const REAL *c_prev, const REAL *tc,
+                               const REAL *dh, REAL *dc)
 {
     const int64_t G = 4 * H;
-#pragma omp parallel for num_threads(nt) schedule(static) if(nt > 1)
+#pragma omp for schedule(static)
     for (int64_t b = 0; b < B; ++b) {
         REAL *sb = s + b * G, *dcb = dc + b * H;
         const REAL *cp = c_prev + b * H, *tcb = tc + b * H, *dhb = dh + b * H;
@@ -620,14 +834,27 @@ void SUF(lstm_bwd)(int64_t nt, int64_t B, int64_t H, REAL *s, const REAL *c_prev
     }
 }
 
+/* LSTM backward over the whole sequence: lstm_bwd_step, then dh = dA_t W_h + dout_{t-1}; s becomes dA in
+   place. dh, dc: dL/dh_{T-1}, dL/dc_{T-1} on entry, dL/dh0, dL/dc0 on exit. */
+void SUF(lstm_bwd)(int64_t nt, int64_t T, int64_t B, int64_t H, const REAL *Whp, const REAL *c0, const REAL *dout,
+                   REAL *s, const REAL *c, const REAL *tc, REAL *dh, REAL *dc)
+{
+    const int64_t G = 4 * H, BG = B * G, BH = B * H;
+#pragma omp parallel num_threads(nt) if(nt > 1)
+    for (int64_t t = T - 1; t >= 0; --t) {
+        SUF(lstm_bwd_step)(B, H, s + t * BG, t ? c + (t - 1) * BH : c0, tc + t * BH, dh, dc);
+        SUF(gemm_panels)(B, G, H, s + t * BG, Whp, t ? dout + (t - 1) * BH : 0, 0, dh);
+    }
+}
+
 /* GRU forward, one step (torch's variant; z as the paper's: h = h_prev + z (n - h_prev)):
      [r, z] = sigmoid(xp_rz + ah[:2H]); n = tanh(xp_n + r ah[2H:])    ah = W_h h_{t-1} + b_h (B, 3H)
    srz = [sigmoid r, sigmoid z] (B, 2H), n, h (B, H). */
-void SUF(gru_fwd)(int64_t nt, int64_t B, int64_t H, const REAL *ah, const REAL *xrz, const REAL *xn,
-                  const REAL *h_prev, REAL *srz, REAL *n, REAL *h)
+static void SUF(gru_step)(int64_t B, int64_t H, const REAL *ah, const REAL *xrz, const REAL *xn,
+                          const REAL *h_prev, REAL *srz, REAL *n, REAL *h)
 {
     const int64_t G = 3 * H;
-#pragma omp parallel for num_threads(nt) schedule(static) if(nt > 1)
+#pragma omp for schedule(static)
     for (int64_t b = 0; b < B; ++b) {
         const REAL *ahb = ah + b * G, *xrzb = xrz + b * 2 * H, *xnb = xn + b * H, *hp = h_prev + b * H;
         REAL *sb = srz + b * 2 * H, *nb = n + b * H, *hb = h + b * H;
@@ -642,13 +869,28 @@ void SUF(gru_fwd)(int64_t nt, int64_t B, int64_t H, const REAL *ah, const REAL *
     }
 }
 
+/* GRU forward over the whole sequence: ah_t = W_h h_{t-1} + bh, then gru_step. */
+void SUF(gru_fwd)(int64_t nt, int64_t T, int64_t B, int64_t H, int64_t keep, const REAL *Whp, const REAL *bh,
+                  const REAL *h0, const REAL *xrz, const REAL *xn, REAL *ah, REAL *srz, REAL *n, REAL *out)
+{
+    const int64_t G = 3 * H, BH = B * H;
+#pragma omp parallel num_threads(nt) if(nt > 1)
+    for (int64_t t = 0; t < T; ++t) {
+        const int64_t k = keep ? t : 0;
+        const REAL *h_prev = t ? out + (t - 1) * BH : h0;
+        SUF(gemm_panels)(B, H, G, h_prev, Whp, 0, bh, ah + k * B * G);
+        SUF(gru_step)(B, H, ah + k * B * G, xrz + t * 2 * BH, xn + t * BH, h_prev, srz + k * 2 * BH, n + k * BH,
+                      out + t * BH);
+    }
+}
+
 /* GRU backward, one step: dh in/out (on exit dh (1 - z) + dout_prev, dout_prev may be NULL; the caller
    adds dah W_h); dxrz (B, 2H) may alias srz, dxn (B, H) may alias n; dah = dL/dah (B, 3H). */
-void SUF(gru_bwd)(int64_t nt, int64_t B, int64_t H, const REAL *ah, const REAL *srz, const REAL *n,
-                  const REAL *h_prev, REAL *dh, const REAL *dout_prev, REAL *dxrz, REAL *dxn, REAL *dah)
+static void SUF(gru_bwd_step)(int64_t B, int64_t H, const REAL *ah, const REAL *srz, const REAL *n,
+                              const REAL *h_prev, REAL *dh, const REAL *dout_prev, REAL *dxrz, REAL *dxn, REAL *dah)
 {
     const int64_t G = 3 * H;
-#pragma omp parallel for num_threads(nt) schedule(static) if(nt > 1)
+#pragma omp for schedule(static)
     for (int64_t b = 0; b < B; ++b) {
         const REAL *ahb = ah + b * G, *sb = srz + b * 2 * H, *nb = n + b * H, *hp = h_prev + b * H;
         const REAL *dop = dout_prev ? dout_prev + b * H : 0;
@@ -668,20 +910,36 @@ void SUF(gru_bwd)(int64_t nt, int64_t B, int64_t H, const REAL *ah, const REAL *
         }
     }
 }
+
+/* GRU backward over the whole sequence: gru_bwd_step, then dh += dah_t W_h. In place: the gradients of
+   xp_rz over srz, of xp_n over n; dah (T, B, 3H) is its own buffer (ah is read while it is written). */
+void SUF(gru_bwd)(int64_t nt, int64_t T, int64_t B, int64_t H, const REAL *Whp, const REAL *h0, const REAL *out,
+                  const REAL *dout, const REAL *ah, REAL *srz, REAL *n, REAL *dh, REAL *dah)
+{
+    const int64_t G = 3 * H, BH = B * H;
+#pragma omp parallel num_threads(nt) if(nt > 1)
+    for (int64_t t = T - 1; t >= 0; --t) {
+        SUF(gru_bwd_step)(B, H, ah + t * B * G, srz + t * 2 * BH, n + t * BH, t ? out + (t - 1) * BH : h0, dh,
+                          t ? dout + (t - 1) * BH : 0, srz + t * 2 * BH, n + t * BH, dah + t * B * G);
+        SUF(gemm_panels)(B, G, H, dah + t * B * G, Whp, dh, 0, dh);
+    }
+}
 """
 
-_TYPES = [  # (REAL, suffix, exp, sqrt)
-    ("float", "f32", "expf", "sqrtf"),
-    ("double", "f64", "exp", "sqrt"),
+_TYPES = [  # (REAL, suffix, exp, sqrt, PANEL: gemm_panels' columns, two 512-bit vectors)
+    ("float", "f32", "expf", "sqrtf", 32),
+    ("double", "f64", "exp", "sqrt", 16),
 ]
+PANEL = {suf: panel for _, suf, _, _, panel in _TYPES}
 
 
 def _source() -> str:
     parts = [_PRELUDE]
-    for real, suf, exp, sqrt in _TYPES:
+    for real, suf, exp, sqrt, panel in _TYPES:
         parts.append(
-            f"#define REAL {real}\n#define SUF(name) name##_{suf}\n#define EXP {exp}\n"
-            f"#define SQRT {sqrt}\n{_BODY}\n#undef REAL\n#undef SUF\n#undef EXP\n#undef SQRT\n"
+            f"#define REAL {real}\n#define SUF(name) name##_{suf}\n#define EXP {exp}\n#define SQRT {sqrt}\n"
+            f"#define PANEL {panel}\n{_BODY}\n#undef REAL\n#undef SUF\n#undef EXP\n#undef SQRT\n#undef PANEL\n"
+            "#undef MROWS\n"
         )
     return "".join(parts)
 
@@ -698,7 +956,7 @@ FLAG_SETS = [
 
 # ctypes signatures, read off the C prototypes: P = pointer (a Python int from data_ptr()), I = int64,
 # D = double.
-_EXPORTS = ("lnlstm_fwd", "lnlstm_bwd", "lngru_fwd", "lngru_bwd", "bnlstm_fwd", "bnlstm_bwd", "bngru_fwd", "bngru_bwd",
+_EXPORTS = ("pack_panels", "lnlstm_fwd", "lnlstm_bwd", "lngru_fwd", "lngru_bwd", "bnlstm_fwd", "bnlstm_bwd", "bngru_fwd", "bngru_bwd",
             "lstm_fwd", "lstm_bwd", "gru_fwd", "gru_bwd")
 
 

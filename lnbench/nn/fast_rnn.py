@@ -21,16 +21,16 @@ How it is fast, with no compiler at all (so it runs wherever torch runs, CPU or 
   averages of the steps below `time_steps` exactly as `BatchNorm._update_running` does; eval uses the
   stored statistics, the last slot for steps beyond it.
 - LN on CPU (float32/float64) goes one step further when the C kernels of `lnbench.nn.ckernel` are
-  available (built at first use with the system C compiler, cached): per time step one `torch.mm` for
-  the recurrent matmul and ONE C call for all the step's pointwise work (the LNs, gates and state
-  update; in the backward the pointwise/LN chain rule, the LN gain/bias gradients accumulated in
-  place), the batch rows split over torch's threads. For the LSTM the input side's LN(W_x x) + b runs
-  inside the step kernel too. The backward reuses the forward's buffers in place, so it runs once per
+  available (built at first use with the system C compiler, cached): the whole recurrence is ONE C call
+  each way, its own recurrent products included (per step h_{t-1} W_h^T, then all the step's pointwise
+  work: the LNs, gates and state update; in the backward the pointwise/LN chain rule, the LN gain/bias
+  gradients accumulated in place, then dA_t W_h), each step's work shared out over torch's threads.
+  For the LSTM the input side's LN(W_x x) + b runs inside the step kernel too. The backward reuses the forward's buffers in place, so it runs once per
   forward (retain_graph=True raises; set LNBENCH_NO_CKERNEL=1 for that). Without a compiler, while it
   compiles, on CUDA or with LNBENCH_NO_CKERNEL=1, the eager aten path above runs (same numbers).
-- In those C paths, float32 on CPU, the matrix products (per step W_h h and dh W_h, and the large ones:
-  W_x x over all steps, its gradients, the recurrent weight's gradient) run through oneDNN's linear
-  (`_StepMatmul`, `_matmul`, `_Linear`): torch.mm calls MKL, which on this AMD CPU took 1.5-2.5x as long.
+- In those C paths, float32 on CPU, the large matrix products (W_x x over all steps, its gradients, the
+  recurrent weight's gradient) run through oneDNN's linear (`_matmul`, `_Linear`): torch.mm calls MKL,
+  which on this AMD CPU took 1.5-2.5x as long.
 - BN_t on CPU runs through C kernels the same way (the hidden units, not the rows, split over the
   threads, since BN's statistics are per column): for the LSTM the input side's BN_t(W_x x) + b is in
   the step kernel too; the GRU's input side is one torch batch norm over a (B, T*G) view.
@@ -313,50 +313,19 @@ class _GRURecurrence(torch.autograd.Function):
 
 
 # --------------------------------------------------------------------------------------------------
-# The same two recurrences for LN on CPU through the C kernels of `lnbench.nn.ckernel`: per step one
-# torch.mm for the recurrent matmul and ONE C call for everything pointwise (the LNs, the gates, the
-# state update; in the backward the pointwise/LN chain rule, accumulating the LN gains/biases' gradients
-# in place). Tensors are contiguous; the C side gets raw pointers, stepped by hand (ptr + t * stride).
-# The kernels split the batch rows over torch's OpenMP threads (the library links libgomp.so.1, which
-# resolves to the copy torch already loaded, so both share one thread pool).
+# The same two recurrences for LN on CPU through the C kernels of `lnbench.nn.ckernel`: the whole
+# sequence is ONE C call each way, the recurrent products (h_{t-1} W_h^T, dA_t W_h) included, and per
+# step everything pointwise (the LNs, the gates, the state update; in the backward the pointwise/LN chain
+# rule, accumulating the LN gains/biases' gradients in place). Tensors are contiguous; the C side gets
+# raw pointers. The kernels share each step's work out over torch's OpenMP threads (the library links
+# libgomp.so.1, which resolves to the copy torch already loaded, so both share one thread pool).
 # --------------------------------------------------------------------------------------------------
-ONEDNN_MIN_ROWS = 4  # below it torch.mm (MKL) was the faster: B=1 H=256, 17 vs 30 us (1 thread)
-
-
 def _onednn_linear() -> bool:
     try:
         return bool(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
                     and torch.ops.mkldnn._reorder_linear_weight is not None and torch.ops.mkldnn._linear_pointwise is not None)
     except (AttributeError, RuntimeError):  # a torch built without oneDNN
         return False
-
-
-class _StepMatmul:
-    """`x @ W.t()` (+ `add`, + `bias`) for the rows of one time step, W fixed over the loop.
-
-    Why not torch.mm: for float32 on CPU, oneDNN's linear with W packed once per call into its blocked
-    layout (torch.ops.mkldnn, the ops inductor uses for CPU linears) took half of torch.mm's time (MKL) at
-    B=4..128, H=256, G=4H (e.g. B=4: 31 vs 48 us, B=32: 104 vs 204 us, 1 thread), and the recurrence is
-    that product T times. float64, B < ONEDNN_MIN_ROWS or a torch without oneDNN: torch.mm/addmm."""
-
-    def __init__(self, W: Tensor, B: int):
-        self.WT = W.t()
-        self.packed = None
-        if W.dtype == torch.float32 and W.device.type == "cpu" and B >= ONEDNN_MIN_ROWS and _onednn_linear():
-            self.packed = torch.ops.mkldnn._reorder_linear_weight(W.detach().contiguous(), B)
-
-    def __call__(self, x: Tensor, out: Optional[Tensor] = None, add: Optional[Tensor] = None,
-                 bias: Optional[Tensor] = None) -> Tensor:
-        if self.packed is None:
-            if add is None and bias is None:
-                return torch.mm(x, self.WT) if out is None else torch.mm(x, self.WT, out=out)
-            if out is not None and out is add:
-                return out.addmm_(x, self.WT)
-            base = bias if add is None else add
-            return torch.addmm(base, x, self.WT) if out is None else torch.addmm(base, x, self.WT, out=out)
-        lin = torch.ops.mkldnn._linear_pointwise
-        y = lin(x, self.packed, bias, "none", [], "") if add is None else lin.binary(x, add, self.packed, bias, "add")
-        return y if out is None else out.copy_(y)
 
 
 def _use_onednn(t: Tensor) -> bool:
@@ -414,10 +383,24 @@ def _ptr(x: Tensor) -> int:
     return x.data_ptr()
 
 
-def _rows(x: Tensor, n: int) -> list[int]:
-    """Pointers to x[0], ..., x[n-1] of a contiguous tensor (n <= len(x); n=1 for reused scratch)."""
-    base, step = x.data_ptr(), x[0].numel() * x.element_size()
-    return [base + k * step for k in range(n)]
+def _call(fn, *args) -> None:
+    """fn(*args) with each tensor passed as its data pointer; `args` keeps the tensors alive (a temporary
+    whose pointer alone went into the call could be freed before the call runs)."""
+    fn(*(a.data_ptr() if isinstance(a, Tensor) else a for a in args))
+
+
+def _panels(kern, Wh: Tensor, direction: str) -> Tensor:
+    """W_h (G, H) packed for the C recurrences' products (ckernel's gemm_panels): "forward" as the K=H x
+    N=G matrix W_h^T of h_{t-1} W_h^T, "backward" as the K=G x N=H matrix W_h of dA_t W_h."""
+    from lnbench.nn import ckernel
+
+    W = Wh.detach().contiguous()
+    G, H = W.shape
+    K, N, rk, rn = (H, G, 1, H) if direction == "forward" else (G, H, H, 1)
+    panel = ckernel.PANEL["f64" if W.dtype == torch.float64 else "f32"]
+    packed = W.new_empty(-(-N // panel) * K * panel)
+    _call(kern.fn("pack_panels", W.dtype), K, N, W, rk, rn, packed)
+    return packed
 
 
 MIN_ROWS_PER_THREAD = 8  # the C kernels split the batch over torch's threads, at least this many rows each
@@ -437,7 +420,8 @@ def _consume(ctx) -> None:
 
 class _LNLSTMRecurrenceC(torch.autograd.Function):
     """LN-LSTM with the input side's LN folded into the step kernel too: it takes ax = W_x x (T, B, 4H)
-    and bx = b2 + b (LN(W_x x)'s bias plus the gate bias), so no (T, B, 4H) pass runs outside the loop."""
+    and bx = b2 + b (LN(W_x x)'s bias plus the gate bias), so no (T, B, 4H) pass runs outside the loop.
+    The whole recurrence, products included, is one C call each way (lnlstm_fwd / lnlstm_bwd)."""
 
     @staticmethod
     def forward(ctx, kern, eps, need_grad, ax, h0, c0, Wh, wx, bx, wh, bh, wc, bc):
@@ -445,25 +429,11 @@ class _LNLSTMRecurrenceC(torch.autograd.Function):
         H = G // 4
         ax, h0, c0 = ax.contiguous(), h0.contiguous(), c0.contiguous()
         wx, bx, wh, bh, wc, bc = (p.contiguous() for p in (wx, bx, wh, bh, wc, bc))
-        mm = _StepMatmul(Wh, B)
         out, AH, S, C, TC = _lstm_buffers(ax, need_grad)
-        L = AH.shape[0]
-        ST = ax.new_empty(L, 6, B)  # mean/rstd of LN(W_h h), LN(W_x x), LN(c): per step and row
-        fwd = kern.fn("lnlstm_fwd", ax.dtype)
-        nt = _kernel_threads(B)
-        ahs, axs, ss, cs, tcs, outs = AH.unbind(0), _rows(ax, T), _rows(S, L), _rows(C, L), _rows(TC, L), _rows(out, T)
-        sts = _rows(ST, L)
-        row = B * ST.element_size()
-        w = tuple(_ptr(p) for p in (wh, bh, wx, bx, wc, bc))
-        h, c_prev = h0, _ptr(c0)
-        for t in range(T):
-            k = t if need_grad else 0
-            mm(h, out=ahs[k])
-            st = sts[k]
-            fwd(nt, B, H, eps, ahs[k].data_ptr(), axs[t], *w, c_prev, ss[k], cs[k], tcs[k], outs[t],
-                st, st + row, st + 2 * row, st + 3 * row, st + 4 * row, st + 5 * row)
-            h, c_prev = out[t], cs[k]
-        c_last = C[L - 1 if need_grad else 0]
+        ST = ax.new_empty(AH.shape[0], 6, B)  # mean/rstd of LN(W_h h), LN(W_x x), LN(c): per step and row
+        _call(kern.fn("lnlstm_fwd", ax.dtype), torch.get_num_threads(), T, B, H, int(need_grad), eps,
+              _panels(kern, Wh, "forward"), h0, c0, ax, wh, bh, wx, bx, wc, bc, AH, S, C, TC, out, ST)
+        c_last = C[AH.shape[0] - 1]
         if need_grad:
             ctx.kern = kern
             ctx.save_for_backward(ax, h0, c0, Wh, wx, wh, wc, out, AH, S, C, TC, ST)
@@ -476,58 +446,34 @@ class _LNLSTMRecurrenceC(torch.autograd.Function):
         ax, h0, c0, Wh, wx, wh, wc, out, AH, S, C, TC, ST = ctx.saved_tensors
         T, B, G = AH.shape
         H = G // 4
-        dout = dout.contiguous()
         opts = dict(dtype=AH.dtype, device=AH.device)
-        # In place, step by step (each step's forward values are dead once its backward ran): the grad
-        # of W_h h_{t-1} overwrites AH, that of W_x x_t overwrites ax; S is the kernel's scratch.
-        dAH, dAX = AH, ax
-        nt = _kernel_threads(B)  # the kernel's row chunks accumulate the LN gradients separately
-        dwh, dbh, dwx, dbx = (torch.zeros(nt, G, **opts) for _ in range(4))
-        dwc, dbc = torch.zeros(nt, H, **opts), torch.zeros(nt, H, **opts)
-        tmp = torch.empty(nt, G, **opts)
-        dh = (dout[T - 1] + dhT).contiguous()
-        dc = dcT.contiguous().clone()
-        bwd = ctx.kern.fn("lnlstm_bwd", AH.dtype)
-        mmT = _StepMatmul(Wh.t(), B)  # dh += dah W_h
-        ahs, axs, ss, cs, tcs, sts = _rows(AH, T), _rows(ax, T), _rows(S, T), _rows(C, T), _rows(TC, T), _rows(ST, T)
-        dahs = dAH.unbind(0)
-        w = (_ptr(wh), _ptr(wx), _ptr(wc), _ptr(dh), _ptr(dc))
-        acc = tuple(_ptr(a) for a in (dwh, dbh, dwx, dbx, dwc, dbc, tmp))
-        c0p = _ptr(c0)
-        for t in range(T - 1, -1, -1):
-            bwd(nt, B, H, ahs[t], axs[t], ss[t], cs[t], cs[t - 1] if t else c0p, tcs[t], sts[t], *w,
-                ahs[t], axs[t], *acc)
-            if t:
-                mmT(dahs[t], out=dh, add=dout[t - 1])
-            else:
-                dh = mmT(dahs[0])
-        dWh = _recurrent_weight_grad(dAH, h0, out)
-        return (None, None, None, dAX, dh, dc, dWh, dwx.sum(0), dbx.sum(0),
+        nc = _kernel_threads(B)  # the kernel's row chunks accumulate the LN gradients separately
+        dwh, dbh, dwx, dbx = (torch.zeros(nc, G, **opts) for _ in range(4))
+        dwc, dbc = torch.zeros(nc, H, **opts), torch.zeros(nc, H, **opts)
+        dh = (dout[T - 1] + dhT).contiguous()  # -> dL/dh0
+        dc = dcT.contiguous().clone()  # -> dL/dc0
+        # In place (each step's forward values are dead once its backward ran): the grad of W_h h_{t-1}
+        # overwrites AH, that of W_x x_t overwrites ax; S is the kernel's scratch.
+        _call(ctx.kern.fn("lnlstm_bwd", AH.dtype), torch.get_num_threads(), nc, T, B, H,
+              _panels(ctx.kern, Wh, "backward"), c0, dout.contiguous(), AH, ax, S, C, TC, ST, wh, wx, wc, dh, dc,
+              dwh, dbh, dwx, dbx, dwc, dbc, torch.empty(nc, G, **opts))
+        dWh = _recurrent_weight_grad(AH, h0, out)
+        return (None, None, None, ax, dh, dc, dWh, dwx.sum(0), dbx.sum(0),
                 dwh.sum(0), dbh.sum(0), dwc.sum(0), dbc.sum(0))
 
 
 class _LNGRURecurrenceC(torch.autograd.Function):
+    """LN-GRU: the whole recurrence, products included, one C call each way (lngru_fwd / lngru_bwd)."""
+
     @staticmethod
     def forward(ctx, kern, eps, need_grad, xp_rz, xp_n, h0, Wh, w_rz, b_rz, w_n, b_n):
         T, B, H = xp_n.shape
         xp_rz, xp_n, h0 = xp_rz.contiguous(), xp_n.contiguous(), h0.contiguous()
         w_rz, b_rz, w_n, b_n = (p.contiguous() for p in (w_rz, b_rz, w_n, b_n))
-        mm = _StepMatmul(Wh, B)
         out, AH, SRZ, N = _gru_buffers(xp_n, need_grad)
-        L = AH.shape[0]
-        ST = xp_n.new_empty(4, L, B)  # mean/rstd of LN(W_h h) and of LN(U h)
-        fwd = kern.fn("lngru_fwd", xp_n.dtype)
-        nt = _kernel_threads(B)
-        ahs, xrs, xns, ss, ns, outs = AH.unbind(0), _rows(xp_rz, T), _rows(xp_n, T), _rows(SRZ, L), _rows(N, L), _rows(out, T)
-        st = [_rows(ST[i], L) for i in range(4)]
-        w = (_ptr(w_rz), _ptr(b_rz), _ptr(w_n), _ptr(b_n))
-        h, hp = h0, _ptr(h0)
-        for t in range(T):
-            k = t if need_grad else 0
-            mm(h, out=ahs[k])
-            fwd(nt, B, H, eps, ahs[k].data_ptr(), xrs[t], xns[t], *w, hp, ss[k], ns[k], outs[t],
-                st[0][k], st[1][k], st[2][k], st[3][k])
-            h, hp = out[t], outs[t]
+        ST = xp_n.new_empty(4, AH.shape[0], B)  # mean/rstd of LN(W_h h) and of LN(U h)
+        _call(kern.fn("lngru_fwd", xp_n.dtype), torch.get_num_threads(), T, B, H, int(need_grad), eps,
+              _panels(kern, Wh, "forward"), h0, xp_rz, xp_n, w_rz, b_rz, w_n, b_n, AH, SRZ, N, out, ST)
         if need_grad:
             ctx.kern = kern
             ctx.save_for_backward(h0, Wh, w_rz, w_n, b_n, out, AH, SRZ, N, ST)
@@ -540,29 +486,17 @@ class _LNGRURecurrenceC(torch.autograd.Function):
         h0, Wh, w_rz, w_n, b_n, out, AH, SRZ, N, ST = ctx.saved_tensors
         T, B, G = AH.shape
         H = G // 3
-        dout = dout.contiguous()
         opts = dict(dtype=AH.dtype, device=AH.device)
+        nc = _kernel_threads(B)  # row chunks, each accumulating its own LN gradients
+        dw_rz, db_rz = torch.zeros(nc, 2 * H, **opts), torch.zeros(nc, 2 * H, **opts)
+        dw_n, db_n = torch.zeros(nc, H, **opts), torch.zeros(nc, H, **opts)
+        dh = (dout[T - 1] + dhT).contiguous()  # -> dL/dh0
         # In place, as in the LSTM: grad of xp_rz over SRZ, of xp_n over N, of [W_h; U] h_{t-1} over AH.
-        dXRZ, dXN, dAH = SRZ, N, AH
-        nt = _kernel_threads(B)
-        dw_rz, db_rz = torch.zeros(nt, 2 * H, **opts), torch.zeros(nt, 2 * H, **opts)
-        dw_n, db_n = torch.zeros(nt, H, **opts), torch.zeros(nt, H, **opts)
-        tmp = torch.empty(nt, G, **opts)
-        dh = (dout[T - 1] + dhT).contiguous()
-        bwd = ctx.kern.fn("lngru_bwd", AH.dtype)
-        mmT = _StepMatmul(Wh.t(), B)  # dh += dah W_h
-        ahs, ss, ns, outs, douts = _rows(AH, T), _rows(SRZ, T), _rows(N, T), _rows(out, T), _rows(dout, T)
-        dahs = dAH.unbind(0)
-        st = [_rows(ST[i], T) for i in range(4)]
-        w = (_ptr(w_rz), _ptr(w_n), _ptr(b_n), _ptr(dh))
-        acc = (_ptr(dw_rz), _ptr(db_rz), _ptr(dw_n), _ptr(db_n), _ptr(tmp))
-        h0p = _ptr(h0)
-        for t in range(T - 1, -1, -1):
-            bwd(nt, B, H, ahs[t], ss[t], ns[t], outs[t - 1] if t else h0p, st[0][t], st[1][t], st[2][t], st[3][t],
-                *w, douts[t - 1] if t else None, ss[t], ns[t], ahs[t], *acc)
-            mmT(dahs[t], out=dh, add=dh)  # dh (1 - z) + dout_{t-1} from the kernel, + dah [W_h; U]
-        dWh = _recurrent_weight_grad(dAH, h0, out)
-        return None, None, None, dXRZ, dXN, dh, dWh, dw_rz.sum(0), db_rz.sum(0), dw_n.sum(0), db_n.sum(0)
+        _call(ctx.kern.fn("lngru_bwd", AH.dtype), torch.get_num_threads(), nc, T, B, H,
+              _panels(ctx.kern, Wh, "backward"), h0, out, dout.contiguous(), AH, SRZ, N, ST, w_rz, w_n, b_n, dh,
+              dw_rz, db_rz, dw_n, db_n, torch.empty(nc, G, **opts))
+        dWh = _recurrent_weight_grad(AH, h0, out)
+        return None, None, None, SRZ, N, dh, dWh, dw_rz.sum(0), db_rz.sum(0), dw_n.sum(0), db_n.sum(0)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -612,7 +546,8 @@ def _bn_step_stats(mods: tuple, T: int, B: int, like: Tensor) -> tuple[Tensor, b
 
 class _BNLSTMRecurrenceC(torch.autograd.Function):
     """BN-LSTM with the input side's BN_t(W_x x_t) + b inside the step kernel too (as for the LN-LSTM): it
-    takes ax = W_x x (T, B, 4H) and the gate bias, so no (T, B, 4H) pass runs outside the loop."""
+    takes ax = W_x x (T, B, 4H) and the gate bias, so no (T, B, 4H) pass runs outside the loop. One C call
+    each way (bnlstm_fwd / bnlstm_bwd), as for the LN-LSTM."""
 
     @staticmethod
     def forward(ctx, kern, bns, need_grad, ax, h0, c0, Wh, wx, bx, wh, wc, bc):
@@ -621,27 +556,16 @@ class _BNLSTMRecurrenceC(torch.autograd.Function):
         H = G // 4
         ax, h0, c0 = ax.contiguous(), h0.contiguous(), c0.contiguous()
         wx, bx, wh, wc, bc = (p.contiguous() for p in (wx, bx, wh, wc, bc))
-        mm = _StepMatmul(Wh, B)
         out, AH, S, C, TC = _lstm_buffers(ax, need_grad)
-        L = AH.shape[0]
         STX, train, eps, inv_m = _bn_step_stats((bn_x,), T, B, ax)
         STH, STC = _bn_step_stats((bn_h,), T, B, ax)[0], _bn_step_stats((bn_c,), T, B, ax)[0]
-        fwd = kern.fn("bnlstm_fwd", ax.dtype)
-        nt = _kernel_threads(H)
-        ahs, axs, ss, cs, tcs, outs = AH.unbind(0), _rows(ax, T), _rows(S, L), _rows(C, L), _rows(TC, L), _rows(out, T)
-        sth, stx, stc = _rows(STH, T), _rows(STX, T), _rows(STC, T)
-        w = tuple(_ptr(p) for p in (wh, wx, bx, wc, bc))
-        h, c_prev = h0, _ptr(c0)
-        for t in range(T):
-            k = t if need_grad else 0
-            mm(h, out=ahs[k])
-            fwd(nt, int(train), B, H, eps, inv_m, ahs[k].data_ptr(), axs[t], *w, c_prev, ss[k], cs[k], tcs[k],
-                outs[t], sth[t], stx[t], stc[t])
-            h, c_prev = out[t], cs[k]
+        _call(kern.fn("bnlstm_fwd", ax.dtype), torch.get_num_threads(), _kernel_threads(H), T, B, H,
+              int(need_grad), int(train), eps, inv_m, _panels(kern, Wh, "forward"), h0, c0, ax, wh, wx, bx, wc,
+              bc, AH, S, C, TC, out, STH, STX, STC)
         if train:
             for bn, st in zip(bns, (STX, STH, STC)):
                 _bn_update_running(bn, st[:, 0], st[:, 2])
-        c_last = C[L - 1 if need_grad else 0]
+        c_last = C[AH.shape[0] - 1]
         if need_grad:
             ctx.kern, ctx.train, ctx.inv_m = kern, train, inv_m
             ctx.save_for_backward(ax, h0, c0, Wh, wx, wh, wc, out, AH, S, C, TC, STH, STX, STC)
@@ -654,55 +578,31 @@ class _BNLSTMRecurrenceC(torch.autograd.Function):
         ax, h0, c0, Wh, wx, wh, wc, out, AH, S, C, TC, STH, STX, STC = ctx.saved_tensors
         T, B, G = AH.shape
         H = G // 4
-        dout = dout.contiguous()
         opts = dict(dtype=AH.dtype, device=AH.device)
-        dAH, dAX = AH, ax  # in place, step by step, as in the LN-LSTM; S is the kernel's scratch
         dwh, dwx, dbx, s1, s2 = (torch.zeros(G, **opts) for _ in range(5))
         dwc, dbc = torch.zeros(H, **opts), torch.zeros(H, **opts)
-        gc = torch.empty(B, H, **opts)
-        dh = (dout[T - 1] + dhT).contiguous()
-        dc = dcT.contiguous().clone()
-        bwd = ctx.kern.fn("bnlstm_bwd", AH.dtype)
-        mmT = _StepMatmul(Wh.t(), B)  # dh += dah W_h
-        nt = _kernel_threads(H)
-        ahs, axs, ss, cs, tcs = _rows(AH, T), _rows(ax, T), _rows(S, T), _rows(C, T), _rows(TC, T)
-        sth, stx, stc = _rows(STH, T), _rows(STX, T), _rows(STC, T)
-        dahs = dAH.unbind(0)
-        w = (_ptr(wh), _ptr(wx), _ptr(wc), _ptr(dh), _ptr(dc))
-        acc = tuple(_ptr(a) for a in (dwh, dwx, dbx, dwc, dbc, gc, s1, s2))
-        c0p = _ptr(c0)
-        for t in range(T - 1, -1, -1):
-            bwd(nt, int(ctx.train), B, H, ctx.inv_m, ahs[t], axs[t], ss[t], cs[t], cs[t - 1] if t else c0p, tcs[t],
-                sth[t], stx[t], stc[t], *w, ahs[t], axs[t], *acc)
-            if t:
-                mmT(dahs[t], out=dh, add=dout[t - 1])
-            else:
-                dh = mmT(dahs[0])
-        dWh = _recurrent_weight_grad(dAH, h0, out)
-        return None, None, None, dAX, dh, dc, dWh, dwx, dbx, dwh, dwc, dbc
+        dh = (dout[T - 1] + dhT).contiguous()  # -> dL/dh0
+        dc = dcT.contiguous().clone()  # -> dL/dc0
+        # in place, step by step, as in the LN-LSTM; S is the kernel's scratch
+        _call(ctx.kern.fn("bnlstm_bwd", AH.dtype), torch.get_num_threads(), _kernel_threads(H), T, B, H,
+              int(ctx.train), ctx.inv_m, _panels(ctx.kern, Wh, "backward"), c0, dout.contiguous(), AH, ax, S, C,
+              TC, STH, STX, STC, wh, wx, wc, dh, dc, dwh, dwx, dbx, dwc, dbc, torch.empty(B, H, **opts), s1, s2)
+        dWh = _recurrent_weight_grad(AH, h0, out)
+        return None, None, None, ax, dh, dc, dWh, dwx, dbx, dwh, dwc, dbc
 
 
 class _BNGRURecurrenceC(torch.autograd.Function):
+    """BN-GRU: one C call each way (bngru_fwd / bngru_bwd), as the BN-LSTM."""
+
     @staticmethod
     def forward(ctx, kern, bns, need_grad, xp_rz, xp_n, h0, Wh, w_rz, w_n):
         T, B, H = xp_n.shape
         xp_rz, xp_n, h0 = xp_rz.contiguous(), xp_n.contiguous(), h0.contiguous()
         w = torch.cat([w_rz, w_n])
-        mm = _StepMatmul(Wh, B)
         out, AH, SRZ, N = _gru_buffers(xp_n, need_grad)
-        L = AH.shape[0]
         ST, train, eps, inv_m = _bn_step_stats(bns, T, B, xp_n)
-        fwd = kern.fn("bngru_fwd", xp_n.dtype)
-        nt = _kernel_threads(H)
-        ahs, xrs, xns, ss, ns, outs, sts = (AH.unbind(0), _rows(xp_rz, T), _rows(xp_n, T), _rows(SRZ, L), _rows(N, L),
-                                            _rows(out, T), _rows(ST, T))
-        h, hp = h0, _ptr(h0)
-        for t in range(T):
-            k = t if need_grad else 0
-            mm(h, out=ahs[k])
-            fwd(nt, int(train), B, H, eps, inv_m, ahs[k].data_ptr(), xrs[t], xns[t], _ptr(w), None, hp, ss[k], ns[k],
-                outs[t], sts[t])
-            h, hp = out[t], outs[t]
+        _call(kern.fn("bngru_fwd", xp_n.dtype), torch.get_num_threads(), _kernel_threads(H), T, B, H, int(need_grad),
+              int(train), eps, inv_m, _panels(kern, Wh, "forward"), h0, xp_rz, xp_n, w, AH, SRZ, N, out, ST)
         if train:
             _bn_update_running(bns[0], ST[:, 0, : 2 * H], ST[:, 2, : 2 * H])
             _bn_update_running(bns[1], ST[:, 0, 2 * H :], ST[:, 2, 2 * H :])
@@ -718,25 +618,15 @@ class _BNGRURecurrenceC(torch.autograd.Function):
         h0, Wh, w, out, AH, SRZ, N, ST = ctx.saved_tensors
         T, B, G = AH.shape
         H = G // 3
-        dout = dout.contiguous()
         opts = dict(dtype=AH.dtype, device=AH.device)
-        dXRZ, dXN, dAH = SRZ, N, AH  # in place, as in the LN-GRU
         dw, s1, s2 = (torch.zeros(G, **opts) for _ in range(3))
-        gn = torch.empty(B, H, **opts)
-        dh = (dout[T - 1] + dhT).contiguous()
-        bwd = ctx.kern.fn("bngru_bwd", AH.dtype)
-        mmT = _StepMatmul(Wh.t(), B)  # dh += dah W_h
-        nt = _kernel_threads(H)
-        ahs, ss, ns, outs, douts, sts = _rows(AH, T), _rows(SRZ, T), _rows(N, T), _rows(out, T), _rows(dout, T), _rows(ST, T)
-        dahs = dAH.unbind(0)
-        h0p = _ptr(h0)
-        for t in range(T - 1, -1, -1):
-            bwd(nt, int(ctx.train), B, H, ctx.inv_m, ahs[t], ss[t], ns[t], outs[t - 1] if t else h0p, sts[t], _ptr(w),
-                None, _ptr(dh), douts[t - 1] if t else None, ss[t], ns[t], ahs[t], _ptr(dw), None, _ptr(gn), _ptr(s1),
-                _ptr(s2))
-            mmT(dahs[t], out=dh, add=dh)
-        dWh = _recurrent_weight_grad(dAH, h0, out)
-        return None, None, None, dXRZ, dXN, dh, dWh, dw[: 2 * H], dw[2 * H :]
+        dh = (dout[T - 1] + dhT).contiguous()  # -> dL/dh0
+        # in place, as in the LN-GRU
+        _call(ctx.kern.fn("bngru_bwd", AH.dtype), torch.get_num_threads(), _kernel_threads(H), T, B, H, int(ctx.train),
+              ctx.inv_m, _panels(ctx.kern, Wh, "backward"), h0, out, dout.contiguous(), AH, SRZ, N, ST, w, dh, dw,
+              torch.empty(B, H, **opts), s1, s2)
+        dWh = _recurrent_weight_grad(AH, h0, out)
+        return None, None, None, SRZ, N, dh, dWh, dw[: 2 * H], dw[2 * H :]
 
 
 def _c_kernel_for(cell: nn.Module, x: Tensor):

@@ -4,9 +4,9 @@ torch.nn.LSTM / GRU keep their own parameters; calling the kernel they call (tor
 what nn.LSTM.forward itself uses) on the cell's tensors instead keeps one set of parameters and one
 state_dict whichever path runs, while getting oneDNN's fused LSTM on CPU and cuDNN on CUDA.
 
-Where torch's kernel is the slower one on CPU (its GRU, as measured here), the recurrence runs like the fast LN layers (`lnbench.nn.fast_rnn`): the input projection for all steps in one matmul,
-per step one torch.mm and one C call (`lnbench.nn.ckernel`'s lstm_*/gru_*), a hand-written backward
-through time. `use_c_kernel` is the measured rule that picks it (see C_CELLS: the GRU on CPU);
+Where torch's kernel is the slower one on CPU (its GRU, as measured here), the recurrence runs like the
+fast LN layers (`lnbench.nn.fast_rnn`): the input projection for all steps in one matmul, then the whole
+recurrence, products included, as one C call each way (`lnbench.nn.ckernel`'s lstm_*/gru_*). `use_c_kernel` is the measured rule that picks it (see C_CELLS: the GRU on CPU);
 CUDA always takes torch's.
 """
 from __future__ import annotations
@@ -14,16 +14,17 @@ from __future__ import annotations
 import torch
 from torch import Tensor, _VF, nn
 
-from lnbench.nn.fast_rnn import _linear
+from lnbench.nn.fast_rnn import _call, _consume, _gru_buffers, _linear, _lstm_buffers, _panels, _recurrent_weight_grad
 from lnbench.nn.norm import normalizer
 from lnbench.nn.rnn import GRUCell, LSTMCell, State
 
 # Which cells take the C recurrence on CPU instead of torch's kernel, measured with `lnbench bench`
-# (rows lstm/c, gru/c against nn.LSTM / nn.GRU, 2 threads, passive waiting, on this project's shared
-# 2-core machine at load 8-15): the GRU's C recurrence won at every shape measured (0.46x nn.GRU at
-# B=4 T=100 H=256 where torch's kernel took 1.02x; 0.70x vs 0.75x at B=32; 0.98x vs 1.09x at T=784
-# B=100 H=100); torch's LSTM kernel won at every shape (the C one 1.16-1.94x), T=784 included.
-C_CELLS: tuple[type, ...] = (GRUCell,)
+# (rows lstm/c, gru/c against nn.LSTM / nn.GRU, 2 threads, interleaved, load ~2.6): since the whole
+# recurrence runs in one C call each way, the C one won at every shape measured, for both cells:
+# LSTM 0.82x nn.LSTM at B=4 T=100 H=256, 0.89x at B=32, 0.62x at T=784 B=100 H=100 (torch's own kernel,
+# the `fused` row: 0.98x, 0.98x, 0.85x); GRU 0.24x, 0.43x, 0.47x. (With a Python loop over the steps,
+# torch's LSTM kernel had won everywhere but T=784.)
+C_CELLS: tuple[type, ...] = (LSTMCell, GRUCell)
 
 
 def use_c_kernel(x: Tensor, cell: nn.Module) -> bool:
@@ -32,28 +33,17 @@ def use_c_kernel(x: Tensor, cell: nn.Module) -> bool:
 
 
 class _LSTMRecurrenceC(torch.autograd.Function):
-    """a_t = xp_t + W_h h_{t-1} (xp = W_x x + b_x + b_h for all steps); torch's LSTM equations."""
+    """a_t = xp_t + W_h h_{t-1} (xp = W_x x + b_x + b_h for all steps); torch's LSTM equations. One C call
+    each way (lstm_fwd / lstm_bwd), products included."""
 
     @staticmethod
     def forward(ctx, kern, need_grad, xp, h0, c0, Wh):
-        from lnbench.nn.fast_rnn import _StepMatmul, _kernel_threads, _lstm_buffers, _rows
-
         T, B, G = xp.shape
-        H = G // 4
         xp, h0, c0 = xp.contiguous(), h0.contiguous(), c0.contiguous()
-        mm = _StepMatmul(Wh, B)
-        out, AH, S, C, TC = _lstm_buffers(xp, need_grad)
-        L = AH.shape[0]
-        fwd = kern.fn("lstm_fwd", xp.dtype)
-        nt = _kernel_threads(B)
-        ahs, xps, ss, cs, tcs, outs = AH.unbind(0), _rows(xp, T), _rows(S, L), _rows(C, L), _rows(TC, L), _rows(out, T)
-        h, c_prev = h0, c0.data_ptr()
-        for t in range(T):
-            k = t if need_grad else 0
-            mm(h, out=ahs[k])
-            fwd(nt, B, H, ahs[k].data_ptr(), xps[t], c_prev, ss[k], cs[k], tcs[k], outs[t])
-            h, c_prev = out[t], cs[k]
-        c_last = C[L - 1 if need_grad else 0]
+        out, _, S, C, TC = _lstm_buffers(xp, need_grad)
+        _call(kern.fn("lstm_fwd", xp.dtype), torch.get_num_threads(), T, B, G // 4, int(need_grad),
+              _panels(kern, Wh, "forward"), h0, c0, xp, xp.new_empty(B, G), S, C, TC, out)
+        c_last = C[C.shape[0] - 1]
         if need_grad:
             ctx.kern = kern
             ctx.save_for_backward(h0, c0, Wh, out, S, C, TC)
@@ -62,52 +52,28 @@ class _LSTMRecurrenceC(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dout, dhT, dcT):
-        from lnbench.nn.fast_rnn import _StepMatmul, _consume, _kernel_threads, _recurrent_weight_grad, _rows
-
         _consume(ctx)
         h0, c0, Wh, out, S, C, TC = ctx.saved_tensors
         T, B, G = S.shape
-        H = G // 4
-        dout = dout.contiguous()
-        dA = S  # in place: the gate pre-activations' gradient, both dL/dxp and dL/d(W_h h_{t-1})
-        dh = (dout[T - 1] + dhT).contiguous()
-        dc = dcT.contiguous().clone()
-        bwd = ctx.kern.fn("lstm_bwd", S.dtype)
-        mmT = _StepMatmul(Wh.t(), B)
-        nt = _kernel_threads(B)
-        ss, cs, tcs = _rows(S, T), _rows(C, T), _rows(TC, T)
-        das = dA.unbind(0)
-        for t in range(T - 1, -1, -1):
-            bwd(nt, B, H, ss[t], cs[t - 1] if t else c0.data_ptr(), tcs[t], dh.data_ptr(), dc.data_ptr())
-            if t:
-                mmT(das[t], out=dh, add=dout[t - 1])
-            else:
-                dh = mmT(das[0])
-        dWh = _recurrent_weight_grad(dA, h0, out)
-        return None, None, dA, dh, dc, dWh
+        dh = (dout[T - 1] + dhT).contiguous()  # -> dL/dh0
+        dc = dcT.contiguous().clone()  # -> dL/dc0
+        # in place: S becomes the gate pre-activations' gradient, both dL/dxp and dL/d(W_h h_{t-1})
+        _call(ctx.kern.fn("lstm_bwd", S.dtype), torch.get_num_threads(), T, B, G // 4, _panels(ctx.kern, Wh, "backward"),
+              c0, dout.contiguous(), S, C, TC, dh, dc)
+        return None, None, S, dh, dc, _recurrent_weight_grad(S, h0, out)
 
 
 class _GRURecurrenceC(torch.autograd.Function):
-    """[r, z] = sigmoid(xp_rz + ah_rz), n = tanh(xp_n + r ah_n), ah = W_h h_{t-1} + b_h; h = h + z (n - h)."""
+    """[r, z] = sigmoid(xp_rz + ah_rz), n = tanh(xp_n + r ah_n), ah = W_h h_{t-1} + b_h; h = h + z (n - h).
+    One C call each way (gru_fwd / gru_bwd)."""
 
     @staticmethod
     def forward(ctx, kern, need_grad, xp_rz, xp_n, h0, Wh, bh):
-        from lnbench.nn.fast_rnn import _StepMatmul, _gru_buffers, _kernel_threads, _rows
-
         T, B, H = xp_n.shape
         xp_rz, xp_n, h0 = xp_rz.contiguous(), xp_n.contiguous(), h0.contiguous()
-        mm = _StepMatmul(Wh, B)
         out, AH, SRZ, N = _gru_buffers(xp_n, need_grad)
-        L = AH.shape[0]
-        fwd = kern.fn("gru_fwd", xp_n.dtype)
-        nt = _kernel_threads(B)
-        ahs, xrs, xns, ss, ns, outs = AH.unbind(0), _rows(xp_rz, T), _rows(xp_n, T), _rows(SRZ, L), _rows(N, L), _rows(out, T)
-        h, hp = h0, h0.data_ptr()
-        for t in range(T):
-            k = t if need_grad else 0
-            mm(h, out=ahs[k], bias=bh)
-            fwd(nt, B, H, ahs[k].data_ptr(), xrs[t], xns[t], hp, ss[k], ns[k], outs[t])
-            h, hp = out[t], outs[t]
+        _call(kern.fn("gru_fwd", xp_n.dtype), torch.get_num_threads(), T, B, H, int(need_grad),
+              _panels(kern, Wh, "forward"), bh.contiguous(), h0, xp_rz, xp_n, AH, SRZ, N, out)
         if need_grad:
             ctx.kern = kern
             ctx.save_for_backward(h0, Wh, out, AH, SRZ, N)
@@ -116,26 +82,15 @@ class _GRURecurrenceC(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dout, dhT):
-        from lnbench.nn.fast_rnn import _StepMatmul, _consume, _kernel_threads, _recurrent_weight_grad, _rows
-
         _consume(ctx)
         h0, Wh, out, AH, SRZ, N = ctx.saved_tensors
         T, B, G = AH.shape
-        dout = dout.contiguous()
-        dXRZ, dXN = SRZ, N  # in place
         dAH = torch.empty_like(AH)  # AH is read (ah_n) while dL/dah is written
-        dh = (dout[T - 1] + dhT).contiguous()
-        bwd = ctx.kern.fn("gru_bwd", AH.dtype)
-        mmT = _StepMatmul(Wh.t(), B)
-        nt = _kernel_threads(B)
-        ahs, ss, ns, outs, douts, dahs_p = _rows(AH, T), _rows(SRZ, T), _rows(N, T), _rows(out, T), _rows(dout, T), _rows(dAH, T)
-        dahs = dAH.unbind(0)
-        for t in range(T - 1, -1, -1):
-            bwd(nt, B, G // 3, ahs[t], ss[t], ns[t], outs[t - 1] if t else h0.data_ptr(), dh.data_ptr(),
-                douts[t - 1] if t else None, ss[t], ns[t], dahs_p[t])
-            mmT(dahs[t], out=dh, add=dh)
-        dWh = _recurrent_weight_grad(dAH, h0, out)
-        return None, None, dXRZ, dXN, dh, dWh, dAH.sum((0, 1))
+        dh = (dout[T - 1] + dhT).contiguous()  # -> dL/dh0
+        # in place: the gradients of xp_rz over SRZ, of xp_n over N
+        _call(ctx.kern.fn("gru_bwd", AH.dtype), torch.get_num_threads(), T, B, G // 3, _panels(ctx.kern, Wh, "backward"),
+              h0, out, dout.contiguous(), AH, SRZ, N, dh, dAH)
+        return None, None, SRZ, N, dh, _recurrent_weight_grad(dAH, h0, out), dAH.sum((0, 1))
 
 
 class FusedTorchLayer(nn.Module):
