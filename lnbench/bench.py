@@ -28,7 +28,9 @@ a bare loop of the same model, optimizer and batches, interleaved run by run (`-
 The contention rows (`--no-contention` skips them) time the default run's step (ln_lstm and lstm on
 the adding task's shape) alone and next to a one-core busy loop that the bench starts and stops itself,
 rounds interleaved, each round picking its threads as a run would (`lnbench.threads`); the ratio is
-the slowdown a busy neighbour causes (bar 2.5x, fair share 2x on 2 cores).
+the slowdown a busy neighbour causes (bar 2.5x, fair share 2x on 2 cores). Two more rows start the busy
+loop after the threads were chosen on the free machine: with the threads fixed, and with
+`lnbench.live_threads` moving them as a run's training loop does.
 
 The sweep row (`--sweep`, on by default, off with --quick) is the wall time of fig6_mnist's sweep (one lr, one seed: 8 jobs)
 with the joblib launcher over that with the basic one.
@@ -130,14 +132,22 @@ def runner_overhead_rows(reps: int, steps: int, device: torch.device, log) -> li
 CONTENTION_SHAPE = (64, 50, 128, 2)
 
 
+WATCH_S = 0.5  # the live watch's interval in the contention rounds (a run's is live_threads.CHECK_S)
+# Each round: (busy loop from before the threads are chosen, busy loop started after, the watch on)
+CONTENTION_ROUNDS = {"idle": (False, False, False), "busy": (True, False, False),
+                     "arrives": (False, True, False), "arrives, watched": (False, True, True)}
+
+
 def contention_rows(models: list[str], reps: int, steps: int, device: torch.device, log) -> list[dict]:
     """The same training step alone and next to a busy process (a one-core busy loop this bench starts
     and stops), rounds interleaved. Each round picks its threads as a run would (lnbench.threads), so the
-    ratio is a default run's slowdown when a neighbour holds a core. Passive waiting is on (lnbench.cli)."""
+    `busy` ratio is a default run's slowdown when a neighbour holds a core from the start. In the
+    `arrives` rounds the busy loop starts after the threads were chosen on the free machine; `watched`
+    lets lnbench.live_threads move them (every WATCH_S s here), as a run's training loop does."""
     import subprocess
     import sys
 
-    from lnbench import threads
+    from lnbench import live_threads, threads
 
     B, T, H, F = CONTENTION_SHAPE
     rows = []
@@ -146,17 +156,25 @@ def contention_rows(models: list[str], reps: int, steps: int, device: torch.devi
         torch.manual_seed(0)
         x = torch.randn(T, B, F, device=device)
         cand = _rnn_candidate(m, _impls_for(m, False)[0], _rnn_layer(m, _impls_for(m, False)[0], F, H, T, device, torch.float32), x, device)
-        per = {"idle": [], "busy": []}
-        chosen = {"idle": set(), "busy": set()}
-        log(f"  {m} B={B} T={T} H={H}: {reps} rounds x (alone, next to a busy loop) of {steps} steps")
+        per = {c: [] for c in CONTENTION_ROUNDS}
+        chosen = {c: set() for c in CONTENTION_ROUNDS}
+        log(f"  {m} B={B} T={T} H={H}: {reps} rounds x ({', '.join(CONTENTION_ROUNDS)}) of {steps} steps")
         for _ in range(reps):
-            for cond in ("idle", "busy"):
-                hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if cond == "busy" else None
+            for cond, (before, after, watched) in CONTENTION_ROUNDS.items():
+                hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if before else None
                 try:
                     n = threads.choose(None)[0] if device.type == "cpu" else saved
                     chosen[cond].add(n)
                     torch.set_num_threads(n)
-                    cand.step()  # warm at this thread count
+                    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if after else hog
+                    watch = live_threads.Watch(n, threads.usable_cores(), every=WATCH_S) if watched and n > 1 else None
+                    warm_until = time.perf_counter() + (2 * WATCH_S if after else 0.0)
+                    while True:  # warm at this thread count; after a neighbour's arrival, give the watch a look
+                        cand.step()
+                        if watch is not None:
+                            watch.tick()
+                        if time.perf_counter() >= warm_until:
+                            break
                     ts = []
                     for _ in range(steps):
                         _sync(device)
@@ -164,21 +182,25 @@ def contention_rows(models: list[str], reps: int, steps: int, device: torch.devi
                         cand.step()
                         _sync(device)
                         ts.append((time.perf_counter() - t0) * 1e3)
+                        if watch is not None:
+                            watch.tick()
                     per[cond].append(statistics.median(ts))
                 finally:
                     if hog is not None:
                         hog.kill()
                         hog.wait()
         torch.set_num_threads(saved)
-        st = _stats(per["busy"])
         thr = lambda c: "/".join(str(n) for n in sorted(chosen[c]))  # noqa: E731
-        rows.append({
-            "section": "contention", "model": m, "impl": f"{cand.impl}, busy neighbour ({thr('busy')} thr)",
-            "batch": B, "seq_len": T, "hidden": H, "input_size": F, "reps": reps, **st,
-            "samples_per_s": B / (st["ms_median"] / 1e3), "mem_mb": None,
-            "baseline": f"alone ({thr('idle')} thr)", "baseline_ms_median": statistics.median(per["idle"]),
-            "ratio": statistics.median(b / a for a, b in zip(per["idle"], per["busy"])),
-        })
+        for cond in list(CONTENTION_ROUNDS)[1:]:
+            st = _stats(per[cond])
+            what = "busy neighbour" if cond == "busy" else f"neighbour {cond}"
+            rows.append({
+                "section": "contention", "model": m, "impl": f"{cand.impl}, {what} ({thr(cond)} thr)",
+                "batch": B, "seq_len": T, "hidden": H, "input_size": F, "reps": reps, **st,
+                "samples_per_s": B / (st["ms_median"] / 1e3), "mem_mb": None,
+                "baseline": f"alone ({thr('idle')} thr)", "baseline_ms_median": statistics.median(per["idle"]),
+                "ratio": statistics.median(b / a for a, b in zip(per["idle"], per[cond])),
+            })
     return rows
 
 

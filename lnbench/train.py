@@ -19,7 +19,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from lnbench import checkpoint, provenance, tasks
+from lnbench import checkpoint, live_threads, provenance, tasks
 from lnbench.config import validate
 from lnbench.errors import ConfigError, Diverged, Interrupted, refused_while_building
 from lnbench.nn.norm import normalizer
@@ -231,8 +231,11 @@ class Recipe:
         cfg = self.cfg
         steps, log_every, eval_every, checkpoint_every, clip = cfg.steps, cfg.log_every, cfg.eval_every, cfg.checkpoint_every, cfg.clip_grad_norm
         parts = (self.model, self.optimizer, self.scheduler, self.spec)
+        watch = live_threads.watch(self.device)  # threads lnbench chose follow the neighbours
         while self.step < steps:
             values, grad_norm = train_step(*parts, self.dataset.train_batch(self.step), self.device, clip)
+            if watch is not None:
+                watch.tick()
             self.window.append(values)
             self.step += 1
             last = self.step == steps

@@ -55,6 +55,7 @@ def test_runner_overhead_rows_compare_lnbench_train_with_a_bare_loop(tmp_path, m
 
 def test_contention_rows_time_the_step_next_to_a_busy_process_they_start_and_stop(tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "CONTENTION_SHAPE", (4, 3, 8, 2))
+    monkeypatch.setattr(bench, "WATCH_S", 0.05)
     started = []
     real_popen = subprocess.Popen
 
@@ -68,11 +69,11 @@ def test_contention_rows_time_the_step_next_to_a_busy_process_they_start_and_sto
     assert bench.main(["--quick", "--reps", "2", "--warmup", "0", "--models", "lstm", "--shapes", "2x3x8",
                        "--input-size", "4", "--no-runner", "--json", str(path)]) == 0
     rows = [r for r in json.loads(path.read_text())["rows"] if r["section"] == "contention"]
-    assert [r["model"] for r in rows] == ["ln_lstm", "lstm"]
-    for r in rows:
-        assert "busy neighbour" in r["impl"] and r["baseline"].startswith("alone") and r["ratio"] > 0
+    assert [r["model"] for r in rows] == ["ln_lstm"] * 3 + ["lstm"] * 3
+    for r, what in zip(rows, ["busy neighbour", "neighbour arrives", "neighbour arrives, watched"] * 2):
+        assert what in r["impl"] and r["baseline"].startswith("alone") and r["ratio"] > 0
     busy_loops = [p for p in started if p.args[-1] == "while True: pass"]
-    assert len(busy_loops) == 4  # one per busy round: 2 models x 2 rounds
+    assert len(busy_loops) == 12  # one per round with a neighbour: 2 models x 2 reps x 3 kinds of round
     assert all(p.poll() is not None for p in busy_loops)  # every one stopped
 
 

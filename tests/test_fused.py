@@ -71,3 +71,17 @@ def test_float32_c_recurrence_matches_reference(cls, monkeypatch):
     assert "RecurrenceC" in fn
     for r, g in zip(ref, got):
         torch.testing.assert_close(g, r, rtol=2e-4, atol=2e-5)
+
+
+def test_portable_build_leaves_the_plain_cells_to_torch(monkeypatch):
+    """C_CELLS was measured on the vectorized OpenMP build; where only the portable (scalar, one thread)
+    build loads, the plain cells keep torch's kernel."""
+    real = ckernel.kernel(wait=120)
+    if real is None:
+        pytest.skip("C kernels unavailable here (no compiler?)")
+    portable = ckernel.Kernels(real.lib, real.path, vectorized=False)
+    monkeypatch.setattr(ckernel, "kernel", lambda wait=None: portable)
+    x = torch.randn(5, 2, 3, requires_grad=True)
+    for cls in (LSTMCell, GRUCell):
+        out, _ = fused.fused_torch_layer(cls(3, 4, NormConfig(kind=NormKind.none)))(x)
+        assert "RecurrenceC" not in type(out.grad_fn).__name__

@@ -1,14 +1,17 @@
-"""Plain-C pointwise kernels for one time step of the LN-LSTM / LN-GRU recurrences, loaded with ctypes.
+"""Plain-C kernels for the LN / BN / plain LSTM and GRU recurrences, loaded with ctypes.
 
-`lnbench.nn.fast_rnn` runs the recurrent matmul of each step in torch (`torch.mm(..., out=...)`) and
-everything else of the step -- both layer norms, the gate nonlinearities, the state update, and in the
-backward the whole pointwise/LN chain rule with the LN gain/bias gradients accumulated in place -- as
-ONE call into the C functions below, instead of ~25 small aten ops; for the LSTM that includes the
-input side's LN(W_x x_t) + b. Batch rows are split over OpenMP threads (`nt`, chosen by the caller);
-the backward's per-chunk LN gradient partials make the result independent of scheduling. The C is plain C99 (no torch
-headers), so it compiles in well under a second; it works on raw pointers (`tensor.data_ptr()`) of
-contiguous CPU tensors, float32 (`*_f32`) and float64 (`*_f64`): the same kernel body is compiled twice
-with REAL = float / double.
+`lnbench.nn.fast_rnn` (and `lnbench.nn.fused` for the un-normalized cells) hands each recurrence to ONE
+C call per direction: `*_fwd` runs all T steps, per step the recurrent product h_{t-1} W_h^T
+(`gemm_panels`, W_h packed once per call by `pack_panels`) and then everything else of the step -- both
+layer norms (or BN_t's batch statistics), the gate nonlinearities, the state update -- instead of ~25
+small aten ops and a return to Python; for the LSTM that includes the input side's LN(W_x x_t) + b.
+`*_bwd` runs the steps backwards: the whole pointwise/LN chain rule with the LN gain/bias gradients
+accumulated in place, then dA_t W_h. Each step's work is shared out over the threads of one OpenMP
+region that spans the sequence (`nt`, chosen by the caller): the product by column panels, LN's rows
+in `nc` chunks whose per-chunk LN gradient partials make the result independent of scheduling, BN_t's
+hidden units in `nc` chunks. The C is plain C99 (no torch headers), so it compiles in about a second;
+it works on raw pointers (`tensor.data_ptr()`) of contiguous CPU tensors, float32 (`*_f32`) and float64
+(`*_f64`): the same kernel body is compiled twice with REAL = float / double.
 
 Build: at first use, `kernel()` compiles the source with the system C compiler (`$CC`, else cc, else
 gcc) into the cache directory (`$LNBENCH_CACHE`, else ~/.cache/lnbench), the file name keyed by a hash
@@ -973,8 +976,9 @@ _CT = {"P": ctypes.c_void_p, "I": ctypes.c_int64, "D": ctypes.c_double}
 class Kernels:
     """The loaded library: `k.fn("lnlstm_fwd", torch.float32)` -> the ctypes function."""
 
-    def __init__(self, lib: ctypes.CDLL, path: Path):
+    def __init__(self, lib: ctypes.CDLL, path: Path, vectorized: bool = True):
         self.lib, self.path = lib, path
+        self.vectorized = vectorized  # built with the first flag set (libmvec, OpenMP), not the portable one
         self._fns = {}
         for name, sig in _SIGS.items():
             for suf in ("f32", "f64"):
@@ -1067,7 +1071,7 @@ class _Builder:
 
     def _load(self) -> bool:
         try:
-            self.kernels = Kernels(ctypes.CDLL(str(self.dest)), self.dest)
+            self.kernels = Kernels(ctypes.CDLL(str(self.dest)), self.dest, vectorized=self.attempt == 0)
             return True
         except (OSError, AttributeError) as e:
             self.errors.append(f"load {self.dest.name}: {e}")

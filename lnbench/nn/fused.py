@@ -125,7 +125,8 @@ class FusedTorchLayer(nn.Module):
             return None
         from lnbench.nn import ckernel
 
-        return ckernel.kernel()
+        kern = ckernel.kernel()
+        return kern if kern is not None and kern.vectorized else None  # C_CELLS was measured on that build
 
     def _forward_c(self, kern, x: Tensor, state: State | None) -> tuple[Tensor, State]:
         cell = self.cell
