@@ -959,8 +959,8 @@ FLAG_SETS = [
 
 # ctypes signatures, read off the C prototypes: P = pointer (a Python int from data_ptr()), I = int64,
 # D = double.
-_EXPORTS = ("pack_panels", "lnlstm_fwd", "lnlstm_bwd", "lngru_fwd", "lngru_bwd", "bnlstm_fwd", "bnlstm_bwd", "bngru_fwd", "bngru_bwd",
-            "lstm_fwd", "lstm_bwd", "gru_fwd", "gru_bwd")
+_EXPORTS = ("pack_panels", "lnlstm_fwd", "lnlstm_bwd", "lngru_fwd", "lngru_bwd", "bnlstm_fwd", "bnlstm_bwd",
+            "bngru_fwd", "bngru_bwd", "lstm_fwd", "lstm_bwd", "gru_fwd", "gru_bwd")
 
 
 def _signature(name: str) -> str:

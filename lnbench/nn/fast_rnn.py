@@ -25,8 +25,9 @@ How it is fast, with no compiler at all (so it runs wherever torch runs, CPU or 
   each way, its own recurrent products included (per step h_{t-1} W_h^T, then all the step's pointwise
   work: the LNs, gates and state update; in the backward the pointwise/LN chain rule, the LN gain/bias
   gradients accumulated in place, then dA_t W_h), each step's work shared out over torch's threads.
-  For the LSTM the input side's LN(W_x x) + b runs inside the step kernel too. The backward reuses the forward's buffers in place, so it runs once per
-  forward (retain_graph=True raises; set LNBENCH_NO_CKERNEL=1 for that). Without a compiler, while it
+  For the LSTM the input side's LN(W_x x) + b runs inside the step kernel too. The backward reuses the
+  forward's buffers in place, so it runs once per forward (retain_graph=True raises; set
+  LNBENCH_NO_CKERNEL=1 for that). Without a compiler, while it
   compiles, on CUDA or with LNBENCH_NO_CKERNEL=1, the eager aten path above runs (same numbers).
 - In those C paths, float32 on CPU, the large matrix products (W_x x over all steps, its gradients, the
   recurrent weight's gradient) run through oneDNN's linear (`_matmul`, `_Linear`): torch.mm calls MKL,
@@ -377,10 +378,6 @@ def _recurrent_weight_grad(dA: Tensor, h0: Tensor, out: Tensor) -> Tensor:
     """dL/dW_h = sum_t dA_t^T h_{t-1} for the C paths: all T steps as one product (dA: (T, B, G))."""
     T, B, G = dA.shape
     return _matmul(dA.view(T * B, G).t(), _shifted(h0, out).view(T * B, h0.shape[-1]))
-
-
-def _ptr(x: Tensor) -> int:
-    return x.data_ptr()
 
 
 def _call(fn, *args) -> None:

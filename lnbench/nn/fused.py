@@ -1,13 +1,12 @@
-"""Run an un-normalized reference cell through torch's fused RNN kernels, sharing the cell's weights.
+"""The un-normalized recurrent layers: lnbench's C recurrence on CPU, torch's fused kernel elsewhere,
+both on the reference cell's own weights.
 
-torch.nn.LSTM / GRU keep their own parameters; calling the kernel they call (torch._VF.lstm / gru,
-what nn.LSTM.forward itself uses) on the cell's tensors instead keeps one set of parameters and one
-state_dict whichever path runs, while getting oneDNN's fused LSTM on CPU and cuDNN on CUDA.
-
-Where torch's kernel is the slower one on CPU (its GRU, as measured here), the recurrence runs like the
-fast LN layers (`lnbench.nn.fast_rnn`): the input projection for all steps in one matmul, then the whole
-recurrence, products included, as one C call each way (`lnbench.nn.ckernel`'s lstm_*/gru_*). `use_c_kernel` is the measured rule that picks it (see C_CELLS: the GRU on CPU);
-CUDA always takes torch's.
+On CPU (float32/64, the C kernels built) the recurrence runs like the fast LN layers
+(`lnbench.nn.fast_rnn`): the input projection for all steps in one matmul, then the whole recurrence,
+products included, as one C call each way (`lnbench.nn.ckernel`'s lstm_*/gru_*). `use_c_kernel` is the
+measured rule that picks it (C_CELLS: both cells, which beat torch's kernel at every shape measured).
+Elsewhere (CUDA: cuDNN) torch's kernel runs: calling what nn.LSTM.forward itself calls (torch._VF.lstm /
+gru) on the cell's tensors keeps one set of parameters and one state_dict whichever path runs.
 """
 from __future__ import annotations
 
