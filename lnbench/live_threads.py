@@ -33,6 +33,10 @@ class Watch:
         self.ceiling, self.cores, self.every = ceiling, cores, every
         self.clock, self.cpu_times, self.own_cpu = clock, cpu_times, own_cpu
         self.last = self._sample()
+        self.started_with = torch.get_num_threads()
+
+    def restore(self) -> None:
+        torch.set_num_threads(self.started_with)
 
     def _sample(self) -> tuple[float, Optional[tuple[float, float]], float]:
         return self.clock(), self.cpu_times(self.cores), self.own_cpu()

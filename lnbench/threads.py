@@ -131,12 +131,9 @@ def parallel_job_threads(hc) -> Optional[int]:
     return max(1, cores // max(jobs, 1))
 
 
-def choose(requested: Optional[int], hc=None) -> tuple[int, str]:
-    """(threads, why) for one job. `requested` (the threads= key) wins; otherwise the cores this process
-    may use (affinity), capped by SLURM's cpus_per_task and the launcher's share, minus the cores other
-    processes keep busy right now (at least 1)."""
-    if requested is not None:  # validated with the rest of the config
-        return int(requested), f"threads={requested} as configured"
+def ceiling(hc=None) -> tuple[int, list[str]]:
+    """The most threads a job may take, and why: the cores this process may use (affinity), capped by
+    SLURM's cpus_per_task and the launcher's share."""
     cores = usable_cores()
     n, why = len(cores), [f"{len(cores)} usable cores"]
     slurm = os.environ.get("SLURM_CPUS_PER_TASK")
@@ -147,6 +144,16 @@ def choose(requested: Optional[int], hc=None) -> tuple[int, str]:
     if share is not None and share < n:
         n = share
         why.append(f"the launcher's share per parallel job is {share}")
+    return n, why
+
+
+def choose(requested: Optional[int], hc=None) -> tuple[int, str]:
+    """(threads, why) for one job. `requested` (the threads= key) wins; otherwise the job's ceiling minus
+    the cores other processes keep busy right now (at least 1)."""
+    if requested is not None:  # validated with the rest of the config
+        return int(requested), f"threads={requested} as configured"
+    cores = usable_cores()
+    n, why = ceiling(hc)
     busy = _recent_busy(cores) if n > 1 else None
     if busy is not None:
         free = max(1, min(n, int(len(cores) - busy + 0.5)))
@@ -156,7 +163,14 @@ def choose(requested: Optional[int], hc=None) -> tuple[int, str]:
 
 
 def apply(requested: Optional[int], hc=None) -> int:
-    """Choose the job's threads, log the choice and why; the caller sets torch.set_num_threads."""
+    """Choose the job's threads, log the choice and why; the caller sets torch.set_num_threads. Threads
+    chosen here (not threads=N) may then move while the job trains (lnbench.live_threads)."""
+    from lnbench import live_threads
+
     n, why = choose(requested, hc)
+    if requested is None:
+        live_threads.arm(ceiling(hc)[0], usable_cores())
+    else:
+        live_threads.disarm()
     log.info("threads: %d (%s); idle threads: %s", n, why, wait_policy() if n > 1 else "none (one thread)")
     return n

@@ -227,11 +227,18 @@ class Recipe:
 
     # ---- the loop ----
     def loop(self, summary: dict[str, Any], stop) -> None:
+        watch = live_threads.watch(self.device)  # threads lnbench chose follow the neighbours
+        try:
+            self._steps(summary, stop, watch)
+        finally:
+            if watch is not None:
+                watch.restore()  # the process's threads as the run found them
+
+    def _steps(self, summary: dict[str, Any], stop, watch: live_threads.Watch | None) -> None:
         # Plain values: reading a DictConfig costs ~10 us, and the loop reads these every step.
         cfg = self.cfg
         steps, log_every, eval_every, checkpoint_every, clip = cfg.steps, cfg.log_every, cfg.eval_every, cfg.checkpoint_every, cfg.clip_grad_norm
         parts = (self.model, self.optimizer, self.scheduler, self.spec)
-        watch = live_threads.watch(self.device)  # threads lnbench chose follow the neighbours
         while self.step < steps:
             values, grad_norm = train_step(*parts, self.dataset.train_batch(self.step), self.device, clip)
             if watch is not None:

@@ -49,6 +49,11 @@ def test_threads_drop_when_a_neighbour_arrives_and_return_when_it_leaves(threads
     m.run(CHECK_S, own_cores=1.0, other_cores=0.0)  # it left
     w.tick()
     assert torch.get_num_threads() == 2
+    m.run(CHECK_S, own_cores=1.0, other_cores=1.0)
+    w.tick()
+    assert torch.get_num_threads() == 1
+    w.restore()  # the run is over: the process gets the threads it had
+    assert torch.get_num_threads() == 2
 
 
 def test_looks_only_every_check_s_and_never_above_the_ceiling(threads_restored):
@@ -88,3 +93,22 @@ def test_armed_only_for_chosen_threads_on_the_cpu():
         assert live_threads.watch(torch.device("cpu")) is None  # one thread: nothing to move
     finally:
         live_threads.disarm()
+
+
+def test_a_run_ticks_the_watch_every_step_and_restores_the_threads(tmp_path, monkeypatch, threads_restored):
+    from conftest import tiny
+
+    from lnbench.train import train
+
+    ticks = []
+
+    class Counting(Watch):
+        def tick(self):
+            ticks.append(torch.get_num_threads())
+            torch.set_num_threads(1)  # as if a neighbour arrived
+
+    monkeypatch.setattr(live_threads, "watch", lambda device: Counting(2, [0, 1]))
+    torch.set_num_threads(2)
+    train(tiny("ln_lstm", "adding", "steps=5"), tmp_path)
+    assert ticks == [2, 1, 1, 1, 1]  # once per training step; the run went on at the new count
+    assert torch.get_num_threads() == 2  # and left the process as it found it

@@ -8,7 +8,7 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
-from lnbench import threads
+from lnbench import live_threads, threads
 
 
 @pytest.fixture
@@ -52,7 +52,9 @@ def test_apply_logs_the_choice(machine, caplog, monkeypatch):
     monkeypatch.setenv("LNBENCH_WAIT_WHY", "other processes kept 1.0 cores busy at start")
     with caplog.at_level(logging.INFO, logger="lnbench"):
         assert threads.apply(None) == 3
+        assert live_threads._armed == (4, [0, 1, 2, 3])  # chosen: may move up to the job's ceiling while it trains
         assert threads.apply(1) == 1
+        assert live_threads._armed is None  # threads=N: stays
     assert ("threads: 3 (4 usable cores; other processes keep 1.0 of them busy); idle threads: "
             "OMP_WAIT_POLICY=passive; other processes kept 1.0 cores busy at start") in caplog.text
     assert "threads: 1 (threads=1 as configured); idle threads: none (one thread)" in caplog.text
