@@ -187,7 +187,8 @@ def sweep_rows(reps: int, steps: int, log) -> list[dict]:
     `lnbench train -m` command, interleaved. Skipped where MNIST or the joblib launcher is missing.
 
     Each run also records the cores' worth of CPU that other processes used meanwhile (the machine's busy
-    time from /proc/stat minus the sweep's own): with a neighbour on one of 2 cores, joblib's two workers
+    time from /proc/stat minus the sweep's own; niced processes count as free, as for the thread choice,
+    and None where /proc/stat cannot be read): with a neighbour on one of 2 cores, joblib's two workers
     share one core and the ratio says more about the neighbour than about the launcher."""
     import resource
     import subprocess
@@ -216,17 +217,18 @@ def sweep_rows(reps: int, steps: int, log) -> list[dict]:
                 log(f"  sweep with the {name} launcher failed, skipped: {proc.stderr.strip()[-300:]}")
                 return []
             own = (own1.ru_utime + own1.ru_stime - own0.ru_utime - own0.ru_stime) / wall
-            busy = (machine1[0] - machine0[0]) / tick / wall if machine0 and machine1 else float("nan")
+            busy = (machine1[0] - machine0[0]) / tick / wall if machine0 and machine1 else None
             walls[name].append(wall)
-            others[name].append(max(0.0, busy - own))
-            log(f"    {name:6s} {wall:6.1f} s  (this sweep used {own:.1f} cores, other processes {others[name][-1]:.1f})")
+            others[name].append(None if busy is None else round(max(0.0, busy - own), 2))
+            log(f"    {name:6s} {wall:6.1f} s  (this sweep used {own:.1f} cores, other processes "
+                f"{'?' if busy is None else f'{others[name][-1]:.1f}'})")
     st = _stats([w * 1e3 for w in walls["joblib"]])
     return [{
         "section": "sweep", "model": "fig6_mnist (8 jobs)", "impl": "joblib launcher", "batch": None,
         "seq_len": None, "hidden": None, "input_size": None, "reps": reps, **st, "samples_per_s": None,
         "mem_mb": None, "baseline": "basic launcher", "baseline_ms_median": statistics.median(walls["basic"]) * 1e3,
         "ratio": statistics.median(j / b for j, b in zip(walls["joblib"], walls["basic"])),
-        "others_cores": {k: [round(v, 2) for v in vs] for k, vs in others.items()},
+        "others_cores": others,
     }]
 
 
