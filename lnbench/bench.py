@@ -206,33 +206,51 @@ def contention_rows(models: list[str], reps: int, steps: int, device: torch.devi
 
 def sweep_rows(reps: int, steps: int, log) -> list[dict]:
     """fig6_mnist's sweep (8 jobs: model x batch size, one lr and seed) with the joblib launcher against the basic one, wall time of the whole
-    `lnbench train -m` command, interleaved. Skipped where MNIST or the joblib launcher is missing."""
+    `lnbench train -m` command, interleaved. Skipped where MNIST or the joblib launcher is missing.
+
+    Each run also records the cores' worth of CPU that other processes used meanwhile (the machine's busy
+    time from /proc/stat minus the sweep's own; niced processes count as free, as for the thread choice,
+    and None where /proc/stat cannot be read): with a neighbour on one of 2 cores, joblib's two workers
+    share one core and the ratio says more about the neighbour than about the launcher."""
+    import resource
     import subprocess
     import sys
     import tempfile
+
+    from lnbench.threads import cpu_times, usable_cores
 
     # One learning rate and one seed: the preset's model x batch size grid, as many jobs as a small sweep has.
     cmd = [sys.executable, "-m", "lnbench.cli", "train", "-m", "+experiment=fig6_mnist", f"steps={steps}",
            f"eval_every={steps}", "optim.lr=0.001", "seed=0", "logger=none", "progress=false"]
     launchers = {"basic": [], "joblib": ["hydra/launcher=joblib"]}
     walls: dict[str, list[float]] = {k: [] for k in launchers}
+    others: dict[str, list[float]] = {k: [] for k in launchers}
+    cores, tick = usable_cores(), os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     log(f"  fig6_mnist sweep ({steps} steps per job): {reps} x (basic, joblib)")
     for _ in range(reps):
         for name, extra in launchers.items():
             with tempfile.TemporaryDirectory() as d:
+                machine0, own0 = cpu_times(cores), resource.getrusage(resource.RUSAGE_CHILDREN)
                 t0 = time.perf_counter()
                 proc = subprocess.run([*cmd, *extra, f"hydra.sweep.dir={d}"], capture_output=True, text=True)
                 wall = time.perf_counter() - t0
+                machine1, own1 = cpu_times(cores), resource.getrusage(resource.RUSAGE_CHILDREN)
             if proc.returncode != 0:
                 log(f"  sweep with the {name} launcher failed, skipped: {proc.stderr.strip()[-300:]}")
                 return []
+            own = (own1.ru_utime + own1.ru_stime - own0.ru_utime - own0.ru_stime) / wall
+            busy = (machine1[0] - machine0[0]) / tick / wall if machine0 and machine1 else None
             walls[name].append(wall)
+            others[name].append(None if busy is None else round(max(0.0, busy - own), 2))
+            log(f"    {name:6s} {wall:6.1f} s  (this sweep used {own:.1f} cores, other processes "
+                f"{'?' if busy is None else f'{others[name][-1]:.1f}'})")
     st = _stats([w * 1e3 for w in walls["joblib"]])
     return [{
         "section": "sweep", "model": "fig6_mnist (8 jobs)", "impl": "joblib launcher", "batch": None,
         "seq_len": None, "hidden": None, "input_size": None, "reps": reps, **st, "samples_per_s": None,
         "mem_mb": None, "baseline": "basic launcher", "baseline_ms_median": statistics.median(walls["basic"]) * 1e3,
         "ratio": statistics.median(j / b for j, b in zip(walls["joblib"], walls["basic"])),
+        "others_cores": others,
     }]
 
 

@@ -69,7 +69,7 @@ def usable_cores() -> list[int]:
         return list(range(os.cpu_count() or 1))
 
 
-def _cpu_times(cores: list[int], stat: str = "/proc/stat") -> Optional[tuple[float, float]]:
+def cpu_times(cores: list[int], stat: str = "/proc/stat") -> Optional[tuple[float, float]]:
     """(busy, total) jiffies summed over `cores`, from /proc/stat's per-cpu lines. Time spent in niced
     processes counts as free unless this process is niced itself: the scheduler gives a nice-0 job the
     core (CFS weights 1024 against nice 19's 15), so such a neighbour is no reason to take fewer threads."""
@@ -93,11 +93,11 @@ def _cpu_times(cores: list[int], stat: str = "/proc/stat") -> Optional[tuple[flo
 def busy_elsewhere(cores: list[int], seconds: float = SAMPLE_S) -> Optional[float]:
     """Cores' worth of CPU time that other processes used on `cores` over the next `seconds` (None where
     /proc/stat cannot be read). This process's own CPU time in the window is subtracted."""
-    a, own_a = _cpu_times(cores), time.process_time()
+    a, own_a = cpu_times(cores), time.process_time()
     if a is None:
         return None
     time.sleep(seconds)
-    b, own_b = _cpu_times(cores), time.process_time()
+    b, own_b = cpu_times(cores), time.process_time()
     if b is None or b[1] <= a[1]:
         return None
     share = (b[0] - a[0]) / (b[1] - a[1])  # fraction of the cores' time that was busy

@@ -112,3 +112,35 @@ def test_recurrent_rows_build_the_cell_each_preset_trains():
 def test_unknown_model_names_the_presets():
     with pytest.raises(SystemExit):
         bench.build_parser().parse_args(["--models", "ln_lstmm"])
+
+
+def test_sweep_row_tells_the_other_processes_cpu_from_the_sweeps_own(monkeypatch):
+    """Each sweep's wall time, and the cores other processes used meanwhile: the machine's busy time less
+    the sweep's own CPU time (faked here: basic 10 s, joblib 8 s, each sweep on 1.5 cores, the machine on 2)."""
+    import resource
+    import types
+
+    from lnbench import threads
+
+    tick = os.sysconf("SC_CLK_TCK")
+    state = {"t": 0.0, "machine": 0.0, "own": 0.0, "cmds": []}
+
+    def run(cmd, **kw):
+        wall = 8.0 if "hydra/launcher=joblib" in cmd else 10.0
+        state["t"] += wall
+        state["own"] += 1.5 * wall
+        state["machine"] += 2.0 * wall * tick
+        state["cmds"].append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    monkeypatch.setattr(bench, "time", types.SimpleNamespace(perf_counter=lambda: state["t"]))
+    monkeypatch.setattr(threads, "cpu_times", lambda cores: (state["machine"], 1e9))
+    monkeypatch.setattr(resource, "getrusage", lambda who: types.SimpleNamespace(ru_utime=state["own"], ru_stime=0.0))
+    lines = []
+    [row] = bench.sweep_rows(2, 5, lines.append)
+    assert row["ratio"] == pytest.approx(0.8) and row["baseline_ms_median"] == pytest.approx(10_000)
+    assert row["others_cores"] == {"basic": [0.5, 0.5], "joblib": [0.5, 0.5]}
+    assert [("hydra/launcher=joblib" in c) for c in state["cmds"]] == [False, True, False, True]  # interleaved
+    assert all("steps=5" in c for c in state["cmds"])
+    assert sum("other processes 0.5" in line for line in lines) == 4

@@ -91,7 +91,7 @@ def test_one_look_serves_the_policy_and_the_job(monkeypatch, no_policy):
     later jobs of a sweep look again."""
     looks = []
     monkeypatch.setattr(threads, "_last_sample", None)
-    monkeypatch.setattr(threads, "_cpu_times", lambda cores: looks.append(1) or (0.0, 100.0 * len(looks)))
+    monkeypatch.setattr(threads, "cpu_times", lambda cores: looks.append(1) or (0.0, 100.0 * len(looks)))
     monkeypatch.setattr(threads, "usable_cores", lambda: [0, 1])
     monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
     threads.choose_wait_policy()
@@ -146,8 +146,8 @@ def test_niced_neighbours_leave_the_cores_free(tmp_path, monkeypatch):
     #                   user nice system idle iowait irq softirq steal
     stat.write_text("cpu  300 500 100 1100 0 0 0 0\ncpu0 100 400 50 450 0 0 0 0\ncpu1 200 100 50 650 0 0 0 0\n")
     monkeypatch.setattr(threads.os, "getpriority", lambda *a: 0)
-    assert threads._cpu_times([0, 1], str(stat)) == (400.0, 2000.0)
-    assert threads._cpu_times([0], str(stat)) == (150.0, 1000.0)
+    assert threads.cpu_times([0, 1], str(stat)) == (400.0, 2000.0)
+    assert threads.cpu_times([0], str(stat)) == (150.0, 1000.0)
     monkeypatch.setattr(threads.os, "getpriority", lambda *a: 19)
-    assert threads._cpu_times([0, 1], str(stat)) == (900.0, 2000.0)
-    assert threads._cpu_times([0], str(tmp_path / "missing")) is None
+    assert threads.cpu_times([0, 1], str(stat)) == (900.0, 2000.0)
+    assert threads.cpu_times([0], str(tmp_path / "missing")) is None
