@@ -28,7 +28,7 @@ class Watch:
     """Moves torch's threads between 1 and `ceiling` as other processes take or leave `cores`."""
 
     def __init__(self, ceiling: int, cores: list[int], every: float = CHECK_S, clock: Callable[[], float] = time.monotonic,
-                 cpu_times: Callable[[list[int]], Optional[tuple[float, float]]] = threads._cpu_times,
+                 cpu_times: Callable[[list[int]], Optional[tuple[float, float]]] = threads.cpu_times,
                  own_cpu: Callable[[], float] = time.process_time):
         self.ceiling, self.cores, self.every = ceiling, cores, every
         self.clock, self.cpu_times, self.own_cpu = clock, cpu_times, own_cpu
