@@ -257,6 +257,9 @@ def warm_up() -> None:
 
     import torch
 
+    from lnbench.heap import keep_freed_memory
+
+    keep_freed_memory()  # a joblib worker did not start through lnbench.cli
     torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))])
     gc.freeze()
     _warmed_up = True
