@@ -3,9 +3,9 @@
 Recurrent rows: for each recurrent model preset of conf/model (by default those a model runs on a
 fused or fast layer) one layer built from the preset's cell and norm, run the way a model runs it: the
 fast layer of `lnbench.nn.fast_rnn` for LN/BN (`impl=fast`), `lnbench.nn.fused` for the kinds torch's
-kernel computes (no norm, weight norm; `impl=fused`: as a model runs it, i.e. the C recurrence on CPU
-where fused.use_c_kernel picks it, torch's fused kernel otherwise), and with `--ref` also the reference
-Python loop (`impl=ref`). The
+kernel computes (no norm, weight norm; `impl=fused`: as a model runs it, torch's fused kernel unless
+fused.use_c_kernel picks the C recurrence; `impl=c`: the C recurrence always, the data for that rule), and
+with `--ref` also the reference Python loop (`impl=ref`). The
 baseline is `torch.nn.LSTM` / `torch.nn.GRU` at the same shape, timed in the same run.
 
 Timing: every measured candidate of one shape runs in turn, A B C A B C ... (this machine is shared
@@ -367,10 +367,12 @@ def _rnn_layer(model: str, impl: str, F: int, H: int, T: int, device, dtype) -> 
     cell = _preset_cell(model, F, H, T).to(device=device, dtype=dtype)
     if impl == "ref":
         return RecurrentLayer(cell)
-    if impl == "fused":
+    if impl in ("fused", "c"):
         from lnbench.nn.fused import fused_torch_layer
 
         layer = fused_torch_layer(cell)
+        if impl == "c":  # the C recurrence whatever fused.use_c_kernel says
+            layer._c_kernel = _always_c_kernel
     else:
         from lnbench.nn.fast_rnn import make_fast_layer
 
@@ -380,6 +382,12 @@ def _rnn_layer(model: str, impl: str, F: int, H: int, T: int, device, dtype) -> 
     return layer
 
 
+def _always_c_kernel(x: torch.Tensor):
+    from lnbench.nn import ckernel
+
+    return ckernel.kernel() if x.device.type == "cpu" else None
+
+
 def _impls_for(model: str, with_ref: bool) -> list[str]:
     """How a model runs the preset's cell (as SequenceModel picks it), and "ref" with --ref or when that
     is the only way."""
@@ -387,7 +395,7 @@ def _impls_for(model: str, with_ref: bool) -> list[str]:
     from lnbench.nn.fused import fused_torch_layer
 
     cell = _preset_cell(model, 4, 4, 2)
-    impls = ["fused"] if fused_torch_layer(cell) is not None else ["fast"] if make_fast_layer(cell) is not None else []
+    impls = ["fused", "c"] if fused_torch_layer(cell) is not None else ["fast"] if make_fast_layer(cell) is not None else []
     return impls + (["ref"] if with_ref or not impls else [])
 
 

@@ -25,7 +25,7 @@ def test_bench_quick_writes_json(tmp_path, capsys):
         assert set(bench.COLUMNS) <= set(row), row
         assert row["ms_median"] > 0 and row["ratio"] > 0 and row["mem_mb"] >= 0
     got = {(r["model"], r["impl"]) for r in rows}
-    assert {("nn.LSTM", "torch"), ("nn.GRU", "torch"), ("lstm", "fused"), ("gru", "fused")} <= got
+    assert {("nn.LSTM", "torch"), ("nn.GRU", "torch"), ("lstm", "fused"), ("gru", "fused"), ("lstm", "c"), ("gru", "c")} <= got
     for m in ("ln_lstm", "bn_lstm", "ln_gru", "bn_gru"):
         assert (m, "fast") in got and (m, "ref") in got
     assert {(r["batch"], r["seq_len"], r["hidden"]) for r in rows} == {(2, 3, 8)}

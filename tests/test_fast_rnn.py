@@ -300,6 +300,19 @@ def test_float32_c_path_matches_reference(cls, kind):
         torch.testing.assert_close(g, r, rtol=2e-4, atol=2e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("K, M, N", [(600, 19, 37), (256, 8, 32), (5, 3, 70)])
+def test_weight_grad_is_a_transposed_product(K, M, N, dtype):
+    """_weight_grad(a, b) = a^T b (the C paths' weight gradients, summed over all T*B rows): K in blocks of
+    256 rows (two whole and a part block; exactly one), whole and part blocks of 8 rows, whole and part
+    panels; against float64 torch."""
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(K, M, generator=g, dtype=torch.float64), torch.randn(K, N, generator=g, dtype=torch.float64)
+    got = fast_rnn._weight_grad(a.to(dtype), b.to(dtype))
+    tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(got.double(), a.t() @ b, **tol)
+
+
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("needs", [(True, True, True), (False, True, True), (True, False, False)])
 def test_linear_through_onednn_matches_f_linear(bias, needs):

@@ -1,11 +1,11 @@
-"""The un-normalized recurrent layers: lnbench's C recurrence on CPU, torch's fused kernel elsewhere,
-both on the reference cell's own weights.
+"""The un-normalized recurrent layers: lnbench's C recurrence where it is the faster, torch's fused
+kernel elsewhere, both on the reference cell's own weights.
 
 On CPU (float32/64, the C kernels built) the recurrence runs like the fast LN layers
 (`lnbench.nn.fast_rnn`): the input projection for all steps in one matmul, then the whole recurrence,
 products included, as one C call each way (`lnbench.nn.ckernel`'s lstm_*/gru_*). `use_c_kernel` is the
-measured rule that picks it (C_CELLS: both cells, which beat torch's kernel at every shape measured).
-Elsewhere (CUDA: cuDNN) torch's kernel runs: calling what nn.LSTM.forward itself calls (torch._VF.lstm /
+measured rule that picks it (C_CELLS: the GRU, whose C recurrence beat torch's kernel at every shape
+measured; the LSTM's did not). Elsewhere (the LSTM, CUDA) torch's kernel runs: calling what nn.LSTM.forward itself calls (torch._VF.lstm /
 gru) on the cell's tensors keeps one set of parameters and one state_dict whichever path runs.
 """
 from __future__ import annotations
@@ -18,12 +18,11 @@ from lnbench.nn.norm import normalizer
 from lnbench.nn.rnn import GRUCell, LSTMCell, State
 
 # Which cells take the C recurrence on CPU instead of torch's kernel, measured with `lnbench bench`
-# (rows lstm/c, gru/c against nn.LSTM / nn.GRU, 2 threads, interleaved, load ~2.6): since the whole
-# recurrence runs in one C call each way, the C one won at every shape measured, for both cells:
-# LSTM 0.82x nn.LSTM at B=4 T=100 H=256, 0.89x at B=32, 0.62x at T=784 B=100 H=100 (torch's own kernel,
-# the `fused` row: 0.98x, 0.98x, 0.85x); GRU 0.24x, 0.43x, 0.47x. (With a Python loop over the steps,
-# torch's LSTM kernel had won everywhere but T=784.)
-C_CELLS: tuple[type, ...] = (LSTMCell, GRUCell)
+# (rows gru/c, lstm/c against nn.GRU / nn.LSTM, 2 threads, interleaved, quiet machine, the C recurrence
+# one call each way and freed memory kept in the process, lnbench.heap): the GRU's C recurrence won at
+# every shape measured (0.19x nn.GRU at B=4 T=100 H=256, 0.38x at B=32, 0.49x at T=784 B=100 H=100);
+# the LSTM's did not (0.93x at B=4, 1.04x at B=32, 1.7x at T=784), so the LSTM keeps torch's kernel.
+C_CELLS: tuple[type, ...] = (GRUCell,)
 
 
 def use_c_kernel(x: Tensor, cell: nn.Module) -> bool:
