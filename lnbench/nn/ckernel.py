@@ -133,6 +133,30 @@ void SUF(pack_panels)(int64_t K, int64_t N, const REAL *src, int64_t rk, int64_t
         }
 }
 
+/* acc = a w over k in [k0, k1) for one block of m <= MROWS rows and one panel of nn <= PANEL columns, with
+   a[r][k] = x[r xr + k xk] and w[k][j] = w[k wk + j]: the inner loop of gemm_panels and gemm_tn. */
+static inline void SUF(block)(int64_t m, int64_t nn, int64_t k0, int64_t k1, const REAL *x, int64_t xr, int64_t xk,
+                              const REAL *w, int64_t wk, REAL acc[MROWS][PANEL])
+{
+    for (int64_t r = 0; r < MROWS; ++r)
+        for (int64_t j = 0; j < PANEL; ++j) acc[r][j] = 0;
+    if (m == MROWS && nn == PANEL) { /* constant trip counts: the accumulators stay in registers */
+        for (int64_t k = k0; k < k1; ++k)
+            for (int64_t r = 0; r < MROWS; ++r) {
+                const REAL a = x[r * xr + k * xk];
+#pragma omp simd
+                for (int64_t j = 0; j < PANEL; ++j) acc[r][j] += a * w[k * wk + j];
+            }
+    } else {
+        for (int64_t k = k0; k < k1; ++k)
+            for (int64_t r = 0; r < m; ++r) {
+                const REAL a = x[r * xr + k * xk];
+#pragma omp simd
+                for (int64_t j = 0; j < nn; ++j) acc[r][j] += a * w[k * wk + j];
+            }
+    }
+}
+
 /* y (B, N) = x (B, K) times the packed matrix, + add (B, N) and + bias (N) unless NULL (y may alias add). The panels are
    shared out over the threads of the caller's parallel region; each element is one thread's sum in k
    order, so the result does not depend on the number of threads. */
@@ -146,25 +170,8 @@ static void SUF(gemm_panels)(int64_t B, int64_t K, int64_t N, const REAL *x, con
         const int64_t n0 = p * PANEL, nn = N - n0 < PANEL ? N - n0 : PANEL;
         for (int64_t i = 0; i < B; i += MROWS) {
             const int64_t m = B - i < MROWS ? B - i : MROWS;
-            const REAL *xi = x + i * K;
             REAL acc[MROWS][PANEL];
-            for (int64_t r = 0; r < MROWS; ++r)
-                for (int64_t j = 0; j < PANEL; ++j) acc[r][j] = 0;
-            if (m == MROWS) { /* a constant trip count: the accumulators stay in registers */
-                for (int64_t k = 0; k < K; ++k)
-                    for (int64_t r = 0; r < MROWS; ++r) {
-                        const REAL a = xi[r * K + k];
-#pragma omp simd
-                        for (int64_t j = 0; j < PANEL; ++j) acc[r][j] += a * w[k * PANEL + j];
-                    }
-            } else {
-                for (int64_t k = 0; k < K; ++k)
-                    for (int64_t r = 0; r < m; ++r) {
-                        const REAL a = xi[r * K + k];
-#pragma omp simd
-                        for (int64_t j = 0; j < PANEL; ++j) acc[r][j] += a * w[k * PANEL + j];
-                    }
-            }
+            SUF(block)(m, PANEL, 0, K, x + i * K, K, 1, w, PANEL, acc); /* a whole panel: the last is zero-padded */
             for (int64_t r = 0; r < m; ++r) {
                 REAL *yr = y + (i + r) * N + n0;
                 const REAL *ar = add ? add + (i + r) * N + n0 : 0, *br = bias ? bias + n0 : 0;
@@ -194,27 +201,7 @@ void SUF(gemm_tn)(int64_t nt, int64_t K, int64_t M, int64_t N, const REAL *A, in
             for (int64_t i = 0; i < M; i += MROWS) {
                 const int64_t m = M - i < MROWS ? M - i : MROWS;
                 REAL acc[MROWS][PANEL];
-                for (int64_t r = 0; r < MROWS; ++r)
-                    for (int64_t j = 0; j < PANEL; ++j) acc[r][j] = 0;
-                if (m == MROWS && nn == PANEL) { /* constant trip counts: the accumulators stay in registers */
-                    for (int64_t k = k0; k < k1; ++k) {
-                        const REAL *a = A + k * lda + i, *w = B + k * ldb + n0;
-                        for (int64_t r = 0; r < MROWS; ++r) {
-                            const REAL ar = a[r];
-#pragma omp simd
-                            for (int64_t j = 0; j < PANEL; ++j) acc[r][j] += ar * w[j];
-                        }
-                    }
-                } else {
-                    for (int64_t k = k0; k < k1; ++k) {
-                        const REAL *a = A + k * lda + i, *w = B + k * ldb + n0;
-                        for (int64_t r = 0; r < m; ++r) {
-                            const REAL ar = a[r];
-#pragma omp simd
-                            for (int64_t j = 0; j < nn; ++j) acc[r][j] += ar * w[j];
-                        }
-                    }
-                }
+                SUF(block)(m, nn, k0, k1, A + i, 1, lda, B + n0, ldb, acc);
                 for (int64_t r = 0; r < m; ++r) {
                     REAL *c = C + (i + r) * N + n0;
                     for (int64_t j = 0; j < nn; ++j) c[j] = k0 ? c[j] + acc[r][j] : acc[r][j];
