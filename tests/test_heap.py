@@ -22,10 +22,10 @@ x = torch.randn(300, 100, 1, requires_grad=True)
 def step():
     out, _ = layer(x)
     out.sum().backward()
-for _ in range(2):
+for _ in range(3):  # the heap grows to the step's peak
     step()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(2):
+for _ in range(4):
     step()
 print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
@@ -40,9 +40,9 @@ def _faults(mode: str, env=None) -> int:
 def test_freed_blocks_are_reused_without_page_faults(monkeypatch):
     for k in heap._USER_KEYS + ("GLIBC_TUNABLES",):
         monkeypatch.delenv(k, raising=False)
-    default, keep = _faults("default"), _faults("keep")  # over two training steps of an LN-LSTM layer
-    assert default > 50_000  # its activations (~200 MB a step) mapped and zeroed again, 4 KB at a time
-    assert keep < default // 20
+    default, keep = _faults("default"), _faults("keep")  # over four training steps of an LN-LSTM layer
+    assert default > 100_000  # its activations (~200 MB a step) mapped and zeroed again, 4 KB at a time
+    assert keep < default // 5  # measured: 0-9,000, the heap growing once more where fragmentation varies
 
 
 def test_a_users_malloc_settings_are_kept(monkeypatch):
