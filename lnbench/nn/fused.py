@@ -20,8 +20,8 @@ from lnbench.nn.rnn import GRUCell, LSTMCell, State
 # Which cells take the C recurrence on CPU instead of torch's kernel, measured with `lnbench bench`
 # (rows gru/c, lstm/c against nn.GRU / nn.LSTM, 2 threads, interleaved, quiet machine, the C recurrence
 # one call each way and freed memory kept in the process, lnbench.heap): the GRU's C recurrence won at
-# every shape measured (0.19x nn.GRU at B=4 T=100 H=256, 0.38x at B=32, 0.49x at T=784 B=100 H=100);
-# the LSTM's did not (0.93x at B=4, 1.04x at B=32, 1.7x at T=784), so the LSTM keeps torch's kernel.
+# every shape measured (0.14x nn.GRU at B=4 T=100 H=256, 0.34x at B=32, 0.37x at T=784 B=100 H=100);
+# the LSTM's did not (1.07x at B=4, 1.10x at B=32, 1.06x at T=784), so the LSTM keeps torch's kernel.
 C_CELLS: tuple[type, ...] = (GRUCell,)
 
 
