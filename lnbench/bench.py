@@ -217,7 +217,7 @@ def sweep_rows(reps: int, steps: int, log) -> list[dict]:
     import sys
     import tempfile
 
-    from lnbench.threads import cpu_times, usable_cores
+    from lnbench.threads import cpu_times, others_busy, usable_cores
 
     # One learning rate and one seed: the preset's model x batch size grid, as many jobs as a small sweep has.
     cmd = [sys.executable, "-m", "lnbench.cli", "train", "-m", "+experiment=fig6_mnist", f"steps={steps}",
@@ -225,7 +225,7 @@ def sweep_rows(reps: int, steps: int, log) -> list[dict]:
     launchers = {"basic": [], "joblib": ["hydra/launcher=joblib"]}
     walls: dict[str, list[float]] = {k: [] for k in launchers}
     others: dict[str, list[float]] = {k: [] for k in launchers}
-    cores, tick = usable_cores(), os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    cores = usable_cores()
     log(f"  fig6_mnist sweep ({steps} steps per job): {reps} x (basic, joblib)")
     for _ in range(reps):
         for name, extra in launchers.items():
@@ -238,12 +238,12 @@ def sweep_rows(reps: int, steps: int, log) -> list[dict]:
             if proc.returncode != 0:
                 log(f"  sweep with the {name} launcher failed, skipped: {proc.stderr.strip()[-300:]}")
                 return []
-            own = (own1.ru_utime + own1.ru_stime - own0.ru_utime - own0.ru_stime) / wall
-            busy = (machine1[0] - machine0[0]) / tick / wall if machine0 and machine1 else None
+            own_s = own1.ru_utime + own1.ru_stime - own0.ru_utime - own0.ru_stime
+            busy = others_busy(machine0, machine1, own_s, wall, len(cores))
             walls[name].append(wall)
-            others[name].append(None if busy is None else round(max(0.0, busy - own), 2))
-            log(f"    {name:6s} {wall:6.1f} s  (this sweep used {own:.1f} cores, other processes "
-                f"{'?' if busy is None else f'{others[name][-1]:.1f}'})")
+            others[name].append(None if busy is None else round(busy, 2))
+            log(f"    {name:6s} {wall:6.1f} s  (this sweep used {own_s / wall:.1f} cores, other processes "
+                f"{'?' if busy is None else f'{busy:.1f}'})")
     st = _stats([w * 1e3 for w in walls["joblib"]])
     return [{
         "section": "sweep", "model": "fig6_mnist (8 jobs)", "impl": "joblib launcher", "batch": None,

@@ -46,10 +46,7 @@ class Watch:
         /proc/stat cannot be read); the next look starts from now."""
         (t0, a, own0), (t1, b, own1) = self.last, self._sample()
         self.last = (t1, b, own1)
-        if a is None or b is None or b[1] <= a[1] or t1 <= t0:
-            return None
-        busy_cores = (b[0] - a[0]) / (b[1] - a[1]) * len(self.cores)
-        return max(0.0, busy_cores - (own1 - own0) / (t1 - t0))
+        return threads.others_busy(a, b, own1 - own0, t1 - t0, len(self.cores))
 
     def tick(self) -> None:
         """Called once per training step; looks at the cores every `every` seconds."""

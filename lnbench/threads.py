@@ -99,11 +99,18 @@ def busy_elsewhere(cores: list[int], seconds: float = SAMPLE_S) -> Optional[floa
         return None
     time.sleep(seconds)
     b, own_b = cpu_times(cores), time.process_time()
-    if b is None or b[1] <= a[1]:
+    return others_busy(a, b, own_b - own_a, seconds, len(cores))
+
+
+def others_busy(a: Optional[tuple[float, float]], b: Optional[tuple[float, float]], own_s: float, wall_s: float,
+                n_cores: int) -> Optional[float]:
+    """Cores' worth of CPU time that other processes used between two cpu_times() readings a and b of
+    `n_cores` cores, `wall_s` seconds apart, during which this process (or what it waited for) used
+    `own_s` CPU seconds; None where a reading is missing or no time passed."""
+    if a is None or b is None or b[1] <= a[1] or wall_s <= 0:
         return None
-    share = (b[0] - a[0]) / (b[1] - a[1])  # fraction of the cores' time that was busy
-    wall_share = (own_b - own_a) / (seconds * len(cores))
-    return max(0.0, share - wall_share) * len(cores)
+    busy_cores = (b[0] - a[0]) / (b[1] - a[1]) * n_cores  # the busy fraction of the cores' time
+    return max(0.0, busy_cores - own_s / wall_s)
 
 
 def _recent_busy(cores: list[int], max_age: float = 10.0) -> Optional[float]:

@@ -123,19 +123,21 @@ def test_sweep_row_tells_the_other_processes_cpu_from_the_sweeps_own(monkeypatch
     from lnbench import threads
 
     tick = os.sysconf("SC_CLK_TCK")
-    state = {"t": 0.0, "machine": 0.0, "own": 0.0, "cmds": []}
+    state = {"t": 0.0, "machine": 0.0, "total": 0.0, "own": 0.0, "cmds": []}
 
     def run(cmd, **kw):
         wall = 8.0 if "hydra/launcher=joblib" in cmd else 10.0
         state["t"] += wall
         state["own"] += 1.5 * wall
-        state["machine"] += 2.0 * wall * tick
+        state["machine"] += 2.0 * wall * tick  # both cores busy
+        state["total"] += 2.0 * wall * tick
         state["cmds"].append(cmd)
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
     monkeypatch.setattr(subprocess, "run", run)
     monkeypatch.setattr(bench, "time", types.SimpleNamespace(perf_counter=lambda: state["t"]))
-    monkeypatch.setattr(threads, "cpu_times", lambda cores: (state["machine"], 1e9))
+    monkeypatch.setattr(threads, "usable_cores", lambda: [0, 1])
+    monkeypatch.setattr(threads, "cpu_times", lambda cores: (state["machine"], state["total"]))
     monkeypatch.setattr(resource, "getrusage", lambda who: types.SimpleNamespace(ru_utime=state["own"], ru_stime=0.0))
     lines = []
     [row] = bench.sweep_rows(2, 5, lines.append)
