@@ -324,7 +324,7 @@ class _GRURecurrence(torch.autograd.Function):
 def _onednn_linear() -> bool:
     try:
         return bool(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
-                    and torch.ops.mkldnn._reorder_linear_weight is not None and torch.ops.mkldnn._linear_pointwise is not None)
+                    and torch.ops.mkldnn._linear_pointwise is not None)
     except (AttributeError, RuntimeError):  # a torch built without oneDNN
         return False
 

@@ -5,8 +5,9 @@ On CPU (float32/64, the C kernels built) the recurrence runs like the fast LN la
 (`lnbench.nn.fast_rnn`): the input projection for all steps in one matmul, then the whole recurrence,
 products included, as one C call each way (`lnbench.nn.ckernel`'s lstm_*/gru_*). `use_c_kernel` is the
 measured rule that picks it (C_CELLS: the GRU, whose C recurrence beat torch's kernel at every shape
-measured; the LSTM's did not). Elsewhere (the LSTM, CUDA) torch's kernel runs: calling what nn.LSTM.forward itself calls (torch._VF.lstm /
-gru) on the cell's tensors keeps one set of parameters and one state_dict whichever path runs.
+measured; the LSTM's did not). Elsewhere (the LSTM, CUDA) torch's kernel runs: calling what
+nn.LSTM.forward itself calls (torch._VF.lstm / gru) on the cell's tensors keeps one set of parameters
+and one state_dict whichever path runs.
 """
 from __future__ import annotations
 
