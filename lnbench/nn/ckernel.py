@@ -697,11 +697,11 @@ void SUF(bnlstm_bwd)(int64_t nt, int64_t nc, int64_t T, int64_t B, int64_t H, in
 
 /* BN-GRU forward, one step, ah = [W_h; U] h_{t-1} (B, 3H), w/bn per column of ah (gains of BN_rz then BN_n):
      [r, z] = sigmoid(xp_rz + BN_t(ah[:2H])); n = tanh(xp_n + r BN_t(ah[2H:])); h = h_prev + z (n - h_prev)
-   st: mean, rstd, varu of ah's 3H columns (3 x 3H). b may be NULL. The units are split into nc chunks,
+   st: mean, rstd, varu of ah's 3H columns (3 x 3H). The units are split into nc chunks,
    shared out over the threads of the caller's parallel region. */
 static void SUF(bngru_step)(int64_t nc, int64_t train, int64_t B, int64_t H, REAL eps, REAL invM,
-                            const REAL *ah, const REAL *xrz, const REAL *xn, const REAL *w, const REAL *bias,
-                            const REAL *h_prev, REAL *srz, REAL *n_out, REAL *h, REAL *st)
+                            const REAL *ah, const REAL *xrz, const REAL *xn, const REAL *w, const REAL *h_prev,
+                            REAL *srz, REAL *n_out, REAL *h, REAL *st)
 {
     const int64_t G = 3 * H;
 #pragma omp for schedule(static, 1)
@@ -719,9 +719,9 @@ static void SUF(bngru_step)(int64_t nc, int64_t train, int64_t B, int64_t H, REA
 #pragma omp simd
             for (int64_t j = j0; j < j0 + n; ++j) {
                 const int64_t jz = H + j, jn = 2 * H + j;
-                const REAL yr = (ahb[j] - m[j]) * r[j] * w[j] + (bias ? bias[j] : (REAL)0);
-                const REAL yz = (ahb[jz] - m[jz]) * r[jz] * w[jz] + (bias ? bias[jz] : (REAL)0);
-                const REAL yn = (ahb[jn] - m[jn]) * r[jn] * w[jn] + (bias ? bias[jn] : (REAL)0);
+                const REAL yr = (ahb[j] - m[j]) * r[j] * w[j];
+                const REAL yz = (ahb[jz] - m[jz]) * r[jz] * w[jz];
+                const REAL yn = (ahb[jn] - m[jn]) * r[jn] * w[jn];
                 const REAL sr = SUF(sigm)(xrzb[j] + yr), sz = SUF(sigm)(xrzb[jz] + yz);
                 const REAL v = SUF(tanh_)(xnb[j] + sr * yn);
                 sb[j] = sr;
@@ -745,7 +745,7 @@ void SUF(bngru_fwd)(int64_t nt, int64_t nc, int64_t T, int64_t B, int64_t H, int
         const int64_t k = keep ? t : 0;
         const REAL *h_prev = t ? out + (t - 1) * BH : h0;
         SUF(gemm_panels)(B, H, G, h_prev, Whp, 0, 0, ah + k * B * G);
-        SUF(bngru_step)(nc, train, B, H, eps, invM, ah + k * B * G, xrz + t * 2 * BH, xn + t * BH, w, 0, h_prev,
+        SUF(bngru_step)(nc, train, B, H, eps, invM, ah + k * B * G, xrz + t * 2 * BH, xn + t * BH, w, h_prev,
                         srz + k * 2 * BH, n + k * BH, out + t * BH, st + t * 3 * G);
     }
 }
@@ -753,11 +753,11 @@ void SUF(bngru_fwd)(int64_t nt, int64_t nc, int64_t T, int64_t B, int64_t H, int
 /* BN-GRU backward, one step:
      in/out: dh = dL/dh_t on entry; on exit dh (1 - z) + dout_prev (dout_prev may be NULL); the caller adds dah [W_h; U]
      out:    dxrz (B, 2H) may alias srz; dxn (B, H) may alias n; dah (B, 3H) may alias ah
-     accumulates dw, db (3H; db may be NULL). gn: scratch (B, H); s1, s2: scratch (3H). Units in nc chunks. */
+     accumulates dw (3H). gn: scratch (B, H); s1, s2: scratch (3H). Units in nc chunks. */
 static void SUF(bngru_bwd_step)(int64_t nc, int64_t train, int64_t B, int64_t H, REAL invM,
                                 const REAL *ah, const REAL *srz, const REAL *n_in, const REAL *h_prev,
-                                const REAL *st, const REAL *w, const REAL *bias, REAL *dh, const REAL *dout_prev,
-                                REAL *dxrz, REAL *dxn, REAL *dah, REAL *dw, REAL *db, REAL *gn, REAL *s1, REAL *s2)
+                                const REAL *st, const REAL *w, REAL *dh, const REAL *dout_prev,
+                                REAL *dxrz, REAL *dxn, REAL *dah, REAL *dw, REAL *gn, REAL *s1, REAL *s2)
 {
     const int64_t G = 3 * H;
 #pragma omp for schedule(static, 1)
@@ -772,7 +772,7 @@ static void SUF(bngru_bwd_step)(int64_t nc, int64_t train, int64_t B, int64_t H,
             for (int64_t j = j0; j < j0 + n; ++j) {
                 const int64_t jn = 2 * H + j;
                 const REAL d = dhb[j], rj = sb[j], zj = sb[H + j], nj = nb[j];
-                const REAL yn = (ahb[jn] - m[jn]) * r[jn] * w[jn] + (bias ? bias[jn] : (REAL)0);
+                const REAL yn = (ahb[jn] - m[jn]) * r[jn] * w[jn];
                 const REAL dn = d * zj * ((REAL)1 - nj * nj);
                 dnb[j] = dn;
                 drz[j] = dn * yn * rj * ((REAL)1 - rj);
@@ -784,10 +784,10 @@ static void SUF(bngru_bwd_step)(int64_t nc, int64_t train, int64_t B, int64_t H,
         for (int64_t q = 0; q < 2; ++q) {
             const int64_t o = q * H + j0;
             SUF(bn_bwd)(B, ah + o, G, dxrz + o, 2 * H, dah + o, n, m + o, r + o, w + o, dw + o,
-                        db ? db + o : 0, s1 + o, s2 + o, train, invM);
+                        0, s1 + o, s2 + o, train, invM);
         }
         const int64_t o = 2 * H + j0;
-        SUF(bn_bwd)(B, ah + o, G, gn + j0, H, dah + o, n, m + o, r + o, w + o, dw + o, db ? db + o : 0,
+        SUF(bn_bwd)(B, ah + o, G, gn + j0, H, dah + o, n, m + o, r + o, w + o, dw + o, 0,
                     s1 + o, s2 + o, train, invM);
     }
 }
@@ -802,8 +802,8 @@ void SUF(bngru_bwd)(int64_t nt, int64_t nc, int64_t T, int64_t B, int64_t H, int
 #pragma omp parallel num_threads(nt) if(nt > 1)
     for (int64_t t = T - 1; t >= 0; --t) {
         REAL *aht = ah + t * B * G, *srzt = srz + t * 2 * BH, *n_t = n + t * BH;
-        SUF(bngru_bwd_step)(nc, train, B, H, invM, aht, srzt, n_t, t ? out + (t - 1) * BH : h0, st + t * 3 * G, w, 0,
-                            dh, t ? dout + (t - 1) * BH : 0, srzt, n_t, aht, dw, 0, gn, s1, s2);
+        SUF(bngru_bwd_step)(nc, train, B, H, invM, aht, srzt, n_t, t ? out + (t - 1) * BH : h0, st + t * 3 * G, w,
+                            dh, t ? dout + (t - 1) * BH : 0, srzt, n_t, aht, dw, gn, s1, s2);
         SUF(gemm_panels)(B, G, H, aht, Whp, dh, 0, dh);
     }
 }
