@@ -32,8 +32,8 @@ the slowdown a busy neighbour causes (bar 2.5x, fair share 2x on 2 cores). Two m
 loop after the threads were chosen on the free machine: with the threads fixed, and with
 `lnbench.live_threads` moving them as a run's training loop does.
 
-The sweep row (`--sweep`, on by default, off with --quick) is the wall time of fig6_mnist's sweep (one lr, one seed: 8 jobs)
-with the joblib launcher over that with the basic one.
+The sweep row (`--sweep`, on by default, off with --quick) is the wall time of fig6_mnist's sweep (one lr, one seed: 8 jobs
+at the preset's equal epochs, `--sweep-epochs` to shrink them) with the joblib launcher over that with the basic one.
 
 Results also go to JSON (`--json`, default bench-results/bench-<timestamp>.json) so commits can be
 compared.
@@ -204,9 +204,13 @@ def contention_rows(models: list[str], reps: int, steps: int, device: torch.devi
     return rows
 
 
-def sweep_rows(reps: int, steps: int, log) -> list[dict]:
+def sweep_rows(reps: int, epochs: Optional[float], log) -> list[dict]:
     """fig6_mnist's sweep (8 jobs: model x batch size, one lr and seed) with the joblib launcher against the basic one, wall time of the whole
     `lnbench train -m` command, interleaved. Skipped where MNIST or the joblib launcher is missing.
+
+    The jobs train as the preset has them, at equal epochs: a batch-4 job takes 32 times the steps of a
+    batch-128 one. `epochs` (None: the preset's own 2) scales all of them alike; a fixed step count for
+    every job would time a different sweep, one that the batch-128 jobs dominate.
 
     Each run also records the cores' worth of CPU that other processes used meanwhile (the machine's busy
     time from /proc/stat minus the sweep's own; niced processes count as free, as for the thread choice,
@@ -220,13 +224,17 @@ def sweep_rows(reps: int, steps: int, log) -> list[dict]:
     from lnbench.threads import cpu_times, others_busy, usable_cores
 
     # One learning rate and one seed: the preset's model x batch size grid, as many jobs as a small sweep has.
-    cmd = [sys.executable, "-m", "lnbench.cli", "train", "-m", "+experiment=fig6_mnist", f"steps={steps}",
-           f"eval_every={steps}", "optim.lr=0.001", "seed=0", "logger=none", "progress=false"]
+    cmd = [sys.executable, "-m", "lnbench.cli", "train", "-m", "+experiment=fig6_mnist", "optim.lr=0.001", "seed=0",
+           "logger=none", "progress=false"]
+    if epochs is not None:  # the preset's own formula, with `epochs` in place of its 2
+        carve = "${oc.select:dataset.carve.0,55000}"
+        cmd += [f"steps='${{lnbench.epochs:{epochs},${{dataset.batch_size}},{carve}}}'",
+                f"eval_every='${{lnbench.epochs:{epochs / 2},${{dataset.batch_size}},{carve}}}'"]
     launchers = {"basic": [], "joblib": ["hydra/launcher=joblib"]}
     walls: dict[str, list[float]] = {k: [] for k in launchers}
     others: dict[str, list[float]] = {k: [] for k in launchers}
     cores = usable_cores()
-    log(f"  fig6_mnist sweep ({steps} steps per job): {reps} x (basic, joblib)")
+    log(f"  fig6_mnist sweep ({'2 epochs, the preset' if epochs is None else f'{epochs} epochs'} per job): {reps} x (basic, joblib)")
     for _ in range(reps):
         for name, extra in launchers.items():
             with tempfile.TemporaryDirectory() as d:
@@ -555,7 +563,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time the default run's step alone and next to a busy process this bench starts (default on)")
     p.add_argument("--sweep", action=argparse.BooleanOptionalAction, default=None,
                    help="time fig6_mnist's sweep, joblib vs basic launcher (default on, off with --quick)")
-    p.add_argument("--sweep-steps", type=int, default=None, help="steps per sweep job (default 400, --quick 100)")
+    p.add_argument("--sweep-epochs", type=float, default=None,
+                   help="epochs per sweep job (default the preset's 2; --quick 0.25)")
     return p
 
 
@@ -626,7 +635,7 @@ def main(argv: list[str] | None = None) -> int:
         rows += contention_rows(["ln_lstm", "lstm"], reps, 10 if args.quick else 20, device, log)
     if args.sweep if args.sweep is not None else not args.quick:
         log("sweep wall time (fig6_mnist, joblib vs basic launcher):")
-        rows += sweep_rows(1 if args.quick else 2, args.sweep_steps or (100 if args.quick else 400), log)
+        rows += sweep_rows(1 if args.quick else 2, args.sweep_epochs or (0.25 if args.quick else None), log)
 
     meta = {
         "timestamp": _dt.datetime.now().isoformat(timespec="seconds"),

@@ -82,7 +82,7 @@ def test_sweep_row_is_skipped_with_a_message_when_the_sweep_cannot_run(tmp_path,
     monkeypatch.setenv("LNBENCH_DATA_DIR", str(tmp_path / "no-mnist-here"))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(sys.path))
     lines = []
-    assert bench.sweep_rows(1, 2, lines.append) == []
+    assert bench.sweep_rows(1, 0.01, lines.append) == []
     assert any("failed, skipped" in line for line in lines)
 
 
@@ -140,9 +140,10 @@ def test_sweep_row_tells_the_other_processes_cpu_from_the_sweeps_own(monkeypatch
     monkeypatch.setattr(threads, "cpu_times", lambda cores: (state["machine"], state["total"]))
     monkeypatch.setattr(resource, "getrusage", lambda who: types.SimpleNamespace(ru_utime=state["own"], ru_stime=0.0))
     lines = []
-    [row] = bench.sweep_rows(2, 5, lines.append)
+    [row] = bench.sweep_rows(2, 0.5, lines.append)
     assert row["ratio"] == pytest.approx(0.8) and row["baseline_ms_median"] == pytest.approx(10_000)
     assert row["others_cores"] == {"basic": [0.5, 0.5], "joblib": [0.5, 0.5]}
     assert [("hydra/launcher=joblib" in c) for c in state["cmds"]] == [False, True, False, True]  # interleaved
-    assert all("steps=5" in c for c in state["cmds"])
+    # every job at half an epoch of its own batch size (the preset's formula), not one step count for all
+    assert all("steps='${lnbench.epochs:0.5,${dataset.batch_size}," in " ".join(c) for c in state["cmds"])
     assert sum("other processes 0.5" in line for line in lines) == 4
