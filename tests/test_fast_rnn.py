@@ -301,16 +301,27 @@ def test_float32_c_path_matches_reference(cls, kind):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("K, M, N", [(600, 19, 37), (256, 8, 32), (5, 3, 70)])
-def test_weight_grad_is_a_transposed_product(K, M, N, dtype):
-    """_weight_grad(a, b) = a^T b (the C paths' weight gradients, summed over all T*B rows): K in blocks of
-    256 rows (two whole and a part block; exactly one), whole and part blocks of 8 rows, whole and part
-    panels; against float64 torch."""
+@pytest.mark.parametrize("K, M, N, K0", [(600, 19, 37, 0), (256, 8, 32, 0), (5, 3, 70, 0), (600, 300, 37, 259),
+                                         (40, 19, 33, 40)])
+def test_weight_grad_is_a_transposed_product(K, M, N, K0, dtype):
+    """_weight_grad(a, b, b0) = a^T [b0; b] (the C paths' weight gradients, summed over all T*B rows; b0
+    = h0 before the outputs): K in blocks of 256 rows (two whole and a part block; exactly one), whole
+    and part blocks of 8 rows, whole and part panels, A's columns in two blocks of 128 and a part, b0's
+    rows ending inside a block, b0 alone; against float64 torch. On 1 and 2 threads, bit for bit the same."""
     g = torch.Generator().manual_seed(0)
     a, b = torch.randn(K, M, generator=g, dtype=torch.float64), torch.randn(K, N, generator=g, dtype=torch.float64)
-    got = fast_rnn._weight_grad(a.to(dtype), b.to(dtype))
     tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-4)
-    torch.testing.assert_close(got.double(), a.t() @ b, **tol)
+    threads = torch.get_num_threads()
+    got = []
+    try:
+        for nt in (1, 2):
+            torch.set_num_threads(nt)
+            args = (a.to(dtype), b.to(dtype)) if not K0 else (a.to(dtype), b[K0:].to(dtype), b[:K0].to(dtype))
+            got.append(fast_rnn._weight_grad(*args))
+    finally:
+        torch.set_num_threads(threads)
+    torch.testing.assert_close(got[0].double(), a.t() @ b, **tol)
+    assert torch.equal(got[0], got[1])
 
 
 @pytest.mark.parametrize("bias", [True, False])

@@ -374,29 +374,37 @@ def _linear(x: Tensor, W: Tensor, b: Optional[Tensor]) -> Tensor:
     return _Linear.apply(x, W, b) if _use_onednn(x) and W.dtype == x.dtype else F.linear(x, W, b)
 
 
-def _weight_grad(a: Tensor, b: Tensor) -> Tensor:
-    """a^T @ b for the C paths' weight gradients (a: (K, M), b: (K, N), K = T*B rows): through the C
-    kernels' gemm_tn where `_matmul` would take oneDNN, which needs a^T copied first (see gemm_tn), and
-    b has a panel's width of columns; `_matmul` otherwise. Measured (2 threads, quiet machine): at
-    T=100 B=32 H=256 the lstm layer's step fell from 28.5 to 21.3 ms; at T=784 B=100 H=100 (K=78,400,
-    past ONEDNN_MAX_INNER) torch.mm took 38 ms for dW_h and gemm_tn 82, so torch.mm keeps those."""
+def _weight_grad(a: Tensor, b: Tensor, b0: Optional[Tensor] = None) -> Tensor:
+    """a^T @ [b0; b] for the C paths' weight gradients (a: (K, M), b0: (K0, N) or None, b: (K - K0, N),
+    K = T*B rows): through the C kernels' gemm_tn where `_matmul` would take oneDNN, which needs a^T
+    copied first (see gemm_tn), and b has a panel's width of columns; `_matmul` otherwise. Measured
+    (2 threads, quiet machine): at T=100 B=32 H=256 the lstm layer's step fell from 28.5 to 21.3 ms; at
+    T=784 B=100 H=100 (K=78,400, past ONEDNN_MAX_INNER) torch.mm took 38 ms for dW_h and gemm_tn 82
+    (before it packed A), so torch.mm keeps those."""
     from lnbench.nn import ckernel
 
     kern = ckernel.kernel() if a.device.type == "cpu" and a.dtype in (torch.float32, torch.float64) else None
+    suf = "f64" if a.dtype == torch.float64 else "f32"
     if (kern is None or not kern.vectorized or b.dtype != a.dtype or b.shape[1] < ckernel.PANEL["f32"]
             or a.shape[0] > ONEDNN_MAX_INNER):
-        return _matmul(a.t(), b)
+        return _matmul(a.t(), b if b0 is None else torch.cat([b0, b]))
     a, b = a.contiguous(), b.contiguous()
+    b0 = b if b0 is None else b0.contiguous()
+    kh = 0 if b0 is b else b0.shape[0]
+    nt = torch.get_num_threads()
     out = a.new_empty(a.shape[1], b.shape[1])
-    _call(kern.fn("gemm_tn", a.dtype), torch.get_num_threads(), a.shape[0], a.shape[1], b.shape[1], a, a.shape[1], b,
-          b.shape[1], out)
+    work = a.new_empty(ckernel.gemm_tn_work(nt, b.shape[1], suf))
+    _call(kern.fn("gemm_tn", a.dtype), nt, a.shape[0], a.shape[1], b.shape[1], a, a.shape[1], b0, kh, b,
+          b.shape[1], out, work)
     return out
 
 
 def _recurrent_weight_grad(dA: Tensor, h0: Tensor, out: Tensor) -> Tensor:
-    """dL/dW_h = sum_t dA_t^T h_{t-1} for the C paths: all T steps as one product (dA: (T, B, G))."""
+    """dL/dW_h = sum_t dA_t^T h_{t-1} for the C paths: all T steps as one product (dA: (T, B, G)), h_{t-1}
+    read from h0 and out[:T-1] in place."""
     T, B, G = dA.shape
-    return _weight_grad(dA.view(T * B, G), _shifted(h0, out).view(T * B, h0.shape[-1]))
+    H = h0.shape[-1]
+    return _weight_grad(dA.view(T * B, G), out[:T - 1].reshape((T - 1) * B, H), h0.reshape(B, H))
 
 
 def _call(fn, *args) -> None:
