@@ -201,7 +201,8 @@ def test_c_recurrent_products_match_reference(kind, threads, path):
 @pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
 def test_c_kernels_split_rows_over_threads(cls, path, monkeypatch):
     """LN: several row chunks (uneven: 7 rows over 2 threads), each accumulating its own LN gradients.
-    BN: the hidden units split unevenly (6 over 4 threads), each thread owning its columns' statistics."""
+    BN: the statistics by hidden units split unevenly (6 over 4 threads), each thread owning its columns',
+    the rest by rows (5 over 4 threads)."""
     if path == "eager":
         pytest.skip("C path only")
     threads = torch.get_num_threads()

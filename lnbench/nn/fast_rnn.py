@@ -603,7 +603,8 @@ class _BNLSTMRecurrenceC(torch.autograd.Function):
         T, B, G = AH.shape
         H = G // 4
         opts = dict(dtype=AH.dtype, device=AH.device)
-        dwh, dwx, dbx, s1, s2 = (torch.zeros(G, **opts) for _ in range(5))
+        dwh, dwx, dbx = (torch.zeros(G, **opts) for _ in range(3))
+        s1, s2 = torch.zeros(2 * G, **opts), torch.zeros(2 * G, **opts)
         dwc, dbc = torch.zeros(H, **opts), torch.zeros(H, **opts)
         dh = (dout[T - 1] + dhT).contiguous()  # -> dL/dh0
         dc = dcT.contiguous().clone()  # -> dL/dc0
