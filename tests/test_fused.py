@@ -25,7 +25,7 @@ def _grads(layer, cell, x, state):
 def test_c_recurrence_matches_reference(cls, kind, with_state, B, H, monkeypatch):
     if ckernel.kernel(wait=120) is None:
         pytest.skip("C kernels unavailable here (no compiler?)")
-    monkeypatch.setattr(fused, "C_MAX_BATCH", {LSTMCell: None, GRUCell: None})
+    monkeypatch.setattr(fused, "C_CELLS", (LSTMCell, GRUCell))
     torch.manual_seed(0)
     cell = cls(5, H, NormConfig(kind=NormKind(kind))).double()
     x = torch.randn(9, B, 5, dtype=torch.float64, requires_grad=True)
@@ -42,15 +42,14 @@ def test_c_recurrence_matches_reference(cls, kind, with_state, B, H, monkeypatch
     torch.testing.assert_close(out, ref[0], rtol=1e-10, atol=1e-12)
 
 
-def test_rule_picks_c_for_the_gru_and_the_small_batch_lstm_on_cpu_only():
+def test_rule_picks_c_for_the_gru_on_cpu_only():
+    x = torch.randn(30, 2, 3, requires_grad=True)
     lstm, gru = (cls(3, 4, NormConfig(kind=NormKind.none)) for cls in (LSTMCell, GRUCell))
-    small, large = torch.randn(30, 8, 3), torch.randn(30, 9, 3, requires_grad=True)
-    out, _ = fused.fused_torch_layer(lstm)(large)
-    assert "RecurrenceC" not in type(out.grad_fn).__name__  # torch's LSTM kernel was the faster at larger batches
-    assert fused.use_c_kernel(small, gru) and fused.use_c_kernel(large, gru)
-    assert fused.use_c_kernel(small, lstm) and not fused.use_c_kernel(large, lstm)
+    out, _ = fused.fused_torch_layer(lstm)(x)
+    assert "CRecurrence" not in type(out.grad_fn).__name__  # torch's LSTM kernel was the faster
+    assert fused.use_c_kernel(x, gru) and not fused.use_c_kernel(x, lstm)
     assert not fused.use_c_kernel(torch.empty(30, 2, 3, device="meta"), gru)  # CUDA & co: torch's kernel
-    assert not fused.use_c_kernel(small.half(), lstm)
+    assert not fused.use_c_kernel(x.half(), gru)
 
 
 @pytest.mark.parametrize("cls", [LSTMCell, GRUCell])
@@ -59,7 +58,7 @@ def test_float32_c_recurrence_matches_reference(cls, monkeypatch):
     and every gradient agree with the reference cell to float32 rounding."""
     if ckernel.kernel(wait=120) is None:
         pytest.skip("C kernels unavailable here (no compiler?)")
-    monkeypatch.setattr(fused, "C_MAX_BATCH", {LSTMCell: None, GRUCell: None})
+    monkeypatch.setattr(fused, "C_CELLS", (LSTMCell, GRUCell))
     torch.manual_seed(0)
     cell = cls(5, 37, NormConfig(kind=NormKind.none))
     B = 19
@@ -73,7 +72,7 @@ def test_float32_c_recurrence_matches_reference(cls, monkeypatch):
 
 
 def test_portable_build_leaves_the_plain_cells_to_torch(monkeypatch):
-    """C_MAX_BATCH was measured on the vectorized OpenMP build; where only the portable (scalar, one thread)
+    """C_CELLS was measured on the vectorized OpenMP build; where only the portable (scalar, one thread)
     build loads, the plain cells keep torch's kernel."""
     real = ckernel.kernel(wait=120)
     if real is None:
@@ -81,7 +80,7 @@ def test_portable_build_leaves_the_plain_cells_to_torch(monkeypatch):
     portable = ckernel.Kernels(real.lib, real.path, vectorized=False)
     monkeypatch.setattr(ckernel, "kernel", lambda wait=None: portable)
     x = torch.randn(5, 2, 3, requires_grad=True)
-    monkeypatch.setattr(fused, "C_MAX_BATCH", {LSTMCell: None, GRUCell: None})
+    monkeypatch.setattr(fused, "C_CELLS", (LSTMCell, GRUCell))
     for cls in (LSTMCell, GRUCell):
         out, _ = fused.fused_torch_layer(cls(3, 4, NormConfig(kind=NormKind.none)))(x)
         assert "RecurrenceC" not in type(out.grad_fn).__name__

@@ -318,6 +318,23 @@ void SUF(lnlstm_fwd)(int64_t nt, int64_t T, int64_t B, int64_t H, int64_t keep, 
     }
 }
 
+/* The LSTM's gate gradients for one row: d = g + dc is dL/dc_t (g: through h_t, dc: from c_{t+1}); s (the
+   gate activations) becomes dL/d(gate pre-activations), dc becomes dL/dc_{t-1}. For the LN and BN cells. */
+static inline void SUF(lstm_gates_bwd)(int64_t H, const REAL *g, REAL *sb, REAL *dcb, const REAL *cp,
+                                       const REAL *dhb, const REAL *tcb)
+{
+#pragma omp simd
+    for (int64_t j = 0; j < H; ++j) {
+        const REAL d = g[j] + dcb[j];
+        const REAL si = sb[j], sf = sb[H + j], sg = sb[2 * H + j], so = sb[3 * H + j];
+        sb[j] = d * sg * si * ((REAL)1 - si);
+        sb[H + j] = d * cp[j] * sf * ((REAL)1 - sf);
+        sb[2 * H + j] = d * si * ((REAL)1 - sg * sg);
+        sb[3 * H + j] = dhb[j] * tcb[j] * so * ((REAL)1 - so);
+        dcb[j] = d * sf;
+    }
+}
+
 /* LN-LSTM backward, one time step (the chain rule of lnlstm_fwd, row by row):
      in:     dh = dL/dh_t (B, H) (from the output and from step t+1)
      in/out: dc = dL/dc_t from step t+1 on entry, dL/dc_{t-1} on exit (B, H)
@@ -353,16 +370,8 @@ static void SUF(lnlstm_bwd_rows)(int64_t b0, int64_t b1, int64_t B, int64_t H,
         }
         const REAL a1 = s1 / (REAL)H, a2 = s2 / (REAL)H;
 #pragma omp simd
-        for (int64_t j = 0; j < H; ++j) {
-            /* total dL/dc_t: through LN(c_t) into h_t, plus from c_{t+1} */
-            const REAL d = rcb * (tmp[j] - a1 - (cb[j] - mcb) * rcb * a2) + dcb[j];
-            const REAL si = sb[j], sf = sb[H + j], sg = sb[2 * H + j], so = sb[3 * H + j];
-            sb[j] = d * sg * si * ((REAL)1 - si);
-            sb[H + j] = d * cp[j] * sf * ((REAL)1 - sf);
-            sb[2 * H + j] = d * si * ((REAL)1 - sg * sg);
-            sb[3 * H + j] = dhb[j] * tcb[j] * so * ((REAL)1 - so);
-            dcb[j] = d * sf;
-        }
+        for (int64_t j = 0; j < H; ++j) tmp[j] = rcb * (tmp[j] - a1 - (cb[j] - mcb) * rcb * a2); /* through LN(c_t) */
+        SUF(lstm_gates_bwd)(H, tmp, sb, dcb, cp, dhb, tcb);
         /* the gate pre-activations' gradient (now in sb) into both LNs */
         SUF(ln_bwd_start)(ahb, sb, G, mh[b], rh[b], wh, dwh, dbh, tmp, &s1, &s2);
         SUF(ln_bwd_finish)(ahb, tmp, G, mh[b], rh[b], s1, s2, dah + b * G);
@@ -704,16 +713,7 @@ static void SUF(bnlstm_bwd_step)(int64_t nc, int64_t train, int64_t B, int64_t H
         const REAL *dhb = dh + b * H, *tcb = tc + b * H, *cp = c_prev + b * H;
         REAL *gb = gc + b * H, *sb = s + b * G, *dcb = dc + b * H;
         SUF(bn_bwd_row)(c + b * H, gb, gb, H, st_c, st_c + H, wc, s1, s2, train);
-#pragma omp simd
-        for (int64_t j = 0; j < H; ++j) {
-            const REAL d = gb[j] + dcb[j];
-            const REAL si = sb[j], sf = sb[H + j], sg = sb[2 * H + j], so = sb[3 * H + j];
-            sb[j] = d * sg * si * ((REAL)1 - si);
-            sb[H + j] = d * cp[j] * sf * ((REAL)1 - sf);
-            sb[2 * H + j] = d * si * ((REAL)1 - sg * sg);
-            sb[3 * H + j] = dhb[j] * tcb[j] * so * ((REAL)1 - so);
-            dcb[j] = d * sf;
-        }
+        SUF(lstm_gates_bwd)(H, gb, sb, dcb, cp, dhb, tcb);
     }
     /* both gate-side BNs: the sums (s1, s2 of W_h h's BN in [0, G), of W_x x's in [G, 2G)), then the rows */
 #pragma omp for schedule(static, 1)

@@ -4,10 +4,10 @@ kernel elsewhere, both on the reference cell's own weights.
 On CPU (float32/64, the C kernels built) the recurrence runs like the fast LN layers
 (`lnbench.nn.fast_rnn`): the input projection for all steps in one matmul, then the whole recurrence,
 products included, as one C call each way (`lnbench.nn.ckernel`'s lstm_*/gru_*). `use_c_kernel` is the
-measured rule that picks it (C_MAX_BATCH: the GRU at every batch size, whose C recurrence beat torch's
-kernel at every shape measured; the LSTM at small batches, where its did). Elsewhere (the LSTM at larger
-batches, CUDA) torch's kernel runs: calling what nn.LSTM.forward itself calls (torch._VF.lstm / gru) on
-the cell's tensors keeps one set of parameters and one state_dict whichever path runs.
+measured rule that picks it (C_CELLS: the GRU, whose C recurrence beat torch's kernel at every shape
+measured; the LSTM's did not). Elsewhere (the LSTM, CUDA) torch's kernel runs: calling what
+nn.LSTM.forward itself calls (torch._VF.lstm / gru) on the cell's tensors keeps one set of parameters
+and one state_dict whichever path runs.
 """
 from __future__ import annotations
 
@@ -18,25 +18,20 @@ from lnbench.nn.fast_rnn import _call, _consume, _gru_buffers, _linear, _lstm_bu
 from lnbench.nn.norm import normalizer
 from lnbench.nn.rnn import GRUCell, LSTMCell, State
 
-# Up to which batch size each cell takes the C recurrence on CPU instead of torch's kernel (None: any),
-# measured against nn.GRU / nn.LSTM (`lnbench bench` rows gru/c and lstm/c, and the step alone at more
-# batch sizes; interleaved, quiet machine, the C recurrence one call each way, freed memory kept in the
-# process, lnbench.heap, gemm_tn packing its operands). The GRU's C recurrence won at every shape
-# measured (0.16x nn.GRU at B=4 T=100 H=256, 0.36x at B=32, 0.37x at T=784 B=100 H=100). The LSTM's
-# wins at small batches only: at T=100 H=256 F=64, 2 threads, 0.84x at B=4, 0.93x at B=8, 1.01x at
-# B=16, 1.11x at B=32; 1 thread 0.92x, 0.99x, 1.07x at B=4, 8, 16; H=100 F=1, 2 threads, 0.88x and
-# 0.68x at B=4 and 8; 1.06x at T=784 B=100 H=100.
-C_MAX_BATCH: dict[type, int | None] = {GRUCell: None, LSTMCell: 8}
+# Which cells take the C recurrence on CPU instead of torch's kernel, measured with `lnbench bench`
+# (rows gru/c, lstm/c against nn.GRU / nn.LSTM, 2 threads, interleaved, quiet machine, the C recurrence
+# one call each way and freed memory kept in the process, lnbench.heap): the GRU's C recurrence won at
+# every shape measured (0.14x nn.GRU at B=4 T=100 H=256, 0.34x at B=32, 0.37x at T=784 B=100 H=100);
+# the LSTM's did not (1.07x at B=4, 1.10x at B=32, 1.06x at T=784), so the LSTM keeps torch's kernel.
+# Nor at small batches, after gemm_tn packed its operands: one layer running the two in turn, step by
+# step, B=1-16 at T=50 H=128 and T=100 H=256, gave 0.97-1.12x on 2 threads and 0.99-1.26x on 1.
+# (A first A/B that always ran the C path after another C layer showed 0.84-0.93x: an artefact of order.)
+C_CELLS: tuple[type, ...] = (GRUCell,)
 
 
 def use_c_kernel(x: Tensor, cell: nn.Module) -> bool:
-    """Whether the C recurrence runs `cell` on input x (T, B, F): a cell of C_MAX_BATCH at a batch up to
-    its limit, CPU, float32/64."""
-    kind = next((k for k in C_MAX_BATCH if isinstance(cell, k)), None)
-    if kind is None or x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64):
-        return False
-    limit = C_MAX_BATCH[kind]
-    return limit is None or x.shape[1] <= limit
+    """Whether the C recurrence runs `cell` on input x (T, B, F): a cell of C_CELLS, CPU, float32/64."""
+    return isinstance(cell, C_CELLS) and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64)
 
 
 class _LSTMRecurrenceC(torch.autograd.Function):
@@ -133,7 +128,7 @@ class FusedTorchLayer(nn.Module):
         from lnbench.nn import ckernel
 
         kern = ckernel.kernel()
-        return kern if kern is not None and kern.vectorized else None  # C_MAX_BATCH was measured on that build
+        return kern if kern is not None and kern.vectorized else None  # C_CELLS was measured on that build
 
     def _forward_c(self, kern, x: Tensor, state: State | None) -> tuple[Tensor, State]:
         cell = self.cell
