@@ -380,7 +380,7 @@ def _weight_grad(a: Tensor, b: Tensor, b0: Optional[Tensor] = None) -> Tensor:
     copied first (see gemm_tn), and b has a panel's width of columns; `_matmul` otherwise. Measured
     (2 threads, quiet machine): at T=100 B=32 H=256 the lstm layer's step fell from 28.5 to 21.3 ms; at
     T=784 B=100 H=100 (K=78,400, past ONEDNN_MAX_INNER) torch.mm took 38 ms for dW_h and gemm_tn 82
-    (before it packed A), so torch.mm keeps those."""
+    before it packed its operands, 34-42 after: no faster, so torch.mm keeps those."""
     from lnbench.nn import ckernel
 
     kern = ckernel.kernel() if a.device.type == "cpu" and a.dtype in (torch.float32, torch.float64) else None
