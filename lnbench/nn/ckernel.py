@@ -200,7 +200,6 @@ static void SUF(gemm_panels)(int64_t B, int64_t K, int64_t N, const REAL *x, con
    out over the threads in blocks of at most MC; each element is one thread's sum over each K block in k
    order, so the result does not depend on the number of threads.
    work: ceil(N / PANEL) PANEL KB + nt MC KB elements (KB, MC: GEMM_KB, GEMM_MC of the Python side). */
-
 void SUF(gemm_tn)(int64_t nt, int64_t K, int64_t M, int64_t N, const REAL *A, int64_t lda, const REAL *B0,
                   int64_t kh, const REAL *B, int64_t ldb, REAL *C, REAL *work)
 {
