@@ -8,8 +8,9 @@ fused.use_c_kernel picks the C recurrence; `impl=c`: the C recurrence always, th
 with `--ref` also the reference Python loop (`impl=ref`). The
 baseline is `torch.nn.LSTM` / `torch.nn.GRU` at the same shape, timed in the same run.
 
-Timing: every measured candidate of one shape runs in turn, A B C A B C ... (this machine is shared
-and noisy, so a slow spell hits all of them), after `--warmup` untimed steps each. We report the
+Timing: every measured candidate of one shape runs in turn, A B C, B C A, C A B, ... (this machine is
+shared and noisy, so a slow spell hits all of them; the order rotates because a step's time depends on
+what ran just before it), after `--warmup` untimed steps each. We report the
 median and the IQR of the step times, the min, samples/s at the median, and `ratio` = the median over
 rounds of (candidate time / baseline time in the same round), which is what to quote.
 
@@ -280,13 +281,16 @@ def _sync(device: torch.device) -> None:
 
 
 def _time_interleaved(cands: list[Candidate], reps: int, warmup: int, device: torch.device) -> dict[str, list[float]]:
+    """Each candidate's step times, one step of each per round. The order rotates from round to round:
+    a step's time depends on what ran just before it (the same C LSTM measured 1.07x nn.LSTM right
+    after it and 1.00x one place later), so every candidate takes every place equally often."""
     for c in cands:
         for _ in range(warmup):
             c.step()
     _sync(device)
     times: dict[str, list[float]] = {c.name + "/" + c.impl: [] for c in cands}
-    for _ in range(reps):
-        for c in cands:
+    for r in range(reps):
+        for c in cands[r % len(cands):] + cands[:r % len(cands)]:
             _sync(device)
             t0 = time.perf_counter()
             c.step()

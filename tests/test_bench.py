@@ -147,3 +147,16 @@ def test_sweep_row_tells_the_other_processes_cpu_from_the_sweeps_own(monkeypatch
     # every job at half an epoch of its own batch size (the preset's formula), not one step count for all
     assert all("steps='${lnbench.epochs:0.5,${dataset.batch_size}," in " ".join(c) for c in state["cmds"])
     assert sum("other processes 0.5" in line for line in lines) == 4
+
+
+def test_interleaved_rounds_rotate_the_order():
+    """What runs just before a step changes its time, so over len(cands) rounds every candidate takes every
+    place once, and each round still times every candidate once (the ratios are per round)."""
+    order = []
+    cands = [bench.Candidate(n, "x", lambda n=n: order.append(n), lambda: None) for n in "abc"]
+    times = bench._time_interleaved(cands, 6, 0, torch.device("cpu"))
+    rounds = [order[i:i + 3] for i in range(0, 18, 3)]
+    assert all(sorted(r) == ["a", "b", "c"] for r in rounds)
+    for name in "abc":
+        assert sorted(r.index(name) for r in rounds[:3]) == [0, 1, 2]
+    assert {k: len(v) for k, v in times.items()} == {"a/x": 6, "b/x": 6, "c/x": 6}
