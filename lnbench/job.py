@@ -80,7 +80,6 @@ def task(cfg) -> dict:
         if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # inherited from a submitit_local sweep (RunChecks)
             signal.signal(signal.SIGINT, signal.default_int_handler)
     run_dir.mkdir(parents=True, exist_ok=True)
-    warm_up()
     # RunChecks has locked a single run's existing directory and read its checkpoint (before Hydra wrote there)
     early_lock, ckpt = EARLY_RUNS.pop(str(run_dir.resolve()), (None, UNREAD))
     try:
@@ -95,6 +94,7 @@ def task(cfg) -> dict:
         sys.exit(user_error(e))
     try:
         with lock:
+            warm_up()  # inside the try: a Ctrl-C during its imports (~1 s) is an interrupted job, not a traceback
             # A segfault or an OOM kill bypasses every except clause: leave the native traceback in the
             # job's own directory, where the report looks for it.
             with crash_log(run_dir):
