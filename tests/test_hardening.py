@@ -246,6 +246,43 @@ def test_ctrl_c_on_a_sweep_exits_130_with_the_command_to_resume(launcher, tmp_pa
     assert interrupted and all((d / j / "checkpoint.pt").exists() for j in interrupted)
 
 
+def test_ctrl_c_while_a_submitit_job_warms_up_is_an_interrupted_job(tmp_path, monkeypatch):
+    """A Ctrl-C in a submitit job's first second (warm_up's imports) ends the job as interrupted, with an
+    answer for the waiting sweep; raised out of the job, submitit reports no result and the sweep a
+    traceback and exit 1 (the slow Ctrl-C test above hit that window)."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+    from omegaconf import open_dict, read_write
+
+    from lnbench import job
+    from lnbench.cli import CONF_DIR
+    from lnbench.config import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose("train", overrides=[*TINY_CLI, "hydra/launcher=submitit_local"], return_hydra_config=True)
+    with read_write(cfg), open_dict(cfg):
+        cfg.hydra.runtime.output_dir = str(tmp_path / "0")
+        cfg.hydra.mode = RunMode.MULTIRUN
+        cfg.hydra.job.num = 0
+
+    def ctrl_c():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(job, "warm_up", ctrl_c)
+    HydraConfig.instance().set_config(cfg)
+    try:
+        answer = job.task(job.without_hydra(cfg))
+    except KeyboardInterrupt:
+        pytest.fail("the Ctrl-C escaped the job: submitit gets no result, the sweep prints a traceback")
+    finally:
+        HydraConfig.instance().cfg = None
+    assert answer == {"status": "interrupted"}
+    assert not list((tmp_path / "0").glob(".lock*"))  # the run's lock was let go
+
+
 def kill_processes_naming(text: str) -> None:
     """SIGKILL every process whose command line contains `text` (here: a test's own sweep directory)."""
     for proc in Path("/proc").glob("[0-9]*"):
