@@ -150,6 +150,9 @@ def contention_rows(models: list[str], reps: int, steps: int, device: torch.devi
 
     from lnbench import live_threads, threads
 
+    def busy_loop() -> subprocess.Popen:  # the neighbour: one core kept busy until killed
+        return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
     B, T, H, F = CONTENTION_SHAPE
     rows = []
     saved = torch.get_num_threads()
@@ -162,12 +165,12 @@ def contention_rows(models: list[str], reps: int, steps: int, device: torch.devi
         log(f"  {m} B={B} T={T} H={H}: {reps} rounds x ({', '.join(CONTENTION_ROUNDS)}) of {steps} steps")
         for _ in range(reps):
             for cond, (before, after, watched) in CONTENTION_ROUNDS.items():
-                hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if before else None
+                hog = busy_loop() if before else None
                 try:
                     n = threads.choose(None)[0] if device.type == "cpu" else saved
                     chosen[cond].add(n)
                     torch.set_num_threads(n)
-                    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if after else hog
+                    hog = busy_loop() if after else hog
                     watch = live_threads.Watch(n, threads.usable_cores(), every=WATCH_S) if watched and n > 1 else None
                     warm_until = time.perf_counter() + (2 * WATCH_S if after else 0.0)
                     while True:  # warm at this thread count; after a neighbour's arrival, give the watch a look

@@ -55,7 +55,7 @@ class Watch:
         busy = self.busy_elsewhere()
         if busy is None:
             return
-        want = max(1, min(self.ceiling, int(len(self.cores) - busy + 0.5)))
+        want = threads.free_threads(self.ceiling, len(self.cores), busy)
         have = torch.get_num_threads()
         if want != have:
             torch.set_num_threads(want)

@@ -155,6 +155,12 @@ def ceiling(hc=None) -> tuple[int, list[str]]:
     return n, why
 
 
+def free_threads(ceiling: int, n_cores: int, busy: float) -> int:
+    """Threads for the cores that other processes, keeping `busy` cores' worth busy, leave free: at least
+    1, at most `ceiling` (the choice at a job's start and every later move of lnbench.live_threads)."""
+    return max(1, min(ceiling, int(n_cores - busy + 0.5)))
+
+
 def choose(requested: Optional[int], hc=None) -> tuple[int, str]:
     """(threads, why) for one job. `requested` (the threads= key) wins; otherwise the job's ceiling minus
     the cores other processes keep busy right now (at least 1)."""
@@ -164,7 +170,7 @@ def choose(requested: Optional[int], hc=None) -> tuple[int, str]:
     n, why = ceiling(hc)
     busy = _recent_busy(cores) if n > 1 else None
     if busy is not None:
-        free = max(1, min(n, int(len(cores) - busy + 0.5)))
+        free = free_threads(n, len(cores), busy)
         why.append(f"other processes keep {busy:.1f} of them busy")
         n = free
     return n, "; ".join(why)

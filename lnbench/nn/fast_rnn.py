@@ -32,9 +32,10 @@ How it is fast, with no compiler at all (so it runs wherever torch runs, CPU or 
 - In those C paths, float32 on CPU, the large matrix products (W_x x over all steps, its gradients, the
   recurrent weight's gradient) run through oneDNN's linear (`_matmul`, `_Linear`): torch.mm calls MKL,
   which on this AMD CPU took 1.5-2.5x as long.
-- BN_t on CPU runs through C kernels the same way (the hidden units, not the rows, split over the
-  threads, since BN's statistics are per column): for the LSTM the input side's BN_t(W_x x) + b is in
-  the step kernel too; the GRU's input side is one torch batch norm over a (B, T*G) view.
+- BN_t on CPU runs through C kernels the same way (BN's statistics are per column, so those are split
+  over the threads by hidden units, the rest of each step by rows): for the LSTM the input side's
+  BN_t(W_x x) + b is in the step kernel too; the GRU's input side is one torch batch norm over a
+  (B, T*G) view.
 
 Supported: LSTMCell / GRUCell with norm layer or batch. none / weight (torch's fused kernels serve
 them: `lnbench.nn.fused`) and rms return None. The backward is once-differentiable (no double backward).
