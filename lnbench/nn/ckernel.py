@@ -55,7 +55,41 @@ _PRELUDE = r"""
 #include <omp.h>
 #else
 static inline int omp_get_thread_num(void) { return 0; }
+static inline int omp_get_num_threads(void) { return 1; }
 #endif
+
+/* Memory a thread reads or writes in its next phase, fetched into its caches while it computes a product
+   (gemm_panels_ahead): up to AHEAD_MAX byte ranges, taken front to back one 64-byte line at a time. */
+#define AHEAD_MAX 8
+typedef struct { const char *p[AHEAD_MAX]; int64_t n[AHEAD_MAX]; int cnt, cur; } ahead_t;
+
+static inline void ahead_add(ahead_t *q, const void *p, int64_t bytes)
+{
+    if (q->cnt < AHEAD_MAX && bytes > 0) { q->p[q->cnt] = (const char *)p; q->n[q->cnt] = bytes; ++q->cnt; }
+}
+
+/* The share [*i0, *i1) of n iterations that this thread gets from `omp for schedule(static)` (libgomp's rule). */
+static inline void static_share(int64_t n, int64_t *i0, int64_t *i1)
+{
+    const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
+    int64_t q = n / nt, r = n % nt;
+    if (id < r) { r = 0; ++q; }
+    *i0 = q * id + r;
+    *i1 = *i0 + q;
+}
+
+/* The next contiguous run of at most `lines` lines to fetch (its length in *got), or 0 when all are taken. */
+static inline const char *ahead_take(ahead_t *q, int64_t lines, int64_t *got)
+{
+    while (q->cur < q->cnt && q->n[q->cur] <= 0) ++q->cur;
+    if (q->cur >= q->cnt) { *got = 0; return 0; }
+    const int64_t have = (q->n[q->cur] + 63) / 64, n = have < lines ? have : lines;
+    const char *r = q->p[q->cur];
+    q->p[q->cur] += n * 64;
+    q->n[q->cur] -= n * 64;
+    *got = n;
+    return r;
+}
 
 #ifdef LNB_VECMATH
 /* Vector variants from glibc's libmvec, as <bits/math-vector.h> declares them under -ffast-math. */
@@ -124,6 +158,7 @@ static inline void SUF(ln_bwd_finish)(const REAL *x, const REAL *g, int64_t n, R
    row-major, so the inner loop reads one contiguous vector row per k; the output is computed MROWS rows
    x one panel at a time in registers (8 x 2 AVX-512 vectors). */
 #define MROWS 8
+#define AHEAD_K 4 /* k-steps of a register tile per line fetched ahead */
 
 /* dst = ceil(N / PANEL) panels of the K x N matrix whose (k, n) element is src[k rk + n rn]. */
 void SUF(pack_panels)(int64_t K, int64_t N, const REAL *src, int64_t rk, int64_t rn, REAL *dst)
@@ -162,6 +197,32 @@ static inline void SUF(block)(int64_t m, int64_t nn, int64_t k0, int64_t k1, con
     }
 }
 
+/* block for a whole tile (MROWS rows, one full panel) over k in [0, K), fetching the npf lines from pf on,
+   one every AHEAD_K steps of k. A separate kernel: with the fetches folded into block, gcc compiled its
+   part-tile path (batch 4) 5-7% slower. */
+static inline void SUF(block_ahead)(int64_t K, const REAL *x, int64_t xr, const REAL *w, REAL acc[MROWS][PANEL],
+                                    const char *pf, int64_t npf)
+{
+    for (int64_t r = 0; r < MROWS; ++r)
+        for (int64_t j = 0; j < PANEL; ++j) acc[r][j] = 0;
+    int64_t k = 0;
+    for (; npf > 0 && k + AHEAD_K <= K; k += AHEAD_K, --npf, pf += 64) {
+        __builtin_prefetch(pf, 1, 3);
+        for (int64_t kk = k; kk < k + AHEAD_K; ++kk)
+            for (int64_t r = 0; r < MROWS; ++r) {
+                const REAL a = x[r * xr + kk];
+#pragma omp simd
+                for (int64_t j = 0; j < PANEL; ++j) acc[r][j] += a * w[kk * PANEL + j];
+            }
+    }
+    for (; k < K; ++k)
+        for (int64_t r = 0; r < MROWS; ++r) {
+            const REAL a = x[r * xr + k];
+#pragma omp simd
+            for (int64_t j = 0; j < PANEL; ++j) acc[r][j] += a * w[k * PANEL + j];
+        }
+}
+
 /* y (B, N) = x (B, K) times the packed matrix, + add (B, N) and + bias (N) unless NULL (y may alias add). The panels are
    shared out over the threads of the caller's parallel region; each element is one thread's sum in k
    order, so the result does not depend on the number of threads. */
@@ -181,6 +242,45 @@ static void SUF(gemm_panels)(int64_t B, int64_t K, int64_t N, const REAL *x, con
                 REAL *yr = y + (i + r) * N + n0;
                 const REAL *ar = add ? add + (i + r) * N + n0 : 0, *br = bias ? bias + n0 : 0;
                 for (int64_t j = 0; j < nn; ++j) yr[j] = (ar ? ar[j] + acc[r][j] : acc[r][j]) + (br ? br[j] : (REAL)0);
+            }
+        }
+    }
+}
+
+/* gemm_panels, and meanwhile this thread fetches q's lines (what it reads next; see ahead_t), spread over
+   its whole tiles. Why: at T=100 B=32 H=256 the LN-LSTM's saved steps (39 MB) live in memory, not in
+   cache, and the pointwise phase between two products waited for them, while the products, bound by
+   arithmetic, left memory idle. A separate function: folded into gemm_panels, the fetching made gcc
+   compile its batch-4 path slower (lstm at B=4: 1.07x nn.LSTM before, 1.17x after). */
+static void SUF(gemm_panels_ahead)(int64_t B, int64_t K, int64_t N, const REAL *x, const REAL *Wp, const REAL *add,
+                                   REAL *y, ahead_t *q)
+{
+    if (B < MROWS) { /* no whole tile to fetch in: gemm_panels' own part-tile path is the faster one */
+        SUF(gemm_panels)(B, K, N, x, Wp, add, 0, y);
+        return;
+    }
+    const int64_t P = (N + PANEL - 1) / PANEL, nt = omp_get_num_threads();
+    const int64_t tiles = (P + nt - 1) / nt * (B / MROWS); /* whole tiles per thread, at most */
+    int64_t lines = 0;
+    for (int i = q->cur; i < q->cnt; ++i) lines += (q->n[i] + 63) / 64;
+    const int64_t per_tile = (lines + tiles - 1) / tiles;
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < P; ++p) {
+        const REAL *w = Wp + p * K * PANEL;
+        const int64_t n0 = p * PANEL, nn = N - n0 < PANEL ? N - n0 : PANEL;
+        for (int64_t i = 0; i < B; i += MROWS) {
+            const int64_t m = B - i < MROWS ? B - i : MROWS;
+            REAL acc[MROWS][PANEL];
+            int64_t npf = 0;
+            const char *pf = m == MROWS ? ahead_take(q, per_tile, &npf) : 0;
+            if (npf)
+                SUF(block_ahead)(K, x + i * K, K, w, acc, pf, npf);
+            else
+                SUF(block)(m, PANEL, 0, K, x + i * K, K, 1, w, PANEL, acc);
+            for (int64_t r = 0; r < m; ++r) {
+                REAL *yr = y + (i + r) * N + n0;
+                const REAL *ar = add ? add + (i + r) * N + n0 : 0;
+                for (int64_t j = 0; j < nn; ++j) yr[j] = ar ? ar[j] + acc[r][j] : acc[r][j];
             }
         }
     }
@@ -223,11 +323,27 @@ void SUF(gemm_tn)(int64_t nt, int64_t K, int64_t M, int64_t N, const REAL *A, in
 #pragma omp for schedule(static)
             for (int64_t ib = 0; ib < NB; ++ib) {
                 const int64_t i0 = ib * mb, mc = M - i0 < mb ? M - i0 : mb;
-                for (int64_t k = 0; k < kc; ++k) {
-                    const REAL *a = A + (k0 + k) * lda + i0;
-                    for (int64_t i = 0; i < mc; i += MROWS)
-                        for (int64_t r = 0; r < MROWS; ++r) ap[i * kc + k * MROWS + r] = i + r < mc ? a[i + r] : (REAL)0;
+                /* Two tiles at a time: each row of A gives 2 MROWS values (a 64-byte line in float32) and the
+                   writes run along two tiles. Packed one row at a time across all tiles, the writes went to 16
+                   places 8 KB apart, which share one L1 set (this: 0.86x the time at K=3200 M=1024 N=256,
+                   0.69x at N=64; 2 threads; the same result bit for bit). */
+                int64_t i = 0;
+                for (; i + 2 * MROWS <= mc; i += 2 * MROWS) {
+                    REAL *d0 = ap + i * kc, *d1 = ap + (i + MROWS) * kc;
+                    for (int64_t k = 0; k < kc; ++k) {
+                        const REAL *a = A + (k0 + k) * lda + i0 + i;
+#pragma omp simd
+                        for (int64_t r = 0; r < MROWS; ++r) {
+                            d0[k * MROWS + r] = a[r];
+                            d1[k * MROWS + r] = a[MROWS + r];
+                        }
+                    }
                 }
+                for (; i < mc; i += MROWS)
+                    for (int64_t k = 0; k < kc; ++k) {
+                        const REAL *a = A + (k0 + k) * lda + i0;
+                        for (int64_t r = 0; r < MROWS; ++r) ap[i * kc + k * MROWS + r] = i + r < mc ? a[i + r] : (REAL)0;
+                    }
                 for (int64_t p = 0; p < P; ++p) {
                     const int64_t n0 = p * PANEL, nn = N - n0 < PANEL ? N - n0 : PANEL;
                     for (int64_t i = 0; i < mc; i += MROWS) {
@@ -311,7 +427,17 @@ void SUF(lnlstm_fwd)(int64_t nt, int64_t T, int64_t B, int64_t H, int64_t keep, 
         const int64_t k = keep ? t : 0;
         const REAL *h_prev = t ? out + (t - 1) * BH : h0, *c_prev = t ? c + (keep ? t - 1 : 0) * BH : c0;
         REAL *ahk = ah + k * BG, *stk = st + k * 6 * B;
-        SUF(gemm_panels)(B, H, G, h_prev, Whp, 0, 0, ahk);
+        /* while it computes ah_t, each thread fetches the rows of step t its lnlstm_step reads and writes */
+        ahead_t q = {0};
+        int64_t r0, r1;
+        static_share(B, &r0, &r1);
+        const int64_t sz = (int64_t)sizeof(REAL);
+        ahead_add(&q, ax + t * BG + r0 * G, (r1 - r0) * G * sz);
+        ahead_add(&q, s + k * BG + r0 * G, (r1 - r0) * G * sz);
+        ahead_add(&q, c + k * BH + r0 * H, (r1 - r0) * H * sz);
+        ahead_add(&q, tc + k * BH + r0 * H, (r1 - r0) * H * sz);
+        ahead_add(&q, out + t * BH + r0 * H, (r1 - r0) * H * sz);
+        SUF(gemm_panels_ahead)(B, H, G, h_prev, Whp, 0, ahk, &q);
         SUF(lnlstm_step)(B, H, eps, ahk, ax + t * BG, wh, bh, wx, bx, wc, bc, c_prev, s + k * BG, c + k * BH,
                          tc + k * BH, out + t * BH, stk, stk + B, stk + 2 * B, stk + 3 * B, stk + 4 * B, stk + 5 * B);
     }
@@ -400,7 +526,16 @@ void SUF(lnlstm_bwd)(int64_t nt, int64_t nc, int64_t T, int64_t B, int64_t H, co
             SUF(lnlstm_bwd_rows)(B * k / nc, B * (k + 1) / nc, B, H, aht, axt, s + t * BG, c + t * BH, c_prev,
                                  tc + t * BH, st + t * 6 * B, wh, wx, wc, dh, dc, aht, axt, dwh + k * G,
                                  dbh + k * G, dwx + k * G, dbx + k * G, dwc + k * H, dbc + k * H, tmp + k * G);
-        SUF(gemm_panels)(B, G, H, aht, Whp, t ? dout + (t - 1) * BH : 0, 0, dh);
+        /* while it computes dh, each thread fetches the rows of step t-1 it works on next */
+        ahead_t q = {0};
+        if (t)
+            for (int64_t k = omp_get_thread_num(); k < nc; k += omp_get_num_threads()) {
+                const int64_t r0 = B * k / nc, rows = B * (k + 1) / nc - r0;
+                ahead_add(&q, ah + (t - 1) * BG + r0 * G, rows * G * (int64_t)sizeof(REAL));
+                ahead_add(&q, ax + (t - 1) * BG + r0 * G, rows * G * (int64_t)sizeof(REAL));
+                ahead_add(&q, s + (t - 1) * BG + r0 * G, rows * G * (int64_t)sizeof(REAL));
+            }
+        SUF(gemm_panels_ahead)(B, G, H, aht, Whp, t ? dout + (t - 1) * BH : 0, dh, &q);
     }
 }
 
