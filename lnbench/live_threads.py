@@ -6,7 +6,8 @@ for a thread the scheduler has put aside, and steps took 2-20x as long as alone 
 shared machine"). So while a run trains, every CHECK_S seconds `Watch.tick` compares the CPU time its
 cores spent busy with this process's own CPU time since the last look (no sleeping: one read of
 /proc/stat and of the process clock) and moves torch's threads to the cores the others leave free: at
-least 1, at most what the job was given. The C kernels follow, since they run on torch's thread count.
+least 1, at most its ceiling (`threads.watch_ceiling`: a joblib job may grow past its share into cores
+its sibling workers leave idle). The C kernels follow, since they run on torch's thread count.
 Only threads that lnbench chose move; `threads=N` is left alone (`threads.apply` arms the watch).
 """
 from __future__ import annotations

@@ -8,8 +8,8 @@ the policy is chosen per process from a look at the cores (`choose_wait_policy()
 libgomp, which reads it once): spin (libgomp's default count) where the cores are free, sleep at once
 where others keep them busy. Shorter spin counts (1000, 10000) were measured too: 1000 lost the idle
 speed, and none made a neighbour that arrives during a run harmless (README). Each job then takes only
-the cores that are free when it starts (`choose()`), within its launcher's share; with one thread
-there is no team and nothing waits. While it trains, `lnbench.live_threads` moves those threads as
+the cores that are free when it starts (`choose()`), within its launcher's share (at its start; see
+`watch_ceiling`); with one thread there is no team and nothing waits. While it trains, `lnbench.live_threads` moves those threads as
 neighbours come and go (a neighbour that arrives later is what no wait policy fixed).
 
 One thread pool: the C kernels of `lnbench.nn.ckernel` link libgomp.so.1, which resolves to the copy
@@ -155,6 +155,19 @@ def ceiling(hc=None) -> tuple[int, list[str]]:
     return n, why
 
 
+def watch_ceiling(hc=None) -> int:
+    """The most threads lnbench.live_threads may move a job to while it trains: ceiling(), except that a
+    joblib job's share holds only where it starts. Its sibling workers run one job each, and where they
+    idle (a sweep's last job, a sweep of fewer jobs than workers) the cores they leave are this job's to
+    use: the watch gives them back as soon as a sibling's job keeps a core busy again. submitit's
+    cpus_per_task is a reservation and stays the ceiling."""
+    from omegaconf import OmegaConf
+
+    if hc is not None and OmegaConf.select(hc, "launcher.cpus_per_task", default=None) is None:
+        hc = None
+    return ceiling(hc)[0]
+
+
 def free_threads(ceiling: int, n_cores: int, busy: float) -> int:
     """Threads for the cores that other processes, keeping `busy` cores' worth busy, leave free: at least
     1, at most `ceiling` (the choice at a job's start and every later move of lnbench.live_threads)."""
@@ -183,7 +196,10 @@ def apply(requested: Optional[int], hc=None) -> int:
 
     n, why = choose(requested, hc)
     if requested is None:
-        live_threads.arm(ceiling(hc)[0], usable_cores())
+        top = watch_ceiling(hc)
+        live_threads.arm(top, usable_cores())
+        if top > ceiling(hc)[0]:
+            why += f"; up to {top} while the other jobs leave cores idle"
     else:
         live_threads.disarm()
     log.info("threads: %d (%s); idle threads: %s", n, why, wait_policy() if n > 1 else "none (one thread)")

@@ -60,6 +60,20 @@ def test_apply_logs_the_choice(machine, caplog, monkeypatch):
     assert "threads: 1 (threads=1 as configured); idle threads: none (one thread)" in caplog.text
 
 
+def test_a_joblib_job_starts_at_its_share_and_may_grow_into_idle_cores(machine, caplog):
+    """A joblib job starts at its share (4 cores, 4 jobs: 1 thread) but its watch may take it up to all 4
+    when the sibling workers idle; submitit's cpus_per_task is a reservation and stays its ceiling."""
+    try:
+        with caplog.at_level(logging.INFO, logger="lnbench"):
+            assert threads.apply(None, OmegaConf.create({"launcher": {"n_jobs": 4}})) == 1
+            assert live_threads._armed == (4, [0, 1, 2, 3])
+            assert threads.apply(None, OmegaConf.create({"launcher": {"cpus_per_task": 3}})) == 3
+            assert live_threads._armed == (3, [0, 1, 2, 3])
+        assert "the launcher's share per parallel job is 1; up to 4 while the other jobs leave cores idle" in caplog.text
+    finally:
+        live_threads.disarm()
+
+
 @pytest.fixture
 def no_policy(monkeypatch):
     for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "LNBENCH_WAIT_WHY"):
