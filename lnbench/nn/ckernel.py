@@ -199,7 +199,7 @@ static inline void SUF(block)(int64_t m, int64_t nn, int64_t k0, int64_t k1, con
 
 /* block for a whole tile (MROWS rows, one full panel) over k in [0, K), fetching the npf lines from pf on,
    one every AHEAD_K steps of k. A separate kernel: with the fetches folded into block, gcc compiled its
-   part-tile path (batch 4) 5-7% slower. */
+   part-tile path (batch 4) 4-7% slower. */
 static inline void SUF(block_ahead)(int64_t K, const REAL *x, int64_t xr, const REAL *w, REAL acc[MROWS][PANEL],
                                     const char *pf, int64_t npf)
 {
