@@ -9,8 +9,9 @@ libgomp, which reads it once): spin (libgomp's default count) where the cores ar
 where others keep them busy. Shorter spin counts (1000, 10000) were measured too: 1000 lost the idle
 speed, and none made a neighbour that arrives during a run harmless (README). Each job then takes only
 the cores that are free when it starts (`choose()`), within its launcher's share (at its start; see
-`watch_ceiling`); with one thread there is no team and nothing waits. While it trains, `lnbench.live_threads` moves those threads as
-neighbours come and go (a neighbour that arrives later is what no wait policy fixed).
+`watch_ceiling`); with one thread there is no team and nothing waits. While it trains,
+`lnbench.live_threads` moves those threads as neighbours come and go (a neighbour that arrives later
+is what no wait policy fixed).
 
 One thread pool: the C kernels of `lnbench.nn.ckernel` link libgomp.so.1, which resolves to the copy
 torch already loaded, and they use at most torch's thread count, so torch and the kernels share one pool.
