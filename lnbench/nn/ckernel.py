@@ -251,7 +251,9 @@ static void SUF(gemm_panels)(int64_t B, int64_t K, int64_t N, const REAL *x, con
    its whole tiles. Why: at T=100 B=32 H=256 the LN-LSTM's saved steps (39 MB) live in memory, not in
    cache, and the pointwise phase between two products waited for them, while the products, bound by
    arithmetic, left memory idle. A separate function: folded into gemm_panels, the fetching made gcc
-   compile its batch-4 path slower (lstm at B=4: 1.07x nn.LSTM before, 1.17x after). */
+   compile its batch-4 path slower (lstm at B=4: 1.07x nn.LSTM before, 1.17x after). Its tile loop and
+   store repeat gemm_panels' on purpose: with the store shared as an inline function, gemm_panels'
+   batch-4 product took 1.16x as long (the kernels alone, 10 alternations). */
 static void SUF(gemm_panels_ahead)(int64_t B, int64_t K, int64_t N, const REAL *x, const REAL *Wp, const REAL *add,
                                    REAL *y, ahead_t *q)
 {
@@ -309,6 +311,8 @@ void SUF(gemm_tn)(int64_t nt, int64_t K, int64_t M, int64_t N, const REAL *A, in
 #pragma omp parallel num_threads(nt) if(nt > 1)
     {
         REAL *ap = work + P * PANEL * KB + (int64_t)omp_get_thread_num() * MC * KB;
+        int64_t ib0, ib1; /* this thread's blocks of A's columns (the omp for below) */
+        static_share(NB, &ib0, &ib1);
         for (int64_t k0 = 0; k0 < K; k0 += KB) {
             const int64_t kc = K - k0 < KB ? K - k0 : KB;
 #pragma omp for schedule(static)
@@ -347,8 +351,7 @@ void SUF(gemm_tn)(int64_t nt, int64_t K, int64_t M, int64_t N, const REAL *A, in
                 /* This thread's next block of A (its next ib, else its first at the next K block) is fetched
                    a few rows per tile while this one computes: packing had waited on memory (this: 0.92x the
                    time at K=3200 M=1024 N=256, 0.89x at N=64; 2 threads). */
-                int64_t ib0, ib1, k0n = k0, ibn = ib + 1, fetched = 0;
-                static_share(NB, &ib0, &ib1);
+                int64_t k0n = k0, ibn = ib + 1, fetched = 0;
                 if (ibn >= ib1) {
                     ibn = ib0;
                     k0n = k0 + KB;
