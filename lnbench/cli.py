@@ -23,9 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in ("train", "bench", "check"):
         from lnbench.heap import keep_freed_memory
-        from lnbench.threads import choose_wait_policy
 
-        choose_wait_policy()  # before anything imports torch
         keep_freed_memory()
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)

@@ -73,7 +73,7 @@ def task(cfg) -> dict:
     overrides = list(hc.overrides.task)
     group = sweep_group(hc) if multirun else None
     tags = run_tags(dict(hc.runtime.choices), cfg)
-    cfg.threads = threads.apply(cfg.threads, hc)  # the cores free now, within the launcher's share; logged
+    cfg.threads = threads.apply(cfg.threads, hc)[0]  # the cores the job may use, never the load; logged
     if multirun and _main_thread():
         import signal
 

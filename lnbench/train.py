@@ -19,7 +19,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from lnbench import checkpoint, live_threads, provenance, tasks
+from lnbench import checkpoint, provenance, tasks
 from lnbench.config import validate
 from lnbench.errors import ConfigError, Diverged, Interrupted, refused_while_building
 from lnbench.nn.norm import normalizer
@@ -140,11 +140,25 @@ def train(cfg: DictConfig, run_dir: Path, name: str = "default", group: str | No
         config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
         if ckpt is UNREAD:
             ckpt = checkpoint.load(run_dir, config)  # None for a new run; a resume may not change the config
+        if ckpt is not None:
+            keep_threads(cfg, config, ckpt)
         if ckpt is not None and (done := checkpoint.completed_summary(run_dir, ckpt, cfg.steps)):
             log.info("%s already completed its %d steps: nothing to do.", run_dir, cfg.steps)
             return done
         seed_everything(cfg.seed)
         return Recipe(cfg, run_dir, device, config, ckpt).run(name, group, list(tags))
+
+
+def keep_threads(cfg: DictConfig, config: dict[str, Any], ckpt: dict[str, Any]) -> None:
+    """A resumed run keeps the thread count it began with: torch's reductions round differently on
+    other counts, and the resumed steps must compute what the uninterrupted run would have."""
+    began = ckpt["config"].get("threads")
+    if not began or began == cfg.threads:
+        return
+    log.warning("threads: %d, as this run began (not %s): a resume keeps the thread count, since torch's "
+                "sums round differently on another", began, cfg.threads)
+    cfg.threads = config["threads"] = began
+    torch.set_num_threads(began)
 
 
 class Recipe:
@@ -227,22 +241,15 @@ class Recipe:
 
     # ---- the loop ----
     def loop(self, summary: dict[str, Any], stop) -> None:
-        watch = live_threads.watch(self.device)  # threads lnbench chose follow the neighbours
-        try:
-            self._steps(summary, stop, watch)
-        finally:
-            if watch is not None:
-                watch.restore()  # the process's threads as the run found them
+        self._steps(summary, stop)
 
-    def _steps(self, summary: dict[str, Any], stop, watch: live_threads.Watch | None) -> None:
+    def _steps(self, summary: dict[str, Any], stop) -> None:
         # Plain values: reading a DictConfig costs ~10 us, and the loop reads these every step.
         cfg = self.cfg
         steps, log_every, eval_every, checkpoint_every, clip = cfg.steps, cfg.log_every, cfg.eval_every, cfg.checkpoint_every, cfg.clip_grad_norm
         parts = (self.model, self.optimizer, self.scheduler, self.spec)
         while self.step < steps:
             values, grad_norm = train_step(*parts, self.dataset.train_batch(self.step), self.device, clip)
-            if watch is not None:
-                watch.tick()
             self.window.append(values)
             self.step += 1
             last = self.step == steps

@@ -1,167 +1,109 @@
-"""The thread policy: threads= wins; else the usable cores, capped by SLURM and the launcher's share,
-minus what other processes keep busy; idle threads spin where the cores were free at start,
-sleep at once where they were busy, and a policy the user set is kept."""
+"""The thread policy: threads= wins; else the cores a job may use (affinity, SLURM, the launcher's share),
+never the load. A same-seed run gives the same numbers idle and beside a busy process, and a resume keeps
+the thread count the run began with."""
 import logging
+import os
+import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 
 import pytest
 from omegaconf import OmegaConf
 
-from lnbench import live_threads, threads
+from lnbench import threads
+from conftest import lnbench_cmd, metrics_without_time, run_cli, summary_of
 
 
 @pytest.fixture
 def machine(monkeypatch):
-    """A 4-core machine whose other processes keep `busy` cores busy."""
-    state = {"busy": 0.0}
+    """A 4-core machine."""
     monkeypatch.setattr(threads, "usable_cores", lambda: [0, 1, 2, 3])
-    monkeypatch.setattr(threads, "busy_elsewhere", lambda cores, seconds=0: state["busy"])
     monkeypatch.setattr(threads.os, "cpu_count", lambda: 4)
     monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
-    monkeypatch.setattr(threads, "_last_sample", None)
-    return state
 
 
-@pytest.mark.parametrize("busy,expected", [(0.0, 4), (0.4, 4), (1.0, 3), (2.6, 1), (4.0, 1), (7.5, 1)])
-def test_takes_the_free_cores(machine, busy, expected):
-    machine["busy"] = busy
-    n, why = threads.choose(None)
-    assert n == expected
-    assert f"{busy:.1f}" in why
+def test_takes_the_usable_cores(machine):
+    assert threads.choose(None) == (4, "4 usable cores")
 
 
 def test_threads_key_overrides_the_policy(machine):
-    machine["busy"] = 4.0
     assert threads.choose(3) == (3, "threads=3 as configured")
 
 
 def test_slurm_and_launcher_share_cap_it(machine, monkeypatch):
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "2")
-    assert threads.choose(None)[0] == 2
+    assert threads.choose(None) == (2, "4 usable cores; SLURM_CPUS_PER_TASK=2")
     monkeypatch.delenv("SLURM_CPUS_PER_TASK")
     assert threads.choose(None, OmegaConf.create({"launcher": {"n_jobs": 4}}))[0] == 1
+    assert threads.choose(None, OmegaConf.create({"launcher": {"n_jobs": -1}}))[0] == 1
+    assert threads.choose(None, OmegaConf.create({"launcher": {"n_jobs": 2}}))[0] == 2
     assert threads.choose(None, OmegaConf.create({"launcher": {"cpus_per_task": 3}}))[0] == 3
-    machine["busy"] = 2.0  # a share is still cut to what is free
-    assert threads.choose(None, OmegaConf.create({"launcher": {"cpus_per_task": 3}}))[0] == 2
 
 
-def test_apply_logs_the_choice(machine, caplog, monkeypatch):
-    machine["busy"] = 1.0
-    monkeypatch.setenv("OMP_WAIT_POLICY", "passive")
-    monkeypatch.setenv("LNBENCH_WAIT_WHY", "other processes kept 1.0 cores busy at start")
+def test_apply_logs_the_choice(machine, caplog):
     with caplog.at_level(logging.INFO, logger="lnbench"):
-        assert threads.apply(None) == 3
-        assert live_threads._armed == (4, [0, 1, 2, 3])  # chosen: may move up to the job's ceiling while it trains
-        assert threads.apply(1) == 1
-        assert live_threads._armed is None  # threads=N: stays
-    assert ("threads: 3 (4 usable cores; other processes keep 1.0 of them busy); idle threads: "
-            "OMP_WAIT_POLICY=passive; other processes kept 1.0 cores busy at start") in caplog.text
-    assert "threads: 1 (threads=1 as configured); idle threads: none (one thread)" in caplog.text
+        assert threads.apply(None)[0] == 4
+        assert threads.apply(1)[0] == 1
+    assert "threads: 4 (4 usable cores)" in caplog.text
+    assert "threads: 1 (threads=1 as configured)" in caplog.text
 
 
-def test_a_joblib_job_starts_at_its_share_and_may_grow_into_idle_cores(machine, caplog):
-    """A joblib job starts at its share (4 cores, 4 jobs: 1 thread) but its watch may take it up to all 4
-    when the sibling workers idle; submitit's cpus_per_task is a reservation and stays its ceiling."""
-    try:
-        with caplog.at_level(logging.INFO, logger="lnbench"):
-            assert threads.apply(None, OmegaConf.create({"launcher": {"n_jobs": 4}})) == 1
-            assert live_threads._armed == (4, [0, 1, 2, 3])
-            assert threads.apply(None, OmegaConf.create({"launcher": {"cpus_per_task": 3}})) == 3
-            assert live_threads._armed == (3, [0, 1, 2, 3])
-        assert "the launcher's share per parallel job is 1; up to 4 while the other jobs leave cores idle" in caplog.text
-    finally:
-        live_threads.disarm()
-
-
-@pytest.fixture
-def no_policy(monkeypatch):
-    for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "LNBENCH_WAIT_WHY"):
-        monkeypatch.delenv(k, raising=False)
-
-
-@pytest.mark.parametrize("busy,policy", [(0.0, {"GOMP_SPINCOUNT": threads.SPIN_COUNT}), (0.3, {"GOMP_SPINCOUNT": threads.SPIN_COUNT}),
-                                         (0.9, {"OMP_WAIT_POLICY": "passive"}), (None, {"OMP_WAIT_POLICY": "passive"})])
-def test_spins_only_where_the_cores_are_free(machine, no_policy, busy, policy):
-    machine["busy"] = busy
-    threads.choose_wait_policy()
-    got = {k: threads.os.environ[k] for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if k in threads.os.environ}
-    assert got == policy
-    assert ("free" if busy is not None and busy < 0.5 else "busy" if busy is not None else "could not") in threads.wait_policy()
-
-
-@pytest.mark.parametrize("key,value", [("OMP_WAIT_POLICY", "active"), ("OMP_WAIT_POLICY", "passive"), ("GOMP_SPINCOUNT", "1000")])
-def test_a_policy_the_user_set_is_kept(machine, no_policy, monkeypatch, key, value):
-    monkeypatch.setenv(key, value)
-    machine["busy"] = 0.0 if value == "passive" else 2.0
-    threads.choose_wait_policy()
-    assert {k: threads.os.environ.get(k) for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")} == {
-        "OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": None, key: value}
-    assert threads.wait_policy().endswith("as set")
-
-
-def test_one_look_serves_the_policy_and_the_job(monkeypatch, no_policy):
-    """A single run looks at the cores once (0.25 s): its job's thread choice reuses the policy's recent look,
-    later jobs of a sweep look again."""
-    looks = []
-    monkeypatch.setattr(threads, "_last_sample", None)
-    monkeypatch.setattr(threads, "cpu_times", lambda cores: looks.append(1) or (0.0, 100.0 * len(looks)))
-    monkeypatch.setattr(threads, "usable_cores", lambda: [0, 1])
-    monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
-    threads.choose_wait_policy()
-    assert threads.choose(None)[0] == 2 and len(looks) == 2  # two reads of /proc/stat, both by the policy's look
-    threads.choose(None)  # the next job of a sweep looks again
-    assert len(looks) == 4
-    monkeypatch.setattr(threads, "_last_sample", (threads.time.monotonic() - 60, 0.0))  # a stale look: look again
-    threads.choose(None)
-    assert len(looks) == 6
-
-
-def test_cli_chooses_the_policy_before_torch_loads(tmp_path):
-    """`lnbench bench|train|check` set the policy in their own process before torch is imported (libgomp reads it once)."""
-    code = """
-import os, sys
-seen = []
-class Spy:  # records the policy at the moment torch is first imported
-    def find_spec(self, name, path=None, target=None):
-        if name == "torch" and not seen:
-            seen.append((os.environ.get("OMP_WAIT_POLICY"), os.environ.get("GOMP_SPINCOUNT")))
-sys.meta_path.insert(0, Spy())
-from lnbench import cli
-try:
-    cli.main(["bench", "--help"])  # imports torch (lnbench.bench), then argparse exits
-except SystemExit:
-    pass
-print("POLICY", *seen[0])
-"""
-    env = {k: v for k, v in threads.os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "LNBENCH_WAIT_WHY")}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120).stdout
-    last = next(line for line in out.splitlines() if line.startswith("POLICY")).split()
-    assert last[1:] in (["None", threads.SPIN_COUNT], ["passive", "None"]), out[-500:]
-
-
-def test_sees_a_busy_neighbour():
-    cores = threads.usable_cores()
+@contextmanager
+def busy_neighbour():
+    """One process spinning on a core for as long as the block runs."""
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        busy = threads.busy_elsewhere(cores, 0.5)
+        yield
     finally:
         hog.kill()
         hog.wait()
-    if busy is None:
-        pytest.skip("no /proc/stat here")
-    assert 0.5 <= busy <= len(cores) + 0.05
 
 
-def test_niced_neighbours_leave_the_cores_free(tmp_path, monkeypatch):
-    """A nice-19 process yields its core to a nice-0 job: its time counts as free, unless this process is
-    niced too (then it competes on equal terms)."""
-    stat = tmp_path / "stat"
-    #                   user nice system idle iowait irq softirq steal
-    stat.write_text("cpu  300 500 100 1100 0 0 0 0\ncpu0 100 400 50 450 0 0 0 0\ncpu1 200 100 50 650 0 0 0 0\n")
-    monkeypatch.setattr(threads.os, "getpriority", lambda *a: 0)
-    assert threads.cpu_times([0, 1], str(stat)) == (400.0, 2000.0)
-    assert threads.cpu_times([0], str(stat)) == (150.0, 1000.0)
-    monkeypatch.setattr(threads.os, "getpriority", lambda *a: 19)
-    assert threads.cpu_times([0, 1], str(stat)) == (900.0, 2000.0)
-    assert threads.cpu_times([0], str(tmp_path / "missing")) is None
+def test_a_busy_neighbour_does_not_change_the_choice():
+    alone = threads.choose(None)
+    with busy_neighbour():
+        assert threads.choose(None) == alone
+
+
+# Big enough that torch's kernels split their work over 2 threads (LN's row sums, batch norm's statistics).
+SHARED_MACHINE_RUN = ["model.hidden_size=64", "dataset=adding", "dataset.seq_len=10", "dataset.val_size=64",
+                      "dataset.test_size=64", "dataset.batch_size=32", "steps=40", "log_every=10", "eval_every=20",
+                      "device=cpu", "progress=false", "logger.wandb.mode=disabled"]
+
+
+@pytest.mark.parametrize("model", ["ln_lstm", "bn_lstm"])
+def test_same_seed_same_numbers_idle_and_beside_a_busy_process(model, tmp_path):
+    idle, busy = tmp_path / "idle", tmp_path / "busy"
+    assert run_cli("train", *SHARED_MACHINE_RUN, f"model={model}", f"hydra.run.dir={idle}").returncode == 0
+    with busy_neighbour():
+        r = run_cli("train", *SHARED_MACHINE_RUN, f"model={model}", f"hydra.run.dir={busy}")
+    assert r.returncode == 0, r.stderr
+    assert metrics_without_time(busy) == metrics_without_time(idle)
+    threads_of = [summary_of(d)["provenance"]["torch_threads"] for d in (idle, busy)]
+    assert threads_of[0] == threads_of[1] == len(os.sched_getaffinity(0))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores to begin on 2 threads")
+def test_kill_9_then_resume_under_another_load_and_thread_count_gives_the_same_numbers(tmp_path):
+    """SIGKILL mid-run, then a resume beside a busy process asking for threads=1: it keeps the 2 threads
+    the run began with (and says so), and ends with the uninterrupted run's metrics."""
+    from test_resume import wait_for_step
+
+    run = [*SHARED_MACHINE_RUN, "model=ln_lstm", "steps=300", "eval_every=50", "checkpoint_every=50", "threads=2"]
+    ref = tmp_path / "ref"
+    assert run_cli("train", *run, f"hydra.run.dir={ref}").returncode == 0
+    run_dir = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    env.update(WANDB_MODE="disabled")
+    proc = subprocess.Popen([*lnbench_cmd(), "train", *run, f"hydra.run.dir={run_dir}"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_step(run_dir, proc, 100)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    with busy_neighbour():
+        r = run_cli("train", f"resume={run_dir}", "threads=1")
+    assert r.returncode == 0, r.stderr
+    assert "a resume keeps the thread count" in r.stdout + r.stderr
+    assert metrics_without_time(run_dir) == metrics_without_time(ref)
