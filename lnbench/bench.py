@@ -1,12 +1,16 @@
 """`lnbench bench`: time per training step (forward + backward) of each model against torch's fused kernels.
 
+The table's title names the CPU model, the instruction set torch's kernels dispatch to and the build of
+lnbench's own kernels (AVX2, AVX512, ...; `ATEN_CPU_CAPABILITY=default|avx2|avx512` lowers both, to
+compare builds on one machine).
+
 Recurrent rows: for each recurrent model preset of conf/model (by default those a model runs on a
-fused or fast layer) one layer built from the preset's cell and norm, run the way a model runs it: the
-fast layer of `lnbench.nn.fast_rnn` for LN/BN (`impl=fast`), `lnbench.nn.fused` for the kinds torch's
-kernel computes (no norm, weight norm; `impl=fused`: as a model runs it, torch's fused kernel unless
-fused.use_c_kernel picks the C recurrence; `impl=c`: the C recurrence always, the data for that rule), and
-with `--ref` also the reference Python loop (`impl=ref`). The
-baseline is `torch.nn.LSTM` / `torch.nn.GRU` at the same shape, timed in the same run.
+fused or fast layer) one layer built from the preset's cell and norm, run the way a model runs it
+(`lnbench.nn.fast_rnn.fast_layer`): torch's fused kernel for no norm and weight norm (`impl=torch`),
+lnbench's C++ kernels for the LN/BN LSTM (`impl=native`) and, beside them, the same layer on torch's ops
+alone (`impl=ops`, what runs without a C++ compiler, and the GRU's path), and with `--ref` also the
+reference Python loop (`impl=ref`). The baseline is `torch.nn.LSTM` / `torch.nn.GRU` at the same shape,
+timed in the same run.
 
 Timing: every measured candidate of one shape runs in turn, A B C, B C A, C A B, ... (this machine is
 shared and noisy, so a slow spell hits all of them; the order rotates because a step's time depends on
@@ -26,13 +30,6 @@ fused / foreach.
 The runner rows time a whole `lnbench train` run's steps (metrics file, logging, checkpoints) against
 a bare loop of the same model, optimizer and batches, interleaved run by run (`--no-runner` skips it).
 
-The contention rows (`--no-contention` skips them) time the default run's step (ln_lstm and lstm on
-the adding task's shape) alone and next to a one-core busy loop that the bench starts and stops itself,
-rounds interleaved, each round picking its threads as a run would (`lnbench.threads`); the ratio is
-the slowdown a busy neighbour causes (bar 2.5x, fair share 2x on 2 cores). Two more rows start the busy
-loop after the threads were chosen on the free machine: with the threads fixed, and with
-`lnbench.live_threads` moving them as a run's training loop does.
-
 The sweep row (`--sweep`, on by default, off with --quick) is the wall time of fig6_mnist's sweep (one lr, one seed: 8 jobs
 at the preset's equal epochs, `--sweep-epochs` to shrink them) with the joblib launcher over that with the basic one.
 
@@ -49,6 +46,7 @@ import os
 import platform
 import statistics
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +54,9 @@ from typing import Callable, Optional
 
 import torch
 from torch import nn
+
+from lnbench.nn import native
+from lnbench.provenance import cpu_model
 
 DEFAULT_SHAPES = [(32, 100, 256), (4, 100, 256), (128, 100, 256), (32, 400, 256), (32, 100, 1000), (100, 784, 100)]
 QUICK_SHAPES = [(32, 100, 256), (4, 50, 256)]
@@ -130,102 +131,18 @@ def runner_overhead_rows(reps: int, steps: int, device: torch.device, log) -> li
 
 
 # The default run's step (model ln_lstm, adding: batch 64, seq_len 50, hidden 128; input 2 features).
-CONTENTION_SHAPE = (64, 50, 128, 2)
-
-
-WATCH_S = 0.5  # the live watch's interval in the contention rounds (a run's is live_threads.CHECK_S)
-# Each round: (busy loop from before the threads are chosen, busy loop started after, the watch on)
-CONTENTION_ROUNDS = {"idle": (False, False, False), "busy": (True, False, False),
-                     "arrives": (False, True, False), "arrives, watched": (False, True, True)}
-
-
-def contention_rows(models: list[str], reps: int, steps: int, device: torch.device, log) -> list[dict]:
-    """The same training step alone and next to a busy process (a one-core busy loop this bench starts
-    and stops), rounds interleaved. Each round picks its threads as a run would (lnbench.threads), so the
-    `busy` ratio is a default run's slowdown when a neighbour holds a core from the start. In the
-    `arrives` rounds the busy loop starts after the threads were chosen on the free machine; `watched`
-    lets lnbench.live_threads move them (every WATCH_S s here), as a run's training loop does."""
-    import subprocess
-    import sys
-
-    from lnbench import live_threads, threads
-
-    def busy_loop() -> subprocess.Popen:  # the neighbour: one core kept busy until killed
-        return subprocess.Popen([sys.executable, "-c", "while True: pass"])
-
-    B, T, H, F = CONTENTION_SHAPE
-    rows = []
-    saved = torch.get_num_threads()
-    for m in models:
-        torch.manual_seed(0)
-        x = torch.randn(T, B, F, device=device)
-        cand = _rnn_candidate(m, _impls_for(m, False)[0], _rnn_layer(m, _impls_for(m, False)[0], F, H, T, device, torch.float32), x, device)
-        per = {c: [] for c in CONTENTION_ROUNDS}
-        chosen = {c: set() for c in CONTENTION_ROUNDS}
-        log(f"  {m} B={B} T={T} H={H}: {reps} rounds x ({', '.join(CONTENTION_ROUNDS)}) of {steps} steps")
-        for _ in range(reps):
-            for cond, (before, after, watched) in CONTENTION_ROUNDS.items():
-                hog = busy_loop() if before else None
-                try:
-                    n = threads.choose(None)[0] if device.type == "cpu" else saved
-                    chosen[cond].add(n)
-                    torch.set_num_threads(n)
-                    hog = busy_loop() if after else hog
-                    watch = live_threads.Watch(n, threads.usable_cores(), every=WATCH_S) if watched and n > 1 else None
-                    warm_until = time.perf_counter() + (2 * WATCH_S if after else 0.0)
-                    while True:  # warm at this thread count; after a neighbour's arrival, give the watch a look
-                        cand.step()
-                        if watch is not None:
-                            watch.tick()
-                        if time.perf_counter() >= warm_until:
-                            break
-                    ts = []
-                    for _ in range(steps):
-                        _sync(device)
-                        t0 = time.perf_counter()
-                        cand.step()
-                        _sync(device)
-                        ts.append((time.perf_counter() - t0) * 1e3)
-                        if watch is not None:
-                            watch.tick()
-                    per[cond].append(statistics.median(ts))
-                finally:
-                    if hog is not None:
-                        hog.kill()
-                        hog.wait()
-        torch.set_num_threads(saved)
-        thr = lambda c: "/".join(str(n) for n in sorted(chosen[c]))  # noqa: E731
-        for cond in list(CONTENTION_ROUNDS)[1:]:
-            st = _stats(per[cond])
-            what = "busy neighbour" if cond == "busy" else f"neighbour {cond}"
-            rows.append({
-                "section": "contention", "model": m, "impl": f"{cand.impl}, {what} ({thr(cond)} thr)",
-                "batch": B, "seq_len": T, "hidden": H, "input_size": F, "reps": reps, **st,
-                "samples_per_s": B / (st["ms_median"] / 1e3), "mem_mb": None,
-                "baseline": f"alone ({thr('idle')} thr)", "baseline_ms_median": statistics.median(per["idle"]),
-                "ratio": statistics.median(b / a for a, b in zip(per["idle"], per[cond])),
-            })
-    return rows
-
-
 def sweep_rows(reps: int, epochs: Optional[float], log) -> list[dict]:
     """fig6_mnist's sweep (8 jobs: model x batch size, one lr and seed) with the joblib launcher against the basic one, wall time of the whole
     `lnbench train -m` command, interleaved. Skipped where MNIST or the joblib launcher is missing.
 
     The jobs train as the preset has them, at equal epochs: a batch-4 job takes 32 times the steps of a
     batch-128 one. `epochs` (None: the preset's own 2) scales all of them alike; a fixed step count for
-    every job would time a different sweep, one that the batch-128 jobs dominate.
-
-    Each run also records the cores' worth of CPU that other processes used meanwhile (the machine's busy
-    time from /proc/stat minus the sweep's own; niced processes count as free, as for the thread choice,
-    and None where /proc/stat cannot be read): with a neighbour on one of 2 cores, joblib's two workers
+    every job would time a different sweep, one that the batch-128 jobs dominate. Each run records the
+    machine's 1-minute load average after it: with a neighbour on one of 2 cores, joblib's two workers
     share one core and the ratio says more about the neighbour than about the launcher."""
-    import resource
     import subprocess
     import sys
     import tempfile
-
-    from lnbench.threads import cpu_times, others_busy, usable_cores
 
     # One learning rate and one seed: the preset's model x batch size grid, as many jobs as a small sweep has.
     cmd = [sys.executable, "-m", "lnbench.cli", "train", "-m", "+experiment=fig6_mnist", "optim.lr=0.001", "seed=0",
@@ -236,33 +153,27 @@ def sweep_rows(reps: int, epochs: Optional[float], log) -> list[dict]:
                 f"eval_every='${{lnbench.epochs:{epochs / 8},${{dataset.batch_size}},{carve}}}'"]
     launchers = {"basic": [], "joblib": ["hydra/launcher=joblib"]}
     walls: dict[str, list[float]] = {k: [] for k in launchers}
-    others: dict[str, list[float]] = {k: [] for k in launchers}
-    cores = usable_cores()
+    loads: dict[str, list[float]] = {k: [] for k in launchers}
     log(f"  fig6_mnist sweep ({'2 epochs, the preset' if epochs is None else f'{epochs} epochs'} per job): {reps} x (basic, joblib)")
     for _ in range(reps):
         for name, extra in launchers.items():
             with tempfile.TemporaryDirectory() as d:
-                machine0, own0 = cpu_times(cores), resource.getrusage(resource.RUSAGE_CHILDREN)
                 t0 = time.perf_counter()
                 proc = subprocess.run([*cmd, *extra, f"hydra.sweep.dir={d}"], capture_output=True, text=True)
                 wall = time.perf_counter() - t0
-                machine1, own1 = cpu_times(cores), resource.getrusage(resource.RUSAGE_CHILDREN)
             if proc.returncode != 0:
                 log(f"  sweep with the {name} launcher failed, skipped: {proc.stderr.strip()[-300:]}")
                 return []
-            own_s = own1.ru_utime + own1.ru_stime - own0.ru_utime - own0.ru_stime
-            busy = others_busy(machine0, machine1, own_s, wall, len(cores))
             walls[name].append(wall)
-            others[name].append(None if busy is None else round(busy, 2))
-            log(f"    {name:6s} {wall:6.1f} s  (this sweep used {own_s / wall:.1f} cores, other processes "
-                f"{'?' if busy is None else f'{busy:.1f}'})")
+            loads[name].append(round(os.getloadavg()[0], 2))
+            log(f"    {name:6s} {wall:6.1f} s  (load average {loads[name][-1]:.1f})")
     st = _stats([w * 1e3 for w in walls["joblib"]])
     return [{
         "section": "sweep", "model": "fig6_mnist (8 jobs)", "impl": "joblib launcher", "batch": None,
         "seq_len": None, "hidden": None, "input_size": None, "reps": reps, **st, "samples_per_s": None,
         "mem_mb": None, "baseline": "basic launcher", "baseline_ms_median": statistics.median(walls["basic"]) * 1e3,
         "ratio": statistics.median(j / b for j, b in zip(walls["joblib"], walls["basic"])),
-        "others_cores": others,
+        "load_avg": loads,
     }]
 
 
@@ -377,40 +288,29 @@ def fast_rnn_models() -> list[str]:
 
 
 def _rnn_layer(model: str, impl: str, F: int, H: int, T: int, device, dtype) -> nn.Module:
+    from lnbench.nn.fast_rnn import fast_layer
     from lnbench.nn.rnn import RecurrentLayer
 
     cell = _preset_cell(model, F, H, T).to(device=device, dtype=dtype)
-    if impl == "ref":
-        return RecurrentLayer(cell)
-    if impl in ("fused", "c"):
-        from lnbench.nn.fused import fused_torch_layer
-
-        layer = fused_torch_layer(cell)
-        if impl == "c":  # the C recurrence whatever fused.use_c_kernel says
-            layer._c_kernel = _always_c_kernel
-    else:
-        from lnbench.nn.fast_rnn import make_fast_layer
-
-        layer = make_fast_layer(cell)
+    layer = RecurrentLayer(cell) if impl == "ref" else fast_layer(cell, use_native=impl != "ops")
     if layer is None:
         raise ValueError(f"{model}: no {impl} implementation")
     return layer
 
 
-def _always_c_kernel(x: torch.Tensor):
-    from lnbench.nn import ckernel
-
-    return ckernel.kernel() if x.device.type == "cpu" else None
-
-
 def _impls_for(model: str, with_ref: bool) -> list[str]:
-    """How a model runs the preset's cell (as SequenceModel picks it), and "ref" with --ref or when that
-    is the only way."""
-    from lnbench.nn.fast_rnn import make_fast_layer
-    from lnbench.nn.fused import fused_torch_layer
+    """How a model runs the preset's cell, first as SequenceModel picks it: "torch" (torch's fused kernel),
+    "native" (lnbench's C++ kernels, then "ops" beside it: the same layer on torch's ops only) or "ops";
+    and "ref" with --ref or when that is the only way."""
+    from lnbench.nn.fast_rnn import TorchKernelLayer, fast_layer
 
-    cell = _preset_cell(model, 4, 4, 2)
-    impls = ["fused", "c"] if fused_torch_layer(cell) is not None else ["fast"] if make_fast_layer(cell) is not None else []
+    layer = fast_layer(_preset_cell(model, 4, 4, 2))
+    if layer is None:
+        impls = []
+    elif isinstance(layer, TorchKernelLayer):
+        impls = ["torch"]
+    else:
+        impls = ["native", "ops"] if layer.native(torch.zeros(1)) else ["ops"]
     return impls + (["ref"] if with_ref or not impls else [])
 
 
@@ -531,6 +431,8 @@ def _parse_shapes(text: str) -> list[tuple[int, int, int]]:
             b, t, h = (int(v) for v in part.lower().split("x"))
         except ValueError:
             raise argparse.ArgumentTypeError(f"shape {part!r} is not BATCHxSEQ_LENxHIDDEN, e.g. 32x100x256") from None
+        if min(b, t, h) < 1:
+            raise argparse.ArgumentTypeError(f"shape {part!r} is not allowed: batch, length and width must be >= 1")
         shapes.append((b, t, h))
     return shapes
 
@@ -566,8 +468,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runner", action=argparse.BooleanOptionalAction, default=True,
                    help="time a `lnbench train` step against a bare loop of the same model (default on)")
     p.add_argument("--runner-steps", type=int, default=100, help="steps of each runner-overhead run (default 100)")
-    p.add_argument("--contention", action=argparse.BooleanOptionalAction, default=True,
-                   help="time the default run's step alone and next to a busy process this bench starts (default on)")
     p.add_argument("--sweep", action=argparse.BooleanOptionalAction, default=None,
                    help="time fig6_mnist's sweep, joblib vs basic launcher (default on, off with --quick)")
     p.add_argument("--sweep-epochs", type=float, default=None,
@@ -588,7 +488,8 @@ def _print_table(rows: list[dict], meta: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"lnbench bench: ms per training step (fwd+bwd), {meta['threads']} threads, {meta['device']}, {meta['dtype']}")
+    table = Table(title=f"lnbench bench: ms per training step (fwd+bwd) on {meta['cpu']} ({meta['isa']}), "
+                        f"{meta['threads']} threads, {meta['device']}, {meta['dtype']}; lnbench's kernels: {meta['kernels']}")
     for col in ("model", "impl", "B", "T", "H", "median ms", "IQR", "min", "samples/s", "mem MB", "baseline", "ratio"):
         table.add_column(col, justify="left" if col in ("model", "impl", "baseline") else "right")
     def cell(v) -> str:
@@ -611,6 +512,12 @@ def _print_table(rows: list[dict], meta: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    for name in ("threads", "reps", "warmup", "input_size", "runner_steps"):
+        value, least = getattr(args, name), 0 if name == "warmup" else 1
+        if value is not None and value < least:
+            print(f"lnbench bench: --{name.replace('_', '-')}={value} is not allowed: it must be an integer >= {least}.",
+                  file=sys.stderr)
+            return 2
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         print("lnbench bench: --device cuda but torch sees no CUDA device.")
@@ -637,9 +544,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.runner:
         log("runner overhead (lnbench train vs a bare loop of the same model and batches):")
         rows += runner_overhead_rows(reps, args.runner_steps, device, log)
-    if args.contention:
-        log("contention (the default run's step alone vs next to a busy process; threads as a run picks them):")
-        rows += contention_rows(["ln_lstm", "lstm"], reps, 10 if args.quick else 20, device, log)
     if args.sweep if args.sweep is not None else not args.quick:
         log("sweep wall time (fig6_mnist, joblib vs basic launcher):")
         rows += sweep_rows(1 if args.quick else 2, args.sweep_epochs or (0.25 if args.quick else None), log)
@@ -650,7 +554,11 @@ def main(argv: list[str] | None = None) -> int:
         "torch": torch.__version__,
         "python": platform.python_version(),
         "machine": platform.machine(),
+        "cpu": cpu_model(),
+        "isa": torch.backends.cpu.get_cpu_capability(),
+        "kernels": native.status(),
         "cpu_count": os.cpu_count(),
+        "load_avg": round(os.getloadavg()[0], 2),
         "threads": args.threads,
         "device": str(device),
         "dtype": args.dtype,

@@ -456,7 +456,6 @@ def preflight(args: list[str], conf_dir: str) -> None:
     from hydra._internal.utils import get_args_parser
     from hydra.core.global_hydra import GlobalHydra
     from hydra.types import RunMode
-    from omegaconf import OmegaConf
 
     from lnbench.config import check_keys, validate
 

@@ -42,9 +42,12 @@ class Placement(str, Enum):
 
 
 class Impl(str, Enum):
+    """How a recurrent layer runs its cell (lnbench.nn.fast_rnn); every way computes the same equations."""
+
     auto = "auto"  # torch's fused kernel without a normalizer, the fast layer where there is one
     reference = "reference"  # the plain per-step loop over the reference cell, always
     fast = "fast"  # lnbench's fast layer (an error where it does not exist)
+    torch = "torch"  # as auto, but only torch's kernels and ops: never lnbench's C++ kernels
 
 
 # ---- normalizers: one registered object per kind ------------------------------------------------
@@ -156,7 +159,7 @@ class _WeightNorm(_NoNorm):
 
     def init_from_data(self, model, x, cfg):
         if cfg.data_init:
-            from lnbench.nn.norm import weight_norm_data_init
+            from lnbench.nn.weight_norm import weight_norm_data_init
 
             weight_norm_data_init(model, x)
 
@@ -189,7 +192,7 @@ class _BatchNorm(Normalizer):
     name, linear_bias, norm_bias, batch_stats, activations, fast_kernel = "batch", False, False, True, True, "batch"
 
     def module(self, cfg, num_features, *, bias=True, time_steps=0):
-        from lnbench.nn.norm import BatchNorm
+        from lnbench.nn.batch_norm import BatchNorm
 
         return BatchNorm(num_features, gain_init=cfg.gain_init, bias=bias, eps=cfg.eps, momentum=cfg.momentum,
                          unbiased=cfg.unbiased_var, time_steps=time_steps)

@@ -17,11 +17,16 @@ from pathlib import Path
 from typing import Any
 
 PACKAGES = ("lnbench", "torch", "hydra-core", "omegaconf", "wandb")
+# How the launcher set up the process, recorded where set: how idle OpenMP threads wait, a preloaded
+# allocator, malloc's own settings, a lowered ISA for torch's kernels (and lnbench's)
+RUNTIME_ENV = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS", "LD_PRELOAD", "MALLOC_ARENA_MAX",
+               "ATEN_CPU_CAPABILITY", "LNBENCH_NATIVE")
 SOURCE = Path(__file__).resolve().parent.parent  # the checkout's root when lnbench runs from one
 
 
-def collect(device: str | None = None) -> dict[str, Any]:
-    """Flat keys (the W&B summary shows them as provenance/<key>); values a JSON file can hold."""
+def collect(device: str | None = None, kernels: str | None = None) -> dict[str, Any]:
+    """Flat keys (the W&B summary shows them as provenance/<key>); values a JSON file can hold. `kernels`:
+    what runs the model's recurrence (lnbench.models.sequence), which decides its last bits."""
     import torch  # already imported by whoever trains
 
     info: dict[str, Any] = {**git_state(SOURCE)}
@@ -34,6 +39,13 @@ def collect(device: str | None = None) -> dict[str, Any]:
         cpu_count=os.cpu_count(),
         torch_threads=torch.get_num_threads(),
     )
+    info.update({k.lower(): os.environ[k] for k in RUNTIME_ENV if os.environ.get(k)})
+    from lnbench import heap
+
+    if heap.active():
+        info["malloc"] = "keeps freed memory (lnbench.heap)"
+    if kernels is not None:
+        info["kernels"] = kernels
     if device is not None:
         info["device"] = device
         if device.startswith("cuda") and torch.cuda.is_available():

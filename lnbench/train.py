@@ -191,6 +191,10 @@ class Recipe:
         self.window = [w.to(self.device) for w in ckpt["window"]]
         self.resumed_at = ckpt["resumed_at"] + [self.step]
         log.info("resuming %s from its checkpoint at step %d", self.run_dir, self.step)
+        began, now = ckpt.get("kernels"), getattr(self.model, "kernels", None)
+        if began and began != now:
+            log.warning("this run began on %s and continues on %s: from here its numbers differ in the last bits "
+                        "from an uninterrupted run's", began, now)
 
     def save_checkpoint(self) -> None:
         t0 = time.perf_counter()
@@ -198,6 +202,7 @@ class Recipe:
             "step": self.step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(), "best": self.best, "val": self.val, "window": self.window,
             "sinks": self.tracker.state(), "elapsed": self.tracker.elapsed(), "resumed_at": self.resumed_at, "config": self.config,
+            "kernels": getattr(self.model, "kernels", None),
         })
         self.checkpoint_time += time.perf_counter() - t0
 
@@ -275,7 +280,8 @@ class Recipe:
         self.tracker = self.start_tracker(name, group, tags)
         primary = tasks.primary_metric(self.spec)
         summary: dict[str, Any] = {"status": "running", "params": self.n_params, "device": str(self.device), "primary_metric": primary,
-                                   "baseline": self.spec.baseline, "provenance": provenance.collect(str(self.device))}
+                                   "baseline": self.spec.baseline,
+                                   "provenance": provenance.collect(str(self.device), getattr(self.model, "kernels", None))}
         start_step, loop_start = self.step, time.perf_counter()
         self.model.train()
         try:

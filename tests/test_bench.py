@@ -11,30 +11,35 @@ import pytest
 import torch
 
 from lnbench import bench
+from lnbench.nn import native
 
 
 def test_bench_quick_writes_json(tmp_path, capsys):
     path = tmp_path / "b.json"
     rc = bench.main(["--quick", "--reps", "2", "--warmup", "1", "--shapes", "2x3x8", "--input-size", "4",
-                     "--models", "lstm,ln_lstm,bn_lstm,gru,ln_gru,bn_gru", "--ref", "--no-runner", "--no-contention", "--json", str(path)])
+                     "--models", "lstm,ln_lstm,bn_lstm,gru,ln_gru,bn_gru", "--ref", "--no-runner", "--json", str(path)])
     assert rc == 0
     data = json.loads(path.read_text())
     assert data["meta"]["threads"] == 2 and data["meta"]["columns"] == bench.COLUMNS
+    assert data["meta"]["isa"] == torch.backends.cpu.get_cpu_capability() and data["meta"]["cpu"]
+    assert data["meta"]["kernels"] == native.status()
     rows = data["rows"]
     for row in rows:
         assert set(bench.COLUMNS) <= set(row), row
         assert row["ms_median"] > 0 and row["ratio"] > 0 and row["mem_mb"] >= 0
     got = {(r["model"], r["impl"]) for r in rows}
-    assert {("nn.LSTM", "torch"), ("nn.GRU", "torch"), ("lstm", "fused"), ("gru", "fused"), ("lstm", "c"), ("gru", "c")} <= got
+    assert {("nn.LSTM", "torch"), ("nn.GRU", "torch"), ("lstm", "torch"), ("gru", "torch")} <= got
     for m in ("ln_lstm", "bn_lstm", "ln_gru", "bn_gru"):
-        assert (m, "fast") in got and (m, "ref") in got
+        assert (m, "ops") in got and (m, "ref") in got  # torch's ops: the layer without lnbench's C++
+    for m in ("ln_lstm", "bn_lstm"):  # lnbench's C++ kernels, where they are built
+        assert ((m, "native") in got) == (native.ops() is not None)
     assert {(r["batch"], r["seq_len"], r["hidden"]) for r in rows} == {(2, 3, 8)}
     assert "ln_lstm" in capsys.readouterr().out
 
 
 def test_bench_mlp_rows(tmp_path):
     path = tmp_path / "m.json"
-    assert bench.main(["--quick", "--reps", "1", "--warmup", "0", "--models", "mlp", "--no-runner", "--no-contention", "--json", str(path)]) == 0
+    assert bench.main(["--quick", "--reps", "1", "--warmup", "0", "--models", "mlp", "--no-runner", "--json", str(path)]) == 0
     rows = json.loads(path.read_text())["rows"]
     assert {r["model"] for r in rows} == {"mlp", "bn_mlp", "ln_mlp"}
     assert {r["impl"] for r in rows} <= {"adam_foreach", "adam_fused"}
@@ -46,35 +51,22 @@ def test_runner_overhead_rows_compare_lnbench_train_with_a_bare_loop(tmp_path, m
     monkeypatch.setattr(bench, "OVERHEAD_RUNS", {"ln_lstm/adding": ["model=ln_lstm", "dataset=adding", *tiny]})
     path = tmp_path / "r.json"
     assert bench.main(["--reps", "1", "--warmup", "0", "--models", "lstm", "--shapes", "2x3x8", "--input-size", "4",
-                       "--runner-steps", "3", "--no-contention", "--no-sweep", "--json", str(path)]) == 0
+                       "--runner-steps", "3", "--no-sweep", "--json", str(path)]) == 0
     rows = [r for r in json.loads(path.read_text())["rows"] if r["section"] == "runner"]
     assert "ln_lstm/adding" in {r["model"] for r in rows}
     for r in rows:
         assert r["baseline"] == "bare loop" and r["ms_median"] > 0 and r["baseline_ms_median"] > 0 and r["ratio"] > 0
 
 
-def test_contention_rows_time_the_step_next_to_a_busy_process_they_start_and_stop(tmp_path, monkeypatch):
-    monkeypatch.setattr(bench, "CONTENTION_SHAPE", (4, 3, 8, 2))
-    monkeypatch.setattr(bench, "WATCH_S", 0.05)
-    started = []
-    real_popen = subprocess.Popen
+@pytest.mark.parametrize("bad", [["--threads", "0"], ["--reps", "-1"], ["--reps", "0"], ["--warmup", "-1"]])
+def test_bad_numbers_are_refused_with_exit_2(bad, capsys):
+    assert bench.main([*bad, "--no-runner", "--no-sweep"]) == 2
+    assert f"--{bad[0][2:]}={bad[1]} is not allowed" in capsys.readouterr().err
 
-    def popen(args, *a, **kw):
-        p = real_popen(args, *a, **kw)
-        started.append(p)
-        return p
 
-    monkeypatch.setattr(subprocess, "Popen", popen)
-    path = tmp_path / "c.json"
-    assert bench.main(["--quick", "--reps", "2", "--warmup", "0", "--models", "lstm", "--shapes", "2x3x8",
-                       "--input-size", "4", "--no-runner", "--json", str(path)]) == 0
-    rows = [r for r in json.loads(path.read_text())["rows"] if r["section"] == "contention"]
-    assert [r["model"] for r in rows] == ["ln_lstm"] * 3 + ["lstm"] * 3
-    for r, what in zip(rows, ["busy neighbour", "neighbour arrives", "neighbour arrives, watched"] * 2):
-        assert what in r["impl"] and r["baseline"].startswith("alone") and r["ratio"] > 0
-    busy_loops = [p for p in started if p.args[-1] == "while True: pass"]
-    assert len(busy_loops) == 12  # one per round with a neighbour: 2 models x 2 reps x 3 kinds of round
-    assert all(p.poll() is not None for p in busy_loops)  # every one stopped
+def test_a_shape_of_zero_is_refused():
+    with pytest.raises(SystemExit):
+        bench.build_parser().parse_args(["--shapes", "0x10x8"])
 
 
 @pytest.mark.slow  # runs an 8-job sweep whose jobs fail one by one (~10 s)
@@ -114,39 +106,26 @@ def test_unknown_model_names_the_presets():
         bench.build_parser().parse_args(["--models", "ln_lstmm"])
 
 
-def test_sweep_row_tells_the_other_processes_cpu_from_the_sweeps_own(monkeypatch):
-    """Each sweep's wall time, and the cores other processes used meanwhile: the machine's busy time less
-    the sweep's own CPU time (faked here: basic 10 s, joblib 8 s, each sweep on 1.5 cores, the machine on 2)."""
-    import resource
+def test_sweep_row_compares_the_launchers_interleaved(monkeypatch):
+    """Each sweep's wall time (faked here: basic 10 s, joblib 8 s), interleaved, with the load average."""
     import types
 
-    from lnbench import threads
-
-    tick = os.sysconf("SC_CLK_TCK")
-    state = {"t": 0.0, "machine": 0.0, "total": 0.0, "own": 0.0, "cmds": []}
+    state = {"t": 0.0, "cmds": []}
 
     def run(cmd, **kw):
-        wall = 8.0 if "hydra/launcher=joblib" in cmd else 10.0
-        state["t"] += wall
-        state["own"] += 1.5 * wall
-        state["machine"] += 2.0 * wall * tick  # both cores busy
-        state["total"] += 2.0 * wall * tick
+        state["t"] += 8.0 if "hydra/launcher=joblib" in cmd else 10.0
         state["cmds"].append(cmd)
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
     monkeypatch.setattr(subprocess, "run", run)
     monkeypatch.setattr(bench, "time", types.SimpleNamespace(perf_counter=lambda: state["t"]))
-    monkeypatch.setattr(threads, "usable_cores", lambda: [0, 1])
-    monkeypatch.setattr(threads, "cpu_times", lambda cores: (state["machine"], state["total"]))
-    monkeypatch.setattr(resource, "getrusage", lambda who: types.SimpleNamespace(ru_utime=state["own"], ru_stime=0.0))
     lines = []
     [row] = bench.sweep_rows(2, 0.5, lines.append)
     assert row["ratio"] == pytest.approx(0.8) and row["baseline_ms_median"] == pytest.approx(10_000)
-    assert row["others_cores"] == {"basic": [0.5, 0.5], "joblib": [0.5, 0.5]}
+    assert [len(v) for v in row["load_avg"].values()] == [2, 2]
     assert [("hydra/launcher=joblib" in c) for c in state["cmds"]] == [False, True, False, True]  # interleaved
     # every job at half an epoch of its own batch size (the preset's formula), not one step count for all
     assert all("steps='${lnbench.epochs:0.5,${dataset.batch_size}," in " ".join(c) for c in state["cmds"])
-    assert sum("other processes 0.5" in line for line in lines) == 4
 
 
 def test_interleaved_rounds_rotate_the_order():

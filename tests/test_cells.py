@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from lnbench.nn.fused import fused_torch_layer
+from lnbench.nn.fast_rnn import fast_layer
 from lnbench.nn.norm import BatchNorm, NormConfig, NormKind
 from lnbench.nn.rnn import CELLS, GRUCell, LSTMCell, RecurrentLayer, gru_weights_from_torch, lstm_weights_from_torch
 
@@ -55,7 +55,7 @@ def test_fused_path_shares_weights_and_matches_reference(kind, norm):
     cell = CELLS[kind](4, 6, NormConfig(kind=NormKind(norm)))
     x = torch.randn(8, 3, 4)
     y_ref, s_ref = RecurrentLayer(cell)(x)
-    y, s = fused_torch_layer(cell)(x)
+    y, s = fast_layer(cell)(x)
     params = list(cell.parameters())
     torch.testing.assert_close(y, y_ref, rtol=0, atol=1e-12)
     torch.testing.assert_close(s, s_ref, rtol=0, atol=1e-12)

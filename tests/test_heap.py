@@ -13,11 +13,11 @@ import torch
 if sys.argv[1] == "keep":
     from lnbench.heap import keep_freed_memory
     assert keep_freed_memory()
-from lnbench.nn.fast_rnn import make_fast_layer
+from lnbench.nn.fast_rnn import fast_layer
 from lnbench.nn.norm import NormConfig, NormKind
 from lnbench.nn.rnn import LSTMCell
 torch.set_num_threads(1)
-layer = make_fast_layer(LSTMCell(1, 100, NormConfig(kind=NormKind.layer)))  # its buffers: 40-60 MB each
+layer = fast_layer(LSTMCell(1, 100, NormConfig(kind=NormKind.layer)))  # its buffers: 40-60 MB each
 x = torch.randn(300, 100, 1, requires_grad=True)
 def step():
     out, _ = layer(x)

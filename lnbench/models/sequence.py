@@ -9,17 +9,10 @@ from torch import Tensor, nn
 from lnbench.data.base import DataSpec
 from lnbench.errors import ConfigError
 from lnbench.models.mlp import check_compatible
-from lnbench.nn.fused import fused_torch_layer
+from lnbench.nn.fast_rnn import fast_layer, layer_path
 from lnbench.nn.norm import NormConfig, as_norm_config
-from lnbench.options import Impl
 from lnbench.nn.rnn import CELLS, RecurrentLayer
-
-try:  # the fast normalized layers (issue 5) are optional: the reference loop is always there
-    from lnbench.nn.fast_rnn import make_fast_layer
-except ImportError:  # pragma: no cover
-
-    def make_fast_layer(cell):
-        return None
+from lnbench.options import Impl
 
 
 class SequenceModel(nn.Module):
@@ -62,13 +55,19 @@ class SequenceModel(nn.Module):
     def _runner(self, cell: nn.Module):
         if self.impl is Impl.reference:
             return RecurrentLayer(cell)
-        fast = fused_torch_layer(cell) or make_fast_layer(cell)
+        fast = fast_layer(cell, use_native=self.impl is not Impl.torch)
         if fast is None and self.impl is Impl.fast:
             raise ConfigError(
                 f"model.impl=fast is not available for {self.cell_kind} with norm={getattr(self.norm.kind, 'value', self.norm.kind)}: "
                 "use model.impl=auto or model.impl=reference."
             )
         return fast or RecurrentLayer(cell)
+
+    @property
+    def kernels(self) -> str:
+        """What runs the recurrence, for the run's provenance (their rounding differs in the last bits)."""
+        p = next(self.parameters())
+        return ", ".join(dict.fromkeys(layer_path(layer, p) for layer in self.layers))
 
     @contextmanager
     def reference_path(self) -> Iterator[None]:
