@@ -27,6 +27,10 @@ The MLP rows (784-1000-1000-10, norm none/batch/layer, batch 4 and 128) time one
 (forward, backward, Adam) with torch's fused Adam against the default (foreach) Adam; the ratio is
 fused / foreach.
 
+The train rows (`--train`, on by default, off with --quick) time `lnbench train` of each recurrent preset
+(TRAIN_RUNS) on the adding task at the first shape, runs in turn, against its family's un-normalized
+preset, with the LN-LSTM also on torch's ops alone (model.impl=torch): what a user's run costs.
+
 The runner rows time a whole `lnbench train` run's steps (metrics file, logging, checkpoints) against
 a bare loop of the same model, optimizer and batches, interleaved run by run (`--no-runner` skips it).
 
@@ -126,6 +130,54 @@ def runner_overhead_rows(reps: int, steps: int, device: torch.device, log) -> li
             "samples_per_s": dataset.batch_size / (st["ms_median"] / 1e3), "mem_mb": None,
             "baseline": "bare loop", "baseline_ms_median": statistics.median(bare_ts),
             "ratio": statistics.median(a / b for a, b in pairs),
+        })
+    return rows
+
+
+# What a user's `lnbench train` costs per step at one shape, each recurrent preset against its family's
+# un-normalized preset, and the LN-LSTM also on torch's ops alone (model.impl=torch).
+TRAIN_RUNS = {
+    "lstm": ["model=lstm"], "ln_lstm": ["model=ln_lstm"], "ln_lstm/torch ops": ["model=ln_lstm", "model.impl=torch"],
+    "bn_lstm": ["model=bn_lstm"], "gru": ["model=gru"], "ln_gru": ["model=ln_gru"],
+}
+
+
+def train_rows(shape: tuple[int, int, int], reps: int, steps: int, device: torch.device, log) -> list[dict]:
+    """`lnbench train` on the adding task at `shape` (batch, seq_len, hidden), every run of TRAIN_RUNS in
+    turn, `reps` rounds: ms per training step from each run's summary (evaluation and checkpoints apart)."""
+    import tempfile
+
+    from hydra import compose, initialize_config_dir
+
+    from lnbench.config import CONF_DIR, register_configs
+    from lnbench.train import train
+
+    register_configs()
+    B, T, H = shape
+    cfgs = {}
+    for name, overrides in TRAIN_RUNS.items():
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfgs[name] = compose("train", overrides=[
+                *overrides, "dataset=adding", f"dataset.batch_size={B}", f"dataset.seq_len={T}", f"model.hidden_size={H}",
+                f"steps={steps}", f"eval_every={steps}", "dataset.val_size=256", "dataset.test_size=256", "logger=none",
+                "progress=false", f"device={device.type}", f"threads={torch.get_num_threads()}"])
+    log(f"  B={B} T={T} H={H}: {reps} rounds x ({', '.join(cfgs)}) of {steps} steps")
+    times: dict[str, list[float]] = {n: [] for n in cfgs}
+    names = list(cfgs)
+    for r in range(reps):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            with tempfile.TemporaryDirectory() as d:
+                times[name].append(train(cfgs[name], Path(d))["time_per_step"] * 1e3)
+    rows = []
+    for name, ts in times.items():
+        base = "gru" if "gru" in name else "lstm"
+        st = _stats(ts)
+        rows.append({
+            "section": "train", "model": name.split("/")[0], "impl": "lnbench train" + (f", {name.split('/')[1]}" if "/" in name else ""),
+            "batch": B, "seq_len": T, "hidden": H, "input_size": 2, "reps": reps, **st,
+            "samples_per_s": B / (st["ms_median"] / 1e3), "mem_mb": None, "baseline": f"{base} (lnbench train)",
+            "baseline_ms_median": statistics.median(times[base]),
+            "ratio": statistics.median(a / b for a, b in zip(ts, times[base])),
         })
     return rows
 
@@ -468,6 +520,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runner", action=argparse.BooleanOptionalAction, default=True,
                    help="time a `lnbench train` step against a bare loop of the same model (default on)")
     p.add_argument("--runner-steps", type=int, default=100, help="steps of each runner-overhead run (default 100)")
+    p.add_argument("--train", action=argparse.BooleanOptionalAction, default=None,
+                   help="time `lnbench train` of each recurrent preset at the first shape (default on, off with --quick)")
+    p.add_argument("--train-steps", type=int, default=100, help="steps of each `lnbench train` run (default 100)")
     p.add_argument("--sweep", action=argparse.BooleanOptionalAction, default=None,
                    help="time fig6_mnist's sweep, joblib vs basic launcher (default on, off with --quick)")
     p.add_argument("--sweep-epochs", type=float, default=None,
@@ -512,7 +567,7 @@ def _print_table(rows: list[dict], meta: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    for name in ("threads", "reps", "warmup", "input_size", "runner_steps"):
+    for name in ("threads", "reps", "warmup", "input_size", "runner_steps", "train_steps"):
         value, least = getattr(args, name), 0 if name == "warmup" else 1
         if value is not None and value < least:
             print(f"lnbench bench: --{name.replace('_', '-')}={value} is not allowed: it must be an integer >= {least}.",
@@ -541,6 +596,9 @@ def main(argv: list[str] | None = None) -> int:
     if "mlp" in models:
         log("MLP 784-1000-1000-10, fused vs foreach Adam:")
         rows += bench_mlp(reps, args.warmup, device, dtype, mlp_batches, log)
+    if args.train if args.train is not None else not args.quick:
+        log("lnbench train per step, each preset against its family's un-normalized one:")
+        rows += train_rows((args.shapes or DEFAULT_SHAPES)[0], max(2, reps // 3), args.train_steps, device, log)
     if args.runner:
         log("runner overhead (lnbench train vs a bare loop of the same model and batches):")
         rows += runner_overhead_rows(reps, args.runner_steps, device, log)

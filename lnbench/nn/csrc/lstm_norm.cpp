@@ -159,24 +159,28 @@ template <typename T> struct Norm {
     T* r = rstd + t * G;
     T* vb = var_b + t * G;
     team.columns(G, [&](int64_t c0, int64_t c1) {
-      for (int64_t j = c0; j < c1; ++j) m[j] = 0, r[j] = 0;
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t j = c0; j < c1; ++j) m[j] += X[b * G + j];
-      for (int64_t j = c0; j < c1; ++j) m[j] /= T(B);
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t j = c0; j < c1; ++j) {
-          const T d = X[b * G + j] - m[j];
-          r[j] += d * d;
+      for (int64_t j0 = c0; j0 < c1; j0 += 64) {  // sums in local arrays: no aliasing keeps them scalar
+        const int64_t n = std::min<int64_t>(64, c1 - j0);
+        T s[64] = {}, q[64] = {};
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t j = 0; j < n; ++j) s[j] += X[b * G + j0 + j];
+        for (int64_t j = 0; j < n; ++j) s[j] /= T(B);
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t j = 0; j < n; ++j) {
+            const T d = X[b * G + j0 + j] - s[j];
+            q[j] += d * d;
+          }
+        for (int64_t j = 0; j < n; ++j) {
+          m[j0 + j] = s[j];
+          vb[j0 + j] = q[j] / T(B);
+          r[j0 + j] = T(1) / std::sqrt((unbiased ? q[j] / T(B - 1) : q[j] / T(B)) + eps);
         }
-      for (int64_t j = c0; j < c1; ++j) {
-        vb[j] = r[j] / T(B);
-        r[j] = T(1) / std::sqrt((unbiased ? r[j] / T(B - 1) : vb[j]) + eps);
       }
     });
   }
 
   // y (+)= N(x) for row `row` of step t; LN takes the row's statistics here
-  void apply(const T* x, T* y, int64_t t, int64_t row, bool accumulate) const {
+  void apply(const T* __restrict x, T* __restrict y, int64_t t, int64_t row, bool accumulate) const {
     const int64_t i = t * B + row;
     if (per_row()) {
       const T m = lane_sum<T>(G, [&](int64_t j) { return x[j]; }) / T(G);
@@ -204,20 +208,26 @@ template <typename T> struct Norm {
     const T* m = mean + t * G;
     const T* r = rstd + t * G;
     team.columns(G, [&](int64_t c0, int64_t c1) {
-      for (int64_t j = c0; j < c1; ++j) s1[j] = 0, s2[j] = 0;
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t j = c0; j < c1; ++j) {
-          const T g = DY[b * G + j] * w[j];
-          s1[j] += g;
-          s2[j] += g * ((X[b * G + j] - m[j]) * r[j]);
-        }
+      for (int64_t j0 = c0; j0 < c1; j0 += 64) {
+        const int64_t n = std::min<int64_t>(64, c1 - j0);
+        T a[64] = {}, c[64] = {}, mj[64], rj[64], wj[64];
+        for (int64_t j = 0; j < n; ++j) mj[j] = m[j0 + j], rj[j] = r[j0 + j], wj[j] = w[j0 + j];
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t j = 0; j < n; ++j) {
+            const T g = DY[b * G + j0 + j] * wj[j];
+            a[j] += g;
+            c[j] += g * ((X[b * G + j0 + j] - mj[j]) * rj[j]);
+          }
+        for (int64_t j = 0; j < n; ++j) s1[j0 + j] = a[j], s2[j0 + j] = c[j];
+      }
     });
   }
 
   // dx of row `row` of step t from its dy: LN from the row's own sums, BN from grad_sums' s1, s2, fixed
   // statistics (BN at evaluation) as a per-column scale. The row's share of the gain's gradient, dy xhat,
   // is added to dw (this row's sum over the steps, which the caller sums over the rows in row order).
-  void backward(const T* dy, const T* x, T* dx, int64_t t, int64_t row, const T* s1, const T* s2, T* dw) const {
+  void backward(const T* __restrict dy, const T* __restrict x, T* __restrict dx, int64_t t, int64_t row,
+                const T* __restrict s1, const T* __restrict s2, T* __restrict dw) const {
     if (per_row()) {
       const int64_t i = t * B + row;
       const T m = mean[i], r = rstd[i];
@@ -230,16 +240,73 @@ template <typename T> struct Norm {
       }
       return;
     }
-    const T* m = mean + t * G;
-    const T* r = rstd + t * G;
+    const T* __restrict m = mean + t * G;
+    const T* __restrict r = rstd + t * G;
+    const T* __restrict wr = w;
     const T n = T(B), nv = unbiased ? T(B - 1) : T(B);  // the unbiased variance divides by B - 1
+    if (mode == kFixed) {
+      for (int64_t j = 0; j < G; ++j) {
+        dw[j] += dy[j] * ((x[j] - m[j]) * r[j]);
+        dx[j] = dy[j] * wr[j] * r[j];
+      }
+      return;
+    }
     for (int64_t j = 0; j < G; ++j) {
       const T xh = (x[j] - m[j]) * r[j], d = dy[j];
       dw[j] += d * xh;
-      dx[j] = mode == kFixed ? d * w[j] * r[j] : r[j] * (d * w[j] - s1[j] / n - xh * (s2[j] / nv));
+      dx[j] = r[j] * (d * wr[j] - s1[j] / n - xh * (s2[j] / nv));
     }
   }
 };
+
+// ---- the cell's pointwise steps on one row (restrict: no aliasing, so every loop vectorizes) -----------
+// a_t's four slices in place: sigmoid on i, f, o; tanh on g
+template <typename T> void activate_gates(T* __restrict s, int64_t H) {
+  for (int64_t j = 0; j < 2 * H; ++j) s[j] = sigmoid_(s[j]);
+  for (int64_t j = 2 * H; j < 3 * H; ++j) s[j] = tanh_(s[j]);
+  for (int64_t j = 3 * H; j < 4 * H; ++j) s[j] = sigmoid_(s[j]);
+}
+
+// c_t = f c_{t-1} + i g
+template <typename T> void update_cell(const T* __restrict s, const T* __restrict cp, T* __restrict c, int64_t H) {
+  for (int64_t j = 0; j < H; ++j) c[j] = s[H + j] * cp[j] + s[j] * s[2 * H + j];
+}
+
+// tc = tanh(N_c(c_t)) in place, h_t = o tc
+template <typename T> void emit_hidden(T* __restrict tc, const T* __restrict o, T* __restrict h, int64_t H) {
+  for (int64_t j = 0; j < H; ++j) {
+    tc[j] = tanh_(tc[j]);
+    h[j] = o[j] * tc[j];
+  }
+}
+
+// dh_t = dout_t + its recurrent part; dy = dL/dN_c(c_t) = dh o (1 - tc^2), added to N_c's bias gradient
+template <typename T>
+void hidden_backward(const T* __restrict dout, const T* __restrict rec, const T* __restrict o, const T* __restrict tc,
+                     T* __restrict dh, T* __restrict dy, T* __restrict dbias, int64_t H) {
+  for (int64_t j = 0; j < H; ++j) {
+    dh[j] = dout[j] + rec[j];
+    dy[j] = dh[j] * o[j] * (T(1) - tc[j] * tc[j]);
+    dbias[j] += dy[j];
+  }
+}
+
+// from dc_t (N_c's part dcn plus the carried dc), the gates' pre-activation gradients da (added to the
+// bias gradient of a_t) and the carried dc_{t-1} = dc_t f, in place in dc
+template <typename T>
+void gates_backward(const T* __restrict dcn, T* __restrict dc, const T* __restrict s, const T* __restrict cp,
+                    const T* __restrict tc, const T* __restrict dh, T* __restrict da, T* __restrict dbias, int64_t H) {
+  for (int64_t j = 0; j < H; ++j) {
+    const T dct = dcn[j] + dc[j];
+    const T si = s[j], sf = s[H + j], sg = s[2 * H + j], so = s[3 * H + j];
+    da[j] = dct * sg * si * (T(1) - si);
+    da[H + j] = dct * cp[j] * sf * (T(1) - sf);
+    da[2 * H + j] = dct * si * (T(1) - sg * sg);
+    da[3 * H + j] = dh[j] * tc[j] * so * (T(1) - so);
+    dc[j] = dct * sf;
+  }
+  for (int64_t j = 0; j < 4 * H; ++j) dbias[j] += da[j];
+}
 
 // column sums of X (rows, G) in row order: the per-row sums of the parameters' gradients, summed
 template <typename T> void column_sum(const T* X, int64_t rows, int64_t G, T* out) {
@@ -465,7 +532,7 @@ std::vector<at::Tensor> lstm_norm_fwd(const at::Tensor& x_, const at::Tensor& h0
   const auto opt = x.options();
   at::Tensor out = at::empty({T_, B, H}, opt);
   at::Tensor X = at::empty({L, B, G}, opt), AH = at::empty({L, B, G}, opt), S = at::empty({L, B, G}, opt);
-  at::Tensor C = at::empty({L, B, H}, opt), TC = at::empty({L, B, H}, opt);
+  at::Tensor C = at::empty({keep ? T_ : 2, B, H}, opt), TC = at::empty({L, B, H}, opt);
   std::vector<at::Tensor> stats(9);
   if (mode == kFixed)
     for (int k = 0; k < 3; ++k) stats[3 * k] = fixed[2 * k].contiguous(), stats[3 * k + 1] = fixed[2 * k + 1].contiguous();
@@ -479,6 +546,7 @@ std::vector<at::Tensor> lstm_norm_fwd(const at::Tensor& x_, const at::Tensor& h0
     T *Xp = X.data_ptr<T>(), *AHp = AH.data_ptr<T>(), *Sp = S.data_ptr<T>(), *Cp = C.data_ptr<T>();
     T *TCp = TC.data_ptr<T>(), *Op = out.data_ptr<T>();
     auto slot = [&](int64_t t) { return keep ? t : 0; };
+    auto cslot = [&](int64_t t) { return keep ? t : t % 2; };  // without keep, c_{t-1} and c_t take turns
     auto products = [&](int64_t t, int64_t r0, int64_t r1) {  // X_t = x_t W_x^T, AH_t = h_{t-1} W_h^T
       const int64_t k = slot(t) * B + r0;
       input.rows(xp + (t * B + r0) * F, F, r1 - r0, Xp + k * G);
@@ -493,26 +561,17 @@ std::vector<at::Tensor> lstm_norm_fwd(const at::Tensor& x_, const at::Tensor& h0
         nx.apply(Xp + i * G, s, t, b, true);
         if (gb)
           for (int64_t j = 0; j < G; ++j) s[j] += gb[j];
-        for (int64_t j = 0; j < 2 * H; ++j) s[j] = sigmoid_(s[j]);
-        for (int64_t j = 2 * H; j < 3 * H; ++j) s[j] = tanh_(s[j]);
-        for (int64_t j = 3 * H; j < G; ++j) s[j] = sigmoid_(s[j]);
-        // without keep, c_t overwrites c_{t-1} in place
-        const T* cp = t ? Cp + ((keep ? t - 1 : 0) * B + b) * H : c0.data_ptr<T>() + b * H;
-        T* c = Cp + i * H;
-        for (int64_t j = 0; j < H; ++j) c[j] = s[H + j] * cp[j] + s[j] * s[2 * H + j];
+        activate_gates(s, H);
+        const T* cp = t ? Cp + (cslot(t - 1) * B + b) * H : c0.data_ptr<T>() + b * H;
+        update_cell(s, cp, Cp + (cslot(t) * B + b) * H, H);
       }
     };
     auto outputs = [&](int64_t t, int64_t r0, int64_t r1) {  // tanh(N_c(c_t)) and h_t
       for (int64_t b = r0; b < r1; ++b) {
         const int64_t i = slot(t) * B + b;
         T* tc = TCp + i * H;
-        nc.apply(Cp + i * H, tc, t, b, false);
-        const T* o = Sp + i * G + 3 * H;
-        T* h = Op + (t * B + b) * H;
-        for (int64_t j = 0; j < H; ++j) {
-          tc[j] = tanh_(tc[j]);
-          h[j] = o[j] * tc[j];
-        }
+        nc.apply(Cp + (cslot(t) * B + b) * H, tc, t, b, false);
+        emit_hidden(tc, Sp + i * G + 3 * H, Op + (t * B + b) * H, H);
       }
     };
     // Every row is its own recurrence, so each thread runs all the steps on its rows; BN's statistics
@@ -531,14 +590,14 @@ std::vector<at::Tensor> lstm_norm_fwd(const at::Tensor& x_, const at::Tensor& h0
         gates(t, r0, r1);
         if (bn) {
           team.sync();
-          nc.step_stats(Cp + slot(t) * B * H, t, team);
+          nc.step_stats(Cp + cslot(t) * B * H, t, team);
           team.sync();
         }
         outputs(t, r0, r1);
       }
     });
   });
-  std::vector<at::Tensor> result = {out, out[T_ - 1].clone(), C[L - 1].clone(), X, AH, S, C, TC};
+  std::vector<at::Tensor> result = {out, out[T_ - 1].clone(), C[keep ? T_ - 1 : (T_ - 1) % 2].clone(), X, AH, S, C, TC};
   result.insert(result.end(), stats.begin(), stats.end());
   return result;
 }
@@ -560,6 +619,7 @@ std::vector<at::Tensor> lstm_norm_bwd(const at::Tensor& dout_, const at::Tensor&
   at::Tensor dX = at::empty_like(AH);   // W_x x_t's (for dW_x)
   at::Tensor dx = need_dx ? at::empty_like(x) : at::empty({0}, opt);
   at::Tensor dA = at::empty({B, G}, opt), DYC = at::empty({B, H}, opt);  // a_t's and N_c(c_t)'s, one step
+  at::Tensor dCN = at::empty({B, H}, opt);                                // N_c's part of dc_t, one step
   at::Tensor dh = at::empty({B, H}, opt), rec = at::empty({B, H}, opt), dc = dcT.contiguous().clone();
   at::Tensor sums = at::empty({2 * G + 2 * G + 2 * H}, opt);  // BN's per-column sums for N_h, N_x, N_c
   // each row's sums over the steps of the parameters' gradients: gains of N_x, N_h, N_c, then the bias on
@@ -582,47 +642,25 @@ std::vector<at::Tensor> lstm_norm_bwd(const at::Tensor& dout_, const at::Tensor&
     const T *TCp = TC.data_ptr<T>(), *doutp = dout.data_ptr<T>();
     T *dcp = dc.data_ptr<T>(), *dhp = dh.data_ptr<T>(), *recp = rec.data_ptr<T>(), *dyc = DYC.data_ptr<T>();
     T *dAp = dA.data_ptr<T>(), *dAHp = dAH.data_ptr<T>(), *dXp = dX.data_ptr<T>(), *acc = per_row.data_ptr<T>();
+    T* dcnp = dCN.data_ptr<T>();
     // dh_t = dout_t + dAH_{t+1} W_h (dh_T given), and dL/dN_c(c_t) = dh o (1 - tanh^2)
     auto dyc_rows = [&](int64_t t, int64_t r0, int64_t r1) {
       if (t < T_ - 1) recurrent.rows(dAHp + ((t + 1) * B + r0) * G, G, r1 - r0, recp + r0 * H);
       const T* rp = t < T_ - 1 ? recp : dhT.data_ptr<T>();
       for (int64_t b = r0; b < r1; ++b) {
         const int64_t i = t * B + b;
-        const T* o = Sp + i * G + 3 * H;
-        const T* tc = TCp + i * H;
-        T* dhr = dhp + b * H;
-        T* dy = dyc + b * H;
-        T* dbc = acc + b * W + 3 * G + H;
-        for (int64_t j = 0; j < H; ++j) {
-          dhr[j] = doutp[i * H + j] + rp[b * H + j];
-          dy[j] = dhr[j] * o[j] * (T(1) - tc[j] * tc[j]);
-          dbc[j] += dy[j];
-        }
+        hidden_backward(doutp + i * H, rp + b * H, Sp + i * G + 3 * H, TCp + i * H, dhp + b * H, dyc + b * H,
+                        acc + b * W + 3 * G + H, H);
       }
     };
     // dc_t, the gates' pre-activation gradients, dc_{t-1} = dc_t f
     auto gates_rows = [&](int64_t t, int64_t r0, int64_t r1) {
       for (int64_t b = r0; b < r1; ++b) {
         const int64_t i = t * B + b;
-        T* dcr = dcp + b * H;
-        const T* s = Sp + i * G;
-        T* da = dAp + b * G;
-        T* dcn = da + 2 * H;  // N_c's backward lands in da's g slot, which the loop reads before it writes
+        T* dcn = dcnp + b * H;  // N_c's part of dc_t
         nc.backward(dyc + b * H, Cp + i * H, dcn, t, b, s1c, s2c, acc + b * W + 2 * G);
         const T* cp = t ? Cp + (i - B) * H : c0.data_ptr<T>() + b * H;
-        const T* tc = TCp + i * H;
-        const T* dhr = dhp + b * H;
-        for (int64_t j = 0; j < H; ++j) {
-          const T dct = dcn[j] + dcr[j];
-          const T si = s[j], sf = s[H + j], sg = s[2 * H + j], so = s[3 * H + j];
-          da[j] = dct * sg * si * (T(1) - si);
-          da[H + j] = dct * cp[j] * sf * (T(1) - sf);
-          da[2 * H + j] = dct * si * (T(1) - sg * sg);
-          da[3 * H + j] = dhr[j] * tc[j] * so * (T(1) - so);
-          dcr[j] = dct * sf;
-        }
-        T* db = acc + b * W + 2 * G + H;
-        for (int64_t j = 0; j < G; ++j) db[j] += da[j];
+        gates_backward(dcn, dcp + b * H, Sp + i * G, cp, TCp + i * H, dhp + b * H, dAp + b * G, acc + b * W + 2 * G + H, H);
       }
     };
     auto inputs_rows = [&](int64_t t, int64_t r0, int64_t r1) {  // through N_h and N_x, then W_x
