@@ -22,7 +22,6 @@ import logging
 import os
 import platform
 import shutil
-import warnings
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
@@ -113,8 +112,8 @@ def _load() -> Optional[Any]:
     except Exception as e:  # no compiler, no ninja, a failed build: torch's ops run instead
         why = _reason(e)
         _status["text"] = f"torch ops (the C++ kernels did not build: {why})"
-        warnings.warn(f"lnbench's C++ kernels could not be built, so the LN/BN LSTM runs on torch's ops (slower, "
-                      f"and its numbers differ in the last bits from the kernels'): {why}", RuntimeWarning, stacklevel=3)
+        log.warning("lnbench's C++ kernels could not be built, so the LN/BN LSTM runs on torch's ops (slower, and "
+                    "its numbers differ in the last bits from the kernels'): %s", why)
         return None
     _status["text"] = f"native ({isa()} build)"
     return torch.ops.lnbench
@@ -123,7 +122,8 @@ def _load() -> Optional[Any]:
 def _build(name: str, where: Path) -> None:
     cxx = compiler()
     if cxx is None:
-        raise RuntimeError(f"no C++ compiler (CXX={os.environ.get('CXX')}, CC={os.environ.get('CC')}, and no c++ on PATH)")
+        chosen = next((f"{k}={os.environ[k]}" for k in ("CXX", "CC") if os.environ.get(k)), "no c++ on PATH")
+        raise RuntimeError(f"no C++ compiler ({chosen})")
     from torch.utils import cpp_extension
 
     where.mkdir(parents=True, exist_ok=True)
@@ -152,4 +152,5 @@ def _reason(e: Exception) -> str:
 
 
 if __name__ == "__main__":  # `python -m lnbench.nn.native`: build now (make setup), say what runs
+    logging.basicConfig(format="%(levelname)s %(message)s")
     print(f"lnbench's LN/BN LSTM kernels: {status()}")
