@@ -16,6 +16,7 @@ class NormKind(str, Enum):
     layer = "layer"
     weight = "weight"
     rms = "rms"
+    group = "group"
 
 
 @dataclass
@@ -32,6 +33,9 @@ class NormConfig:
     # MLP only: also normalize the output layer's summed inputs (the logits). The paper's Figure 6 BN is
     # "applied to all layers"; its LN covers the hidden layers only.
     norm_logits: bool = False
+    # Group norm (Wu & He 2018): the units (a conv layer's channels) in this many groups, each normalized
+    # apart. Wu & He use 32 groups of ImageNet-sized layers; 8 fits lnbench's narrower ones.
+    groups: int = 8
 
 
 class Placement(str, Enum):
@@ -97,6 +101,15 @@ class Normalizer:
     def init_from_data(self, model, x, cfg: NormConfig) -> None:
         """A data-dependent initialisation from the first training batch `x`, if the kind has one."""
 
+    def conv_module(self, cfg: NormConfig, channels: int):
+        """The module normalizing a conv layer's summed inputs (B, C, H, W) (lnbench.models.conv); a kind
+        without a convolutional form keeps this default, which refuses it."""
+        from lnbench.errors import ConfigError
+
+        has = [n for n, z in NORMALIZERS.items() if type(z).conv_module is not Normalizer.conv_module]
+        raise ConfigError(f"model.norm.kind={self.name} is not allowed for a convolutional model: it has no "
+                          f"convolutional form here. Use one of {', '.join(has)}.")
+
     @property
     def cell_gate_bias(self) -> bool:
         """An LSTM's gate bias b (eq. 20): needed wherever the Linears lose theirs."""
@@ -142,11 +155,17 @@ class _NoNorm(Normalizer):
 
         return nn.Identity()
 
+    def conv_module(self, cfg, channels):
+        from torch import nn
+
+        return nn.Identity()
+
 
 class _WeightNorm(_NoNorm):
     """Salimans & Kingma: torch's weight_norm parametrization of each Linear; summed inputs untouched."""
 
     name = "weight"
+    conv_module = Normalizer.conv_module  # no weight-normed conv layers here: refused, not silently none
 
     def linear(self, cfg, in_features, out_features):
         from torch import nn
@@ -174,6 +193,11 @@ class _LayerNorm(Normalizer):
         nn.init.constant_(ln.weight, cfg.gain_init)
         return ln
 
+    def conv_module(self, cfg, channels):
+        # The paper's LN of a conv layer: statistics over all its summed inputs of one case (C x H x W),
+        # a gain and bias per channel: torch's GroupNorm with a single group.
+        return _group_norm(cfg, 1, channels)
+
 
 class _RMSNorm(Normalizer):
     name, linear_bias, norm_bias, batch_stats, activations = "rms", False, False, False, True
@@ -200,6 +224,51 @@ class _BatchNorm(Normalizer):
     def apply(self, module, a, t=None):
         return module(a, t)
 
+    def conv_module(self, cfg, channels):
+        from torch import nn
 
-for _n in (_NoNorm(), _BatchNorm(), _LayerNorm(), _WeightNorm(), _RMSNorm()):
+        if cfg.unbiased_var:  # torch's BatchNorm2d has no such option (over B x H x W cases it is ~1 anyway)
+            from lnbench.errors import ConfigError
+
+            raise ConfigError("model.norm.unbiased_var=true is not allowed for a convolutional model: its batch norm "
+                              "is torch's BatchNorm2d (statistics over batch x height x width). Leave it false.")
+        bn = nn.BatchNorm2d(channels, eps=cfg.eps, momentum=cfg.momentum)
+        nn.init.constant_(bn.weight, cfg.gain_init)
+        return bn
+
+
+class _GroupNorm(Normalizer):
+    """Group norm (Wu & He 2018): per case, statistics over each of `groups` groups of units (of channels in a
+    conv layer, over their height x width too); a gain and bias per unit. One group is LN."""
+
+    name, linear_bias, norm_bias, batch_stats, activations = "group", False, True, False, True
+
+    def module(self, cfg, num_features, *, bias=True, time_steps=0):
+        from lnbench.nn.norm import GroupNorm
+
+        _check_groups(cfg.groups, num_features)
+        return GroupNorm(num_features, cfg.groups, gain_init=cfg.gain_init, bias=bias, eps=cfg.eps)
+
+    def conv_module(self, cfg, channels):
+        return _group_norm(cfg, cfg.groups, channels)
+
+
+def _check_groups(groups: int, units: int) -> None:
+    if groups < 1 or units % groups:
+        from lnbench.errors import ConfigError
+
+        raise ConfigError(f"model.norm.groups={groups} is not allowed here: group norm splits a layer's {units} "
+                          f"units (or channels) into equal groups, so it must be an integer >= 1 dividing {units}.")
+
+
+def _group_norm(cfg: NormConfig, groups: int, channels: int):
+    from torch import nn
+
+    _check_groups(groups, channels)
+    gn = nn.GroupNorm(groups, channels, eps=cfg.eps)
+    nn.init.constant_(gn.weight, cfg.gain_init)
+    return gn
+
+
+for _n in (_NoNorm(), _BatchNorm(), _LayerNorm(), _WeightNorm(), _RMSNorm(), _GroupNorm()):
     register(_n)

@@ -14,12 +14,14 @@ def metric_names(spec: DataSpec) -> list[str]:
     """Names of the values `loss_and_metrics` returns, loss first."""
     if spec.task == "regress":
         return ["loss", "mse"]
+    if spec.task == "bound":
+        return ["loss", "bound", "recon", "kl"]
     return ["loss", "error"] + (["bpc"] if spec.bits else [])
 
 
 def primary_metric(spec: DataSpec) -> str:
     """The metric a report ranks runs by (lower is better)."""
-    return {"regress": "mse"}.get(spec.task, "bpc" if spec.bits else "error")
+    return {"regress": "mse", "bound": "bound"}.get(spec.task, "bpc" if spec.bits else "error")
 
 
 def loss_and_metrics(spec: DataSpec, out: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -30,6 +32,8 @@ def loss_and_metrics(spec: DataSpec, out: Tensor, y: Tensor) -> tuple[Tensor, Te
     if spec.task == "regress":
         loss = F.mse_loss(out.float(), y.float())
         return loss, torch.stack([loss, loss]).detach(), torch.tensor(y.numel())
+    if spec.task == "bound":
+        return variational_bound(out, y)
     logits = out.reshape(-1, out.shape[-1])
     target = y.reshape(-1)
     loss = F.cross_entropy(logits.float(), target, ignore_index=IGNORE_INDEX)
@@ -40,3 +44,14 @@ def loss_and_metrics(spec: DataSpec, out: Tensor, y: Tensor) -> tuple[Tensor, Te
     if spec.bits:
         values.append(loss.detach() / math.log(2))
     return loss, torch.stack(values), n
+
+
+def variational_bound(out: tuple[Tensor, Tensor], y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """A generative model's negative variational bound in nats per image (lnbench.models.draw): `out` is (the
+    Bernoulli logits of each image's pixels (B, P), the KL term per image (B,)), y the binary images (B, P).
+    The loss is the bound itself; its two terms are logged apart."""
+    logits, kl = out
+    recon = F.binary_cross_entropy_with_logits(logits.float(), y.float(), reduction="none").sum(-1)
+    bound = (recon + kl.float()).mean()
+    values = torch.stack([bound, bound, recon.mean(), kl.float().mean()]).detach()
+    return bound, values, torch.tensor(len(y))

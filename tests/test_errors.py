@@ -42,7 +42,7 @@ def a_file(tmp):
 
 # (id, overrides (a callable gets tmp_path), what stderr must say)
 CASES = [
-    ("unknown-preset", ["model=ln_lstmm"], "model=ln_lstmm is not allowed: there is no model preset 'ln_lstmm'. The model presets are bn_gru,"),
+    ("unknown-preset", ["model=ln_lstmm"], "model=ln_lstmm is not allowed: there is no model preset 'ln_lstmm'. The model presets are bn_cnn, bn_gru,"),
     ("unknown-key", ["stepz=10"], "stepz=10 is not allowed: TrainConfig has no key 'stepz'. Its keys are checkpoint_every,"),
     ("unknown-nested-key", ["optim.lrr=0.1"], "optim.lrr=0.1 is not allowed: AdamConfig has no key 'lrr'. Its keys are betas,"),
     ("wrong-type", ["steps=ten"], "Value 'ten' of type 'str' could not be converted to Integer"),

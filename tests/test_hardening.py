@@ -59,7 +59,7 @@ BAD = {
     "negative-seed": (["seed=-1"], ["seed=-1 is not allowed: it must be an integer >= 0"]),
     "missing-data-dir": (["dataset=mnist", "dataset.data_dir=/nonexistent/data"], ["no MNIST IDX files under /nonexistent/data"]),
     "wrong-type": (["steps=ten"], ["steps=ten is not allowed", "could not be converted to Integer"]),
-    "bad-enum": (["model.norm.kind=group"], ["model.norm.kind=group is not allowed", "expected one of [none, batch, layer, weight, rms]"]),
+    "bad-enum": (["model.norm.kind=instance"], ["model.norm.kind=instance is not allowed", "expected one of [none, batch, layer, weight, rms, group]"]),
     "sweep-with-a-typo": (["-m", "seed=0,x"], ["seed=x is not allowed (in the sweep job", "could not be converted to Integer"]),
     "sweep-with-unknown-key": (["-m", "steps=2,3", "+stepz=1"], ["stepz=1 is not allowed", "Its keys are checkpoint_every,"]),
     "wn-init-one-step": (["model=wn_lstm", "model.norm.data_init=true", "dataset=seq_mnist", "dataset.seq_len=1"], ["model.norm.data_init=true could initialise only 1 of the 2"]),

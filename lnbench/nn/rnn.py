@@ -22,7 +22,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from lnbench.nn.norm import NormConfig, make_linear, make_norm, normalizer
+from lnbench.nn.norm import NormConfig, Normalizer, make_linear, make_norm, normalizer
 
 State = tuple[Tensor, ...]
 
@@ -121,7 +121,52 @@ class GRUCell(nn.Module):
         return h, (h,)
 
 
-CELLS = {"lstm": LSTMCell, "gru": GRUCell}
+class CellStateNormLSTMCell(nn.Module):
+    """The LSTM of the paper's DRAW experiment (section 6.4; supplement eqs. 53-55): the normalizer acts only
+    on the cell state, "only applied to the output of the LSTM hidden states"; the gates are not normalized:
+
+        [i, f, g, o] = W_h h_{t-1} + W_x x_t + b
+        c_t = sigmoid(f) * c_{t-1} + sigmoid(i) * tanh(g)
+        h_t = sigmoid(o) * tanh(LN(c_t; alpha, beta))
+
+    As in LSTMCell, the carried cell state is c_t itself. Not a subclass of LSTMCell on purpose: the fast
+    layers (lnbench.nn.fast_rnn) compute LSTMCell's equations and must never be handed this one.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, norm: NormConfig, time_steps: int = 0):
+        super().__init__()
+        self.input_size, self.hidden_size, self.norm_kind = input_size, hidden_size, norm.kind
+        self.nz = nz = normalizer(norm.kind)
+        if type(nz).linear is not Normalizer.linear:
+            from lnbench.errors import ConfigError
+
+            raise ConfigError(
+                f"model.norm.kind={nz.name} is not allowed with the {CELL_STATE_NORM} cell: that cell normalizes only "
+                "its cell state (the paper's DRAW LSTM), and this kind re-parametrizes the weights instead."
+            )
+        four = 4 * hidden_size
+        self.weight_x = nn.Linear(input_size, four)  # its bias is b
+        self.weight_h = nn.Linear(hidden_size, four, bias=False)
+        self.norm_c = make_norm(norm, hidden_size, bias=True, time_steps=time_steps)
+
+    def project_input(self, x: Tensor) -> Tensor:
+        """W_x x_t + b for every step at once: (T, B, F) -> (T, B, 4H)."""
+        return self.weight_x(x)
+
+    def initial_state(self, batch: int, like: Tensor) -> State:
+        z = like.new_zeros(batch, self.hidden_size)
+        return z, z
+
+    def step(self, xp: Tensor, state: State, t: int) -> tuple[Tensor, State]:
+        h, c = state
+        i, f, g, o = (xp + self.weight_h(h)).chunk(4, dim=-1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(self.nz.apply(self.norm_c, c, t))
+        return h, (h, c)
+
+
+CELL_STATE_NORM = "lstm_norm_c"  # its model.cell name
+CELLS = {"lstm": LSTMCell, "gru": GRUCell, CELL_STATE_NORM: CellStateNormLSTMCell}
 
 
 class RecurrentLayer(nn.Module):
