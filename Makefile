@@ -11,7 +11,7 @@ TORCH_INDEX ?=
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: setup run test test-slow smoke bench check clean
+.PHONY: setup run test test-slow smoke bench check clean slurm-up test-slurm
 
 setup: $(VENV)/.installed
 
@@ -31,6 +31,14 @@ test: setup
 
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
+
+# A one-node SLURM cluster on this machine (root; Debian's slurmctld, slurmd, munge), and the tests that run
+# sweeps on it (docs/slurm.md). Where it cannot start, slurm-up says why and the SLURM tests skip.
+slurm-up:
+	scripts/slurm-up.sh
+
+test-slurm: setup
+	$(BIN)/python -m pytest -q -m slurm -rs $(PYTEST_ARGS)
 
 # A few steps of every model preset on every dataset it can take (needs MNIST and Tiny Shakespeare
 # under $LNBENCH_DATA_DIR, else ../shared/data).

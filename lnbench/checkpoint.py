@@ -189,7 +189,8 @@ class StopSignals:
     the train loop checkpoints at the end of the step and raises Interrupted. A second signal raises at once.
 
     Signal handlers can only be set from the main thread; elsewhere (a launcher's worker thread) this
-    does nothing and the signals keep their usual effect.
+    does nothing and the signals keep their usual effect. A launcher may name more signals that mean "stop"
+    in $LNBENCH_STOP_SIGNALS (e.g. `USR2`: lnbench.slurm, for submitit's notice before a time limit).
     """
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -216,7 +217,7 @@ class StopSignals:
 
     def __enter__(self) -> "StopSignals":
         if threading.current_thread() is threading.main_thread():
-            for s in self.SIGNALS:
+            for s in (*self.SIGNALS, *extra_stop_signals()):
                 self._previous[s] = signal.signal(s, self._handle)
         return self
 
@@ -224,3 +225,10 @@ class StopSignals:
         for s, handler in self._previous.items():
             signal.signal(s, handler)
         self._previous.clear()
+
+
+def extra_stop_signals() -> tuple[int, ...]:
+    """The signals named in $LNBENCH_STOP_SIGNALS (comma-separated, `USR2` or `SIGUSR2`); unknown names are ignored."""
+    names = [n.strip().upper() for n in os.environ.get("LNBENCH_STOP_SIGNALS", "").split(",") if n.strip()]
+    found = (getattr(signal, n if n.startswith("SIG") else "SIG" + n, None) for n in names)
+    return tuple(s for s in found if isinstance(s, signal.Signals))

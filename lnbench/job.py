@@ -327,6 +327,10 @@ def _hydra_classes() -> dict[str, type]:
         def on_multirun_start(self, config, **kwargs) -> None:
             check_output_dir(config.hydra.sweep.dir, "hydra.sweep.dir")
             SWEEP["dir"] = str(config.hydra.sweep.dir)
+            if str(config.hydra.launcher._target_).endswith("submitit_launcher.SlurmLauncher"):
+                from lnbench.slurm import PLAIN_SUBMITIT_SLURM
+
+                log.warning(PLAIN_SUBMITIT_SLURM)  # Hydra's own SLURM launcher: say what lnbench's adds
             if "submitit" in str(config.hydra.launcher._target_) and "Local" in str(config.hydra.launcher._target_):
                 # submitit's local controller processes (one per job, in the terminal's process group)
                 # die on Ctrl-C with a traceback and take their job down mid-checkpoint. Ignored here,

@@ -1,0 +1,1 @@
+"""lnbench's SLURM launcher as a Hydra plugin (Hydra loads launchers from the hydra_plugins package only)."""
