@@ -1,10 +1,14 @@
-"""`lnbench check [PRESET...] [scale=K] [overrides]`: run the paper's claim presets and judge every claim.
+"""`lnbench check [PRESET...] [scale=K] [options] [overrides]`: run the paper's claim presets and judge every claim.
 
 Each preset (conf/experiment/<name>.yaml with a `claims:` list) runs as one Hydra sweep, by default with
 the joblib launcher, into a fixed directory (outputs/check/<preset>, or <preset>-xK at scale K), so that
 running the command again resumes: completed jobs are skipped, killed ones continue from their checkpoint.
-Then `lnbench report` judges the claims of each sweep, and one page, check.md / check.html, lists every
-verdict with a link to its sweep's report and curves.
+Then, per preset, the rounds of lnbench/rounds.py: a grid whose winner sits at its edge is widened by one
+value on that side (--widen), and fresh judging seeds run at each line's chosen value (--judging-seeds).
+Once every preset is judged, the claims still inconclusive after the family adjustment get more judging
+seeds, a round at a time, up to --max-seeds (looks that spend alpha as lnbench/verdicts.py says). One
+page, check.md / check.html, lists every verdict, adjusted over all the claims of the page, with a link to
+its sweep's report and curves.
 
 scale=K multiplies each preset's steps (and its evaluation and logging intervals), or its epochs where the
 preset counts in epochs (fig6_mnist). Any other key=value is passed to every sweep, e.g.
@@ -12,7 +16,8 @@ hydra/launcher=submitit_slurm hydra.launcher.partition=gpu.
 """
 from __future__ import annotations
 
-import html
+import copy
+import json
 import os
 import re
 import subprocess
@@ -24,9 +29,11 @@ from typing import Any
 
 import yaml
 
-from lnbench import CONF_DIR
-from lnbench import claims as claimlib
+from lnbench import CONF_DIR, rounds
+from lnbench import verdicts as verdictlib
 from lnbench.atomic import write_bytes
+from lnbench.judge import DESIGN_FILE
+from lnbench.stats import ADJUST
 
 # The order of a full check: the cheap synthetic presets first, so a first verdict comes early.
 ORDER = ("ln_gain_init", "longer_test_seqs", "seq_len_sweep", "batch_size_sweep", "pmnist", "fig6_mnist", "shakespeare_bpc")
@@ -34,14 +41,21 @@ SCALED = ("steps", "eval_every", "log_every")
 EPOCHS = re.compile(r"^\$\{lnbench\.epochs:([0-9.eE+-]+),")
 DEFAULTS = {"hydra/launcher": "joblib", "logger": "none", "progress": "false"}
 
-USAGE = """usage: lnbench check [PRESET ...] [scale=K] [--out DIR] [key=value ...]
+USAGE = """usage: lnbench check [PRESET ...] [scale=K] [--out DIR] [options] [key=value ...]
 
-  PRESET      claim presets to run (default: all): {presets}
-  scale=K     multiply steps (or epochs) by K, e.g. scale=10 on a GPU or a cluster
-  --out DIR   where the sweeps and check.md/check.html go (default: outputs/check)
-  key=value   passed to every sweep, e.g. hydra/launcher=submitit_slurm hydra.launcher.partition=gpu
-              (defaults: {defaults})
+  PRESET              claim presets to run (default: all): {presets}
+  scale=K             multiply steps (or epochs) by K, e.g. scale=10 on a GPU or a cluster
+  --out DIR           where the sweeps and check.md/check.html go (default: outputs/check)
+  --judging-seeds N   fresh seeds per look at each line's chosen value (default 3; 0: judge on the tuning
+                      seeds, as before issue 23: biased towards the noisier line)
+  --max-seeds N       judging seeds a claim still inconclusive may reach, N/judging-seeds looks in all
+                      (default 9; equal to --judging-seeds: one look, no added rounds)
+  --widen N           values added past a grid's edge when a line's winner sits there (default 1; 0: none)
+  --adjust METHOD     holm (family-wise error, default), bh (false discovery rate) or none
+  key=value           passed to every sweep, e.g. hydra/launcher=submitit_slurm hydra.launcher.partition=gpu
+                      (defaults: {defaults})
 """
+OPTIONS = {"--judging-seeds": "judging", "--max-seeds": "max_seeds", "--widen": "widen", "--adjust": "adjust"}
 
 
 class CheckError(Exception):
@@ -63,32 +77,67 @@ class Args:
     scale: float = 1.0
     out: Path = Path("outputs/check")
     overrides: list[str] = field(default_factory=list)
+    judging: int = 3
+    max_seeds: int = 9
+    widen: int = 1
+    adjust: str = "holm"
+
+    @property
+    def looks(self) -> list[int]:
+        """The numbers of judging seeds at which the claims are looked at: 3, 6, 9 by default."""
+        if not self.judging:
+            return []
+        looks = list(range(self.judging, self.max_seeds + 1, self.judging))
+        return looks + ([self.max_seeds] if looks[-1] != self.max_seeds else [])
 
 
 def parse_args(argv: list[str]) -> Args:
     available = claim_presets()
-    presets, overrides, scale, out = [], [], 1.0, Path("outputs/check")
+    args = Args([])
     it = iter(argv)
     for arg in it:
-        if arg == "--out":
-            out = Path(next(it, "") or ".")
-        elif arg.startswith("--out="):
-            out = Path(arg.split("=", 1)[1])
+        name, eq, given = arg.partition("=")
+        if arg == "--out" or name == "--out":
+            args.out = Path((given if eq else next(it, "")) or ".")
+        elif name in OPTIONS:
+            _set_option(args, name, given if eq else next(it, ""))
         elif arg.startswith("scale="):
             try:
-                scale = float(arg.split("=", 1)[1])
+                args.scale = float(given)
             except ValueError:
-                scale = -1.0
-            if not scale > 0:
+                args.scale = -1.0
+            if not args.scale > 0:
                 raise CheckError(f"{arg} is not allowed: scale must be a number > 0 (e.g. scale=10 multiplies every preset's steps by 10).")
-        elif "=" in arg:
-            overrides.append(arg)
+        elif eq:
+            args.overrides.append(arg)
         elif arg in available:
-            presets.append(arg)
+            args.presets.append(arg)
         else:
             raise CheckError(f"preset {arg!r} is not a claim preset: use one of {', '.join(available)} "
                              f"(conf/experiment/*.yaml with a `claims:` list), or none for all of them.")
-    return Args(presets or available, scale, out, overrides)
+    args.presets = args.presets or available
+    if args.judging and args.max_seeds < args.judging:
+        raise CheckError(f"--max-seeds {args.max_seeds} is not allowed with --judging-seeds {args.judging}: a claim gets at "
+                         f"least the first look's seeds (use --max-seeds {args.judging} for a single look).")
+    return args
+
+
+def _set_option(args: Args, name: str, text: str) -> None:
+    if name == "--adjust":
+        if text not in ADJUST:
+            raise CheckError(f"--adjust {text!r} is not allowed: use holm (family-wise error), bh (false discovery rate) or none.")
+        args.adjust = text
+        return
+    low = {"--judging-seeds": 0, "--max-seeds": verdictlib.MIN_SEEDS, "--widen": 0}[name]
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < low or name == "--judging-seeds" and 0 < value < verdictlib.MIN_SEEDS:
+        what = {"--judging-seeds": f"0 (judge on the tuning seeds) or an integer >= {verdictlib.MIN_SEEDS}",
+                "--max-seeds": f"an integer >= {verdictlib.MIN_SEEDS}", "--widen": "an integer >= 0"}[name]
+        raise CheckError(f"{name} {text!r} is not allowed: use {what}.")
+    setattr(args, OPTIONS[name], value)
 
 
 def scaled_overrides(preset: str, scale: float) -> list[str]:
@@ -122,6 +171,17 @@ def sweep_command(args: Args, preset: str) -> list[str]:
             f"hydra.sweep.dir={sweep_dir(args, preset)}", *defaults, *scaled_overrides(preset, args.scale), *args.overrides]
 
 
+def check_design(args: Args) -> None:
+    """A sweep judged under one design of looks is never continued under another: choosing the looks after
+    seeing the data would void the error rates they keep (lnbench/verdicts.py)."""
+    for preset in args.presets:
+        path = sweep_dir(args, preset) / DESIGN_FILE
+        if path.is_file() and (had := json.loads(path.read_text()).get("looks")) != args.looks:
+            raise CheckError(f"{sweep_dir(args, preset)} was judged in looks of {had} judging seeds ({path}); --judging-seeds "
+                             f"{args.judging} --max-seeds {args.max_seeds} asks for {args.looks or 'none'}. Changing the looks after "
+                             f"seeing results would void their error rates: give the same options, or another --out.")
+
+
 @dataclass
 class Outcome:
     preset: str
@@ -131,100 +191,101 @@ class Outcome:
     exit_code: int
     verdicts: list[dict[str, Any]]
     note: str = ""
+    added: dict[str, int] = field(default_factory=dict)  # runs by stage: tune, widen, judge
 
 
-def run_preset(args: Args, preset: str) -> Outcome:
-    from lnbench import report
-
-    cmd = sweep_command(args, preset)
-    print(f"\nlnbench check: {preset}: {' '.join(cmd[3:])}", flush=True)
-    load0, t0 = os.getloadavg()[0], time.time()
+def run_sweep(cmd: list[str]) -> int:
+    print(f"\nlnbench check: {' '.join(cmd[3:])}", flush=True)
     sweep = subprocess.Popen(cmd)
     try:
-        code = sweep.wait()
+        return sweep.wait()
     except KeyboardInterrupt:
         # Ctrl-C reached the sweep too: let its jobs write their checkpoints (never kill it mid-write)
         sweep.wait()
         raise
-    seconds, load1 = time.time() - t0, os.getloadavg()[0]
-    directory = sweep_dir(args, preset)
+
+
+def judge_preset(args: Args, directory: Path, figures: bool = True):
+    """The preset's report (written), or None if its sweep left no runs."""
+    from lnbench import report
+
     runs = report.load_runs(directory) if directory.is_dir() else []
     if not runs:
+        return None
+    rep = report.make_report(directory, runs, {}, x_axes=report.X_AXES if figures else (), adjust=args.adjust)
+    if figures:
+        report.write_report(rep, directory / report.OUT_DIR)
+    return rep
+
+
+def run_preset(args: Args, preset: str) -> Outcome:
+    """The tuning sweep, the widening rounds, the first look's judging seeds, the report."""
+    base = sweep_command(args, preset)
+    directory = sweep_dir(args, preset)
+    load0, t0 = os.getloadavg()[0], time.time()
+    code = run_sweep(base)
+    refused: list[str] = []  # rounds whose sweep refused its input (exit 2): a bug to report, never a quiet gap
+    for k in range(1, args.widen + 1):
+        rep = judge_preset(args, directory, figures=False)
+        cells = rounds.widen_cells(rep, rounds.needed(rep), args.widen) if rep else []
+        if not cells:
+            break
+        for cmd in rounds.commands(base, directory, f"widen-{k}", cells, _drop(preset, cells)):
+            refused += [f"widen-{k}"] if run_sweep(cmd) == 2 else []
+    if args.looks and (rep := judge_preset(args, directory, figures=False)):
+        write_bytes(directory / DESIGN_FILE, (json.dumps({"looks": args.looks, "first_seed": rounds.JUDGING_SEED0}) + "\n").encode())
+        cells = rounds.judge_cells(rep, rounds.needed(rep), rounds.judging_seeds(args.looks, 0))
+        for cmd in rounds.commands(base, directory, "judge-1", cells, _drop(preset, cells)):
+            refused += ["judge-1"] if run_sweep(cmd) == 2 else []
+    rep = judge_preset(args, directory)
+    seconds, load1 = time.time() - t0, os.getloadavg()[0]
+    if rep is None:
         return Outcome(preset, directory, seconds, (load0, load1), code, [], "the sweep left no runs")
-    rep = report.make_report(directory, runs, {})
-    report.write_report(rep, directory / report.OUT_DIR)
+    note = "; ".join([_note(rep)] * bool(_note(rep)) + [f"the {r} sweep refused its input (see the log above it)" for r in refused])
+    return Outcome(preset, directory, seconds, (load0, load1), code, rep.verdicts, note, rounds.counts(rep.runs))
+
+
+def _drop(preset: str, cells: list) -> set[str]:
+    """The overrides a round's sweep leaves out of the preset's command: its cells set them (and the seeds)."""
+    params = (yaml.safe_load((CONF_DIR / "experiment" / f"{preset}.yaml").read_text()) or {}).get("hydra", {}).get("sweeper", {}).get("params", {})
+    return {"seed", *params, *(k for c in cells for k in c.values)}
+
+
+def _note(rep) -> str:
     note = "; ".join(rep.claim_errors)
-    failed = [r for r in runs if r.status != "completed"]
+    failed = [r for r in rep.runs if r.status not in ("completed", "diverged")]
     if failed:
-        note = (note + "; " if note else "") + f"{len(failed)} of {len(runs)} jobs not completed (see its report)"
-    return Outcome(preset, directory, seconds, (load0, load1), code, rep.verdicts, note)
+        note = (note + "; " if note else "") + f"{len(failed)} of {len(rep.runs)} jobs neither completed nor diverged (see its report)"
+    return note
 
 
-def page_rows(outcomes: list[Outcome], base: Path) -> list[list[str]]:
-    rows = []
+def more_seeds(args: Args, outcomes: list[Outcome], look: int) -> tuple[int, float, tuple[float, float]]:
+    """One adaptive round: judging seeds up to looks[look] for the claims the family still leaves
+    inconclusive (and could decide: judged on judging seeds, at the previous look, nothing blocking them).
+    Returns (claims that got seeds, seconds, load at start and end)."""
+    family = adjusted(outcomes, args.adjust)
+    pending = {d["id"] for d in family if d["verdict"] == verdictlib.INCONCLUSIVE and not d.get("raw_reason")
+               and not d.get("note") and d.get("n_seeds") == args.looks[look - 1]}
+    load0, t0 = os.getloadavg()[0], time.time()
     for o in outcomes:
-        link = os.path.relpath(o.directory / "report" / "report.html", base)
-        if not o.verdicts:
-            rows.append(["—", o.preset, "no verdict: " + (o.note or "no claims"), "—", "—", link])
-        for d in o.verdicts:
-            verdict = d["verdict"] + (f" ({d['reason']})" if d["verdict"] == claimlib.INCONCLUSIVE and d["reason"] else "")
-            rows.append([f"{d['id']}: {d['text']}", o.preset, verdict, claimlib.fmt_effect(d), str(d["n_seeds"]), link])
-    return rows
+        ids = pending & {d["id"] for d in o.verdicts}
+        rep = judge_preset(args, o.directory, figures=False) if ids else None
+        if rep is None:
+            continue
+        cells = rounds.judge_cells(rep, rounds.needed(rep, ids), rounds.judging_seeds(args.looks, look))
+        t1 = time.time()
+        for cmd in rounds.commands(sweep_command(args, o.preset), o.directory, f"judge-{look + 1}", cells, _drop(o.preset, cells)):
+            run_sweep(cmd)
+        rep = judge_preset(args, o.directory)
+        o.verdicts, o.note, o.added, o.seconds = rep.verdicts, _note(rep), rounds.counts(rep.runs), o.seconds + time.time() - t1
+    return len(pending), time.time() - t0, (load0, os.getloadavg()[0])
 
 
-COLUMNS = ["claim", "preset", "verdict", "effect [95% CI]", "seeds", "curves"]
-
-
-def header(outcomes: list[Outcome], args: Args, seconds: float) -> list[str]:
-    counts: dict[str, int] = {}
-    for o in outcomes:
-        for d in o.verdicts:
-            counts[d["verdict"]] = counts.get(d["verdict"], 0) + 1
-    lines = [
-        f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}; scale={args.scale:g}; overrides: {' '.join(args.overrides) or 'none'}",
-        "verdicts: " + (", ".join(f"{n} {v}" for v, n in sorted(counts.items())) or "none"),
-        f"time of this invocation: {seconds / 60:.1f} min on {os.cpu_count()} cores (jobs completed earlier were skipped); "
-        "1-minute load average at the start and end of each preset: "
-        + ", ".join(f"{o.preset} {o.seconds / 60:.1f} min, load {o.load[0]:.1f}→{o.load[1]:.1f}" for o in outcomes),
-        "statistics: " + claimlib.METHOD + "; effect > 0 supports the claim",
-        "each model runs at its own learning rate, chosen per panel on validation only (the preset's `tune:`); "
-        "the linked report says which value won and flags a winner at the edge of the grid",
-    ]
-    lines += [f"{o.preset}: {o.note}" for o in outcomes if o.note]
-    return lines
-
-
-def render_markdown(outcomes: list[Outcome], args: Args, seconds: float, base: Path) -> str:
-    def cells(values: list[str]) -> str:
-        return "| " + " | ".join(v.replace("|", "\\|").replace("\n", " ") for v in values) + " |"
-
-    rows = page_rows(outcomes, base)
-    body = [cells(r[:-1] + [f"[report]({r[-1]})"]) for r in rows]
-    return "\n".join(["# lnbench check", "", *[f"- {line}" for line in header(outcomes, args, seconds)], "",
-                      cells(COLUMNS), cells(["---"] * len(COLUMNS)), *body, ""])
-
-
-def render_html(outcomes: list[Outcome], args: Args, seconds: float, base: Path) -> str:
-    from lnbench.report import STYLE
-
-    colors = {"held": "#d9f2d9", "contradicted": "#f7d4d4"}
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
-    body = []
-    for r in page_rows(outcomes, base):
-        bg = colors.get(r[2].split(" ", 1)[0], "#fff")
-        tds = "".join(f"<td>{html.escape(v)}</td>" for v in r[:-1])
-        body.append(f"<tr style='background:{bg}'>{tds}<td><a href='{html.escape(r[-1])}'>report</a></td></tr>")
-    items = "".join(f"<li>{html.escape(line)}</li>" for line in header(outcomes, args, seconds))
-    return (f"<!doctype html><meta charset='utf-8'><title>lnbench check</title><style>{STYLE}</style>"
-            f"<h1>lnbench check</h1><ul>{items}</ul><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
-
-
-def write_page(outcomes: list[Outcome], args: Args, seconds: float) -> str:
-    args.out.mkdir(parents=True, exist_ok=True)
-    md = render_markdown(outcomes, args, seconds, args.out)
-    write_bytes(args.out / "check.md", md.encode())
-    write_bytes(args.out / "check.html", render_html(outcomes, args, seconds, args.out).encode())
-    return md
+def adjusted(outcomes: list[Outcome], method: str) -> list[dict[str, Any]]:
+    """Every claim of the page, adjusted over all of them (each preset's own report adjusts over its own)."""
+    family = [{**copy.deepcopy(d), "preset": o.preset, "report": o.directory} for o in outcomes for d in o.verdicts]
+    verdictlib.adjust(family, method)
+    return family
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -234,20 +295,31 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         args = parse_args(argv)
+        check_design(args)
     except CheckError as e:
         print(f"lnbench check: {e}", file=sys.stderr)
         return 2
+    from lnbench.check_page import write_page
+
     t0 = time.time()
-    outcomes = []
+    outcomes: list[Outcome] = []
+    extra: list[str] = []
     md = ""
-    for preset in args.presets:
-        try:
+    try:
+        for preset in args.presets:
             outcomes.append(run_preset(args, preset))
-        except KeyboardInterrupt:
-            print(f"\nlnbench check: interrupted during {preset}; run the same command again to resume.", file=sys.stderr)
-            return 130
-        # the page after every preset: a check stopped half-way still shows the verdicts it reached
-        md = write_page(outcomes, args, time.time() - t0)
+            # the page after every preset: a check stopped half-way still shows the verdicts it reached
+            md = write_page(outcomes, args, time.time() - t0, extra)
+        for look in range(1, len(args.looks)):
+            n, seconds, (l0, l1) = more_seeds(args, outcomes, look)
+            if not n:
+                break
+            extra.append(f"round {look + 1}: judging seeds up to {args.looks[look]} for {n} claim(s) still inconclusive, "
+                         f"{seconds / 60:.1f} min, load {l0:.1f}→{l1:.1f}")
+            md = write_page(outcomes, args, time.time() - t0, extra)
+    except KeyboardInterrupt:
+        print(f"\nlnbench check: interrupted; run the same command again to resume.", file=sys.stderr)
+        return 130
     print("\n" + md)
     print(f"{args.out / 'check.md'}\n{args.out / 'check.html'}")
     # A preset that produced no verdict at all (its sweep could not run) is a failed check, not a quiet gap.

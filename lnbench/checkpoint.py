@@ -30,7 +30,8 @@ from lnbench.errors import ConfigError, DataError, Interrupted
 
 FILE = "checkpoint.pt"
 # Keys a resume may change: they decide where and how fast the run goes, not what it computes.
-MAY_CHANGE = ("resume", "device", "threads", "progress", "checkpoint_every", "logger", "dataset.data_dir", "dataset.download")
+MAY_CHANGE = ("resume", "device", "threads", "progress", "checkpoint_every", "logger", "dataset.data_dir", "dataset.download",
+              "claims", "tune", "stage")  # the last three: read by `lnbench report` only, never by training
 log = logging.getLogger("lnbench")
 
 

@@ -444,6 +444,8 @@ def validate(cfg: Any) -> None:
         raise ConfigError(f"clip_grad_norm={cfg.clip_grad_norm} is not allowed: it must be > 0, or null for no clipping.")
     if cfg.optim.lr <= 0:
         raise ConfigError(f"optim.lr={cfg.optim.lr} is not allowed: the learning rate must be > 0.")
+    if cfg.stage not in ("tune", "widen", "judge"):
+        raise ConfigError(f"stage={cfg.stage} is not allowed: use tune (the default), widen or judge (a fresh seed at chosen hyperparameters).")
     norm = cfg.model.get("norm")
     if norm is not None and normalizer(norm.kind).batch_stats and cfg.dataset.batch_size < 2:
         per_case = ", ".join(n for n, z in NORMALIZERS.items() if not z.batch_stats)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from lnbench import claims as claimlib
+from lnbench import judge
 from lnbench.atomic import write_bytes
 from lnbench.errors import UserError
 from lnbench.runs import (ENDED, INTERPOLATION, OUT_DIR, SOURCE_KEY, Run, find_run_dirs, load_run, load_runs, parse_scalar,  # noqa: F401 (the report's API)
@@ -40,7 +41,8 @@ SEED_KEYS = ("seed",)
 # Which swept key draws the lines of a panel, in order of preference; otherwise the last swept key.
 LINE_KEYS = ("model", "model.norm.kind", "model.cell")
 # Keys that say where or how a run went, not what it computed: never an axis, even when runs differ in them.
-NOT_AXES = ("resume", "progress", "checkpoint_every", "log_every", "eval_every", "logger", "dataset.data_dir", "dataset.download", "hydra")
+NOT_AXES = ("resume", "progress", "checkpoint_every", "log_every", "eval_every", "logger", "dataset.data_dir", "dataset.download", "hydra",
+            "stage", "cell")  # stage and cell: how lnbench check added a run (judging seeds, a widened grid)
 X_AXES = {"step": "training steps", "epoch": "epochs", "time": "wall-clock seconds"}
 # Metrics the paper plots on a log scale: losses span decades while a model learns.
 LOG_METRICS = {"loss", "mse", "bpc"}
@@ -134,6 +136,8 @@ class Group:
     selection: Selection | None = None
     best: bool = False  # the best line of its panel (mean final validation metric)
     metric: str = "loss"  # what its panel ranks by: the primary metric of the panel's runs
+    judging: list[Run] = field(default_factory=list)  # stage=judge runs at the chosen value (also in runs)
+    stale: list[Run] = field(default_factory=list)  # stage=judge runs at a value the tuning no longer chooses
 
 
 def group_runs(runs: list[Run], lay: Layout) -> list[Group]:
@@ -148,19 +152,32 @@ def group_runs(runs: list[Run], lay: Layout) -> list[Group]:
 
 
 def tune_groups(groups: list[Group], lay: Layout, metric: str | None = None) -> None:
-    """Keep each group's runs at its best tuned value (final validation metric; never test), and mark
-    the best line of each panel by the same validation number: each group's own metric (see
-    panel_metrics), or `metric` for all of them."""
+    """Keep each group's runs at its best tuned value (final validation metric of the tuning runs, never test,
+    never a judging run), with the judging runs at that value; mark the best line of each panel by the same
+    validation number: each group's own metric (see panel_metrics), or `metric` for all of them."""
     for g in groups if metric is not None else ():
         g.metric = metric
-    if lay.tuned:
-        for g in groups:
-            g.selection = select(g.runs, lay.tuned, Run.value, lambda r, m=g.metric: final_val(r, m))
-            g.runs = g.selection.runs
+    for g in groups:
+        tuning = [r for r in g.runs if judge.stage(r) != "judge"]
+        judging = [r for r in g.runs if judge.stage(r) == "judge"]
+        if lay.tuned and tuning:
+            g.selection = select(tuning, lay.tuned, Run.value, lambda r, m=g.metric: scored_val(r, m))
+            g.selection.widened = len({tuple(r.value(k) for k in lay.tuned) for r in tuning if judge.stage(r) == "widen"})
+            at = [r for r in judging if all(claimlib.same(r.value(k), v) for k, v in zip(lay.tuned, g.selection.chosen))]
+            g.judging, g.stale = at, [r for r in judging if r not in at]
+            g.runs = g.selection.runs + at
+        else:
+            g.judging = judging
     for panel in dict.fromkeys(g.panel for g in groups):
-        scored = [(m, g) for g in groups if g.panel == panel and (m := mean_of([final_val(r, g.metric) for r in g.runs])) is not None]
+        scored = [(m, g) for g in groups if g.panel == panel and (m := mean_of([scored_val(r, g.metric) for r in g.runs])) is not None]
         if len(scored) > 1:
             min(scored, key=lambda mg: mg[0])[1].best = True
+
+
+def scored_val(run: Run, metric: str) -> float | None:
+    """The final validation metric of a run that completed; None otherwise (a run that diverged, failed or was
+    killed has a last finite value from before it stopped, which must not make its value or line win)."""
+    return final_val(run, metric) if run.status == "completed" else None
 
 
 def panel_metrics(groups: list[Group]) -> None:
@@ -309,8 +326,11 @@ def build_table(groups: list[Group], lay: Layout, metric: str, targets: dict[str
 def _runs_text(runs: list[Run], lay: Layout) -> str:
     if len(runs) == 1 or not lay.seeds:
         return str(len(runs))
-    seeds = sorted({r.value(lay.seeds[0]) for r in runs}, key=_sort_key)
-    return f"{len(runs)} ({lay.seeds[0]} {','.join(map(str, seeds))})"
+    parts = []
+    for role, rs in (("chose", [r for r in runs if judge.stage(r) != "judge"]), ("judged", [r for r in runs if judge.stage(r) == "judge"])):
+        seeds = sorted({r.value(lay.seeds[0]) for r in rs}, key=_sort_key)
+        parts += [f"{role}: {lay.seeds[0]} {','.join(map(str, seeds))}"] if seeds else []
+    return f"{len(runs)} ({'; '.join(parts) if len(parts) > 1 else parts[0].split(': ', 1)[1]})"
 
 
 def _ms(run: Run) -> float | None:
@@ -335,8 +355,10 @@ def html_table(table: Table) -> str:
 def plot_curves(groups: list[Group], lay: Layout, x: str) -> bytes | None:
     """The curves as a PNG; None if x never varies."""
     fig = curves_figure(groups, lay, x)
-    if fig is None:
-        return None
+    return None if fig is None else figure_png(fig)
+
+
+def figure_png(fig) -> bytes:
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
@@ -474,28 +496,36 @@ class Report:
     roots: list[Path] = field(default_factory=list)
     provenance: Provenance | None = None
     aside: list[Run] = field(default_factory=list)  # runs with nothing to draw in a panel of their own
+    adjust: str = "holm"  # the claims' family adjustment
 
 
 def make_report(root: Path, runs: list[Run], targets: dict[str, float], line: str | None = None,
                 panels: list[str] | None = None, x_axes: Iterable[str] = tuple(X_AXES), tune: list[str] | None = None,
-                roots: list[Path] | None = None) -> Report:
-    """roots: the directories compared (their runs carry `source`); by default root alone."""
+                roots: list[Path] | None = None, adjust: str = "holm") -> Report:
+    """roots: the directories compared (their runs carry `source`); by default root alone. adjust: how the
+    claims' verdicts are adjusted for their number (holm, bh or none)."""
     roots = roots or [root]
     lay, groups, aside = arrange(runs, line, panels, tune)
     metric = primary_metric(runs)
     panel_metrics(groups)
     tune_groups(groups, lay)
-    verdicts, claim_errors = judge_claims([r for g in groups for r in g.runs], groups, lay)
+    design = judge.read_design(root) if len(roots) == 1 else None
+    verdicts, claim_errors = judge.judge_claims(groups, lay, design, adjust)
     targets = {metric if k == PRIMARY else k: v for k, v in targets.items()}
     images = {}
     for x in x_axes:
         png = plot_curves(groups, lay, x)
         if png is not None:
             images[f"curves_{x}.png"] = png
+    if verdicts and tuple(x_axes) and (fig := judge.claims_figure(verdicts)) is not None:
+        images["claims.png"] = figure_png(fig)
     by_root = [(r, [run for run in runs if run.source == name]) for r, name in zip(roots, source_names(roots))] if len(roots) > 1 else [(root, runs)]
-    progress = [progress_line(str(r), rs, sweep_total(r)) for r, rs in by_root]
+    progress = [progress_line(str(r), [x for x in rs if judge.stage(x) == "tune"], sweep_total(r)) for r, rs in by_root]
+    for role in ("widen", "judge"):  # the runs lnbench check added, each round a sweep of its own
+        if added := [x for x in runs if judge.stage(x) == role]:
+            progress.append(progress_line(f"{role} runs added by lnbench check", added, None))
     return Report(root, runs, lay, metric, targets, target_note(metric, targets), build_table(groups, lay, metric, targets), images,
-                  verdicts, claim_errors, groups, progress, roots, provenance_of(runs), aside)
+                  verdicts, claim_errors, groups, progress, roots, provenance_of(runs), aside, adjust)
 
 
 def arrange(runs: list[Run], line: str | None, panels: list[str] | None, tune: list[str] | None) -> tuple[Layout, list[Group], list[Run]]:
@@ -583,47 +613,8 @@ def provenance_lines(rep: Report) -> list[str]:
     return lines
 
 
-def judge_claims(runs: list[Run], groups: list[Group], lay: Layout) -> tuple[list[dict[str, Any]], list[str]]:
-    """claims.json's entries for the claims the runs declare, judged on the (selected) runs of each panel."""
-    try:
-        claims = claimlib.claims_of(r.config for r in runs)
-    except claimlib.ClaimError as e:
-        return [], [str(e)]
-    where_keys = {k for c in claims for k in c.where}
-    panels = []
-    for panel in dict.fromkeys(g.panel for g in groups):
-        cells = {g.line: g.runs for g in groups if g.panel == panel}
-        values = dict(zip(lay.panels, panel))
-        for key in where_keys - set(values):  # a key the sweep did not vary: the value all its runs share
-            shared = {_sort_key(r.value(key)): r.value(key) for rs in cells.values() for r in rs}
-            if len(shared) == 1:
-                values[key] = next(iter(shared.values()))
-        panels.append((panel_title(lay.panels, panel), values, cells))
-    verdicts = []
-    for claim in claims:
-        def numbers(line: Any, cells: dict) -> dict[Any, float]:
-            rs = next((rs for v, rs in cells.items() if claimlib.same(v, line)), [])
-            out = {}
-            for r in rs:
-                if r.status != "completed":
-                    continue
-                v = claimlib.run_measure(claim, r.points(claim.split, claim.name, claim.x), r.summary)
-                if v is not None:
-                    out[r.value("seed")] = v
-            return out
-
-        judged = claimlib.evaluate(claim, [(t, vals, lambda line, c=cells: numbers(line, c)) for t, vals, cells in panels])
-        verdicts.append(judged.as_dict())
-    return verdicts, []
-
-
-def claims_table(rep: Report, link: str | None = None) -> Table:
-    rows = []
-    for d in rep.verdicts:
-        verdict = d["verdict"] + (f" ({d['reason']})" if d["verdict"] == claimlib.INCONCLUSIVE and d["reason"] else "")
-        rows.append([d["id"], d["text"], f"{d['better']} vs {d['than']}", d["measure"], verdict,
-                     claimlib.fmt_effect(d), str(d["n_seeds"])])
-    return Table(["claim", "paper", "better vs than", "measure", "verdict", "effect [95% CI]", "seeds"], rows)
+def claims_table(rep: Report) -> Table:
+    return Table(judge.COLUMNS, judge.table_rows(rep.verdicts))
 
 
 def target_note(metric: str, targets: dict[str, float]) -> str:
@@ -675,9 +666,10 @@ def header_lines(rep: Report) -> list[str]:
     if lay.tuned:
         picks = [g for g in rep.groups if g.selection]
         edges = [f"{g.line} ({panel_title(lay.panels, g.panel)})" for g in picks if g.selection.edge]
-        lines.append(f"tuned on validation (final val {rep.metric}, mean over seeds; test never read): "
-                     + ", ".join(f"`{k}`" for k in lay.tuned) + "; the table and claims use each line's winner"
-                     + (f"; **winner at the edge of the grid** for {', '.join(edges)}: widen the grid" if edges else ""))
+        lines.append(f"tuned on validation (final val {rep.metric} of the tuning runs, mean over seeds; test and judging runs never "
+                     "read; a value with a run that did not complete never wins over one whose runs all did): "
+                     + ", ".join(f"`{k}`" for k in lay.tuned) + "; the table, curves and claims use each line's winner"
+                     + (f"; **winner at the edge of the grid** for {', '.join(edges)}: widen the grid (`lnbench check` does)" if edges else ""))
     lines.append("★: the best line of its panel by mean final validation " + rep.metric + "; cells: mean ± standard deviation over seeds")
     lines.append(rep.target_note)
     lines.append("seconds are wall-clock time of each job, evaluations included: compare them only between jobs that "
@@ -688,13 +680,18 @@ def header_lines(rep: Report) -> list[str]:
 def _sections(rep: Report) -> list[tuple[str, list[str]]]:
     return [(title, items) for title, items in (("Running", running(rep)), ("Failures", problems(rep)),
                                                  ("Not trained (no metrics: refused or stopped before the first log)", untrained(rep)),
-                                                 ("Torn metrics", torn_runs(rep))) if items]
+                                                 ("Torn metrics", torn_runs(rep)), ("Judging runs not used", stale_runs(rep))) if items]
+
+
+def stale_runs(rep: Report) -> list[str]:
+    return [f"`{r.name}`: judging seed at {', '.join(f'{k}={r.value(k)}' for k in rep.lay.tuned)}, but the tuning now chooses "
+            f"{g.selection.text()}" for g in rep.groups for r in g.stale]
 
 
 def claims_lines(rep: Report) -> list[str]:
     lines = [f"claim error: {e}" for e in rep.claim_errors]
     if rep.verdicts:
-        lines.append("statistics: " + claimlib.METHOD + "; effect > 0 supports the claim; details in claims.json")
+        lines += judge.lines(rep.verdicts, rep.adjust) + ["details (every panel, look and p-value) in claims.json; claims.png draws each claim's numbers"]
     return lines
 
 
@@ -822,6 +819,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tune", metavar="KEY[,KEY]",
                    help="swept keys to select per line and panel on validation (default: the preset's `tune:`)")
     p.add_argument("--out", type=Path, help=f"where to write (default: DIR/{OUT_DIR}; required with several DIRs)")
+    p.add_argument("--adjust", choices=("holm", "bh", "none"), default="holm",
+                   help="the claims' adjustment for their number: holm (family-wise error, the default), bh "
+                        "(Benjamini-Hochberg false discovery rate) or none; the unadjusted verdict is always shown")
     return p
 
 
@@ -853,7 +853,7 @@ def report_command(args: argparse.Namespace) -> int:
     tune = args.tune.split(",") if args.tune else None
     targets = parse_targets(args.target)
     check_options(runs, args.lines, panels, tune, targets)
-    rep = make_report(roots[0], runs, targets, args.lines, panels, tune=tune, roots=roots)
+    rep = make_report(roots[0], runs, targets, args.lines, panels, tune=tune, roots=roots, adjust=args.adjust)
     for path in write_report(rep, args.out or roots[0] / OUT_DIR):
         print(path)
     print()

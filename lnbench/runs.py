@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import socket
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -146,12 +147,18 @@ def lookup(config: dict[str, Any], key: str) -> Any:
 
 
 def parse_scalar(text: str) -> Any:
-    """'4' -> 4, '0.1' -> 0.1, 'ln_mlp' -> 'ln_mlp': so numeric axes sort as numbers."""
+    """'4' -> 4, '0.1' -> 0.1, '1e-3' -> 0.001 (as Hydra reads it; YAML 1.1 would keep it text), 'ln_mlp' ->
+    'ln_mlp': so numeric axes sort as numbers and runs typed 1e-3 and 0.001 share a value."""
+    if NUMBER.fullmatch(text.strip()):
+        return float(text)
     try:
         value = yaml.safe_load(text)
     except yaml.YAMLError:
         return text
     return value if isinstance(value, (int, float, str, bool)) else text
+
+
+NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+")  # exponent notation; other numbers YAML reads
 
 
 def _finite(v: Any) -> bool:

@@ -3,8 +3,9 @@ import json
 
 import pytest
 import yaml
+from scipy import stats as scipy_t
 
-from lnbench import claims, report
+from lnbench import claims, report, verdicts
 
 CLAIM = {"id": "ln_beats_bn", "text": "LN converges faster than BN", "better": "ln_mlp", "than": "bn_mlp",
          "metric": "val/error", "measure": "final"}
@@ -71,23 +72,40 @@ def test_two_seeds_are_inconclusive_whatever_the_effect(tmp_path):
     assert d["effect"] > 0.25 and d["ci_low"] is None
 
 
-def test_min_effect_must_be_cleared(tmp_path):
-    d = verdict(sweep(tmp_path, -0.05, claim_list=[{**CLAIM, "min_effect": 0.2}]))["ln_beats_bn"]
-    assert d["verdict"] == "inconclusive"
+def test_min_effect_must_be_cleared_and_a_tight_small_effect_is_practically_equivalent(tmp_path):
+    d = verdict(sweep(tmp_path / "a", -0.05, claim_list=[{**CLAIM, "min_effect": 0.05}]))["ln_beats_bn"]
+    assert d["verdict"] == "inconclusive" and d["ci_low"] < 0.05 < d["ci_high"]
+    d = verdict(sweep(tmp_path / "b", -0.05, claim_list=[{**CLAIM, "min_effect": 0.2}]))["ln_beats_bn"]
+    assert d["verdict"] == "equivalent" and -0.2 < d["ci_low"] < d["ci_high"] < 0.2
+    d = verdict(sweep(tmp_path / "c", -0.05, claim_list=[{**CLAIM, "min_effect": "100%"}]))["ln_beats_bn"]  # of bn's mean, 0.2
+    assert d["verdict"] == "equivalent" and d["margin"] == pytest.approx(0.2 + sum(NOISE) / 5 - sum(OWN) / 5)
+
+
+@pytest.mark.parametrize("value", ["-1", "x%", "inf"])
+def test_a_bad_min_effect_is_a_clear_error(value):
+    with pytest.raises(claims.ClaimError, match=f"min_effect={value!r} is not allowed"):
+        claims.parse_claim({**CLAIM, "min_effect": value})
 
 
 def test_the_interval_is_student_t_on_the_paired_differences():
     better = {0: 1.0, 1: 2.0, 2: 3.0}
     than = {0: 1.5, 1: 2.7, 2: 3.4}  # differences 0.5, 0.7, 0.4: mean 0.5333, sd 0.1528
-    c = claims.compare("p", better, than)
+    c = verdicts.compare("p", _values(better), _values(than), claims.parse_claim(CLAIM))
     half = 4.302653 * 0.15275252 / 3 ** 0.5  # t(0.975, df=2)
-    assert c.paired and c.effect == pytest.approx(0.533333, abs=1e-6)
+    assert c.method == "paired t" and c.effect == pytest.approx(0.533333, abs=1e-6)
     assert (c.ci_low, c.ci_high) == (pytest.approx(0.533333 - half, abs=1e-5), pytest.approx(0.533333 + half, abs=1e-5))
+    assert c.looks[0].p_held == pytest.approx(scipy_t.ttest_1samp([0.5, 0.7, 0.4], 0, alternative="greater").pvalue)
 
 
 def test_unmatched_seeds_are_compared_unpaired():
-    c = claims.compare("p", {0: 1.0, 1: 1.1, 2: 0.9}, {3: 2.0, 4: 2.1, 5: 1.9})
-    assert not c.paired and c.verdict == "held" and c.effect == pytest.approx(1.0)
+    c = verdicts.compare("p", _values({0: 1.0, 1: 1.1, 2: 0.9}), _values({3: 2.0, 4: 2.1, 5: 1.9}), claims.parse_claim(CLAIM))
+    welch = scipy_t.ttest_ind([2.0, 2.1, 1.9], [1.0, 1.1, 0.9], equal_var=False, alternative="greater").pvalue
+    assert c.method.startswith("Welch") and c.verdict == "held" and c.effect == pytest.approx(1.0)
+    assert c.looks[0].p_held == pytest.approx(welch)
+
+
+def _values(d):
+    return {s: claims.Value(v) for s, v in d.items()}
 
 
 def test_a_claim_must_hold_in_every_panel_unless_where_restricts_it(tmp_path):
@@ -115,12 +133,13 @@ def test_each_measure_reads_the_curve(measure, extra, ln_value):
     c = claims.parse_claim({**CLAIM, "measure": measure, **extra})
     # val error 0.35, 0.25, 0.15 at steps 10, 20, 30 (epochs 0.5, 1.0, 1.5)
     points = {10 * i: ((i / 2 if c.x == "epoch" else 10 * i), 0.15 + 0.1 * (3 - i)) for i in (1, 2, 3)}
-    assert claims.run_measure(c, points, None) == pytest.approx(ln_value)
+    assert claims.run_measure(c, points, None).x == pytest.approx(ln_value)
 
 
-def test_a_target_never_reached_counts_the_whole_budget():
+def test_a_target_never_reached_is_censored_at_the_last_evaluation_not_a_time():
     c = claims.parse_claim({**CLAIM, "measure": "to_target", "target": 0.01})
-    assert claims.run_measure(c, {10: (10, 0.5), 20: (20, 0.4)}, None) == 20
+    v = claims.run_measure(c, {10: (10, 0.5), 20: (20, 0.4)}, None)
+    assert v == claims.Value(20, censored=True, resolution=10) and v.high == float("inf") and not v.exact
 
 
 @pytest.mark.parametrize("field,value,match", [
