@@ -244,7 +244,7 @@ class _GroupNorm(Normalizer):
     name, linear_bias, norm_bias, batch_stats, activations = "group", False, True, False, True
 
     def module(self, cfg, num_features, *, bias=True, time_steps=0):
-        from lnbench.nn.norm import GroupNorm
+        from lnbench.nn.group_norm import GroupNorm
 
         _check_groups(cfg.groups, num_features)
         return GroupNorm(num_features, cfg.groups, gain_init=cfg.gain_init, bias=bias, eps=cfg.eps)

@@ -81,11 +81,15 @@ def _git(root: Path, *args: str) -> str:
 
 @lru_cache(maxsize=None)
 def cpu_model() -> str:
-    """The CPU's marketing name (Linux: /proc/cpuinfo; elsewhere what platform knows)."""
+    """The CPU's marketing name (Linux: /proc/cpuinfo; elsewhere what platform knows). A name without a model
+    number (a VM's "AMD EPYC") gets the family and model, which tell one generation from the next."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("model name", "Model")):
-                return line.split(":", 1)[1].strip()
+        info = dict(ln.split(":", 1) for ln in Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines() if ":" in ln)
+        info = {k.strip(): v.strip() for k, v in info.items()}
+        name = info.get("model name") or info.get("Model")
+        if name:
+            generic = not any(ch.isdigit() for ch in name) and "cpu family" in info
+            return f"{name} (family {info['cpu family']} model {info.get('model', '?')})" if generic else name
     except OSError:
         pass
     if sys.platform == "darwin":

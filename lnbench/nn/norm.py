@@ -9,11 +9,10 @@ own parametrization of a Linear's weight, with lnbench.nn.weight_norm's data-dep
 """
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lnbench.nn.batch_norm import BatchNorm
+from lnbench.nn.group_norm import GroupNorm  # noqa: F401 (re-exported)
 from lnbench.nn.weight_norm import weight_norm_data_init  # noqa: F401 (re-exported)
 from lnbench.options import NormConfig, NormKind, Normalizer, normalizer, register  # noqa: F401 (re-exported)
 
@@ -47,17 +46,3 @@ def apply_norm(norm: nn.Module, a: Tensor, t: int | None = None) -> Tensor:
     """Call a normalizer; only batch norm needs to know the time step."""
     return norm(a, t) if isinstance(norm, BatchNorm) else norm(a)
 
-
-class GroupNorm(nn.Module):
-    """Group norm (Wu & He 2018) of summed inputs (..., H): each case's H units in `groups` contiguous groups,
-    each normalized by its own mean and variance; a gain (and bias) per unit. torch's F.group_norm, which
-    takes (N, C, ...), sees the units as channels. One group is layer norm."""
-
-    def __init__(self, num_features: int, groups: int, *, gain_init: float = 1.0, bias: bool = True, eps: float = 1e-5):
-        super().__init__()
-        self.groups, self.eps = groups, eps
-        self.weight = nn.Parameter(torch.full((num_features,), float(gain_init)))
-        self.bias = nn.Parameter(torch.zeros(num_features)) if bias else None
-
-    def forward(self, a: Tensor) -> Tensor:
-        return F.group_norm(a.reshape(-1, a.shape[-1]), self.groups, self.weight, self.bias, self.eps).view_as(a)
