@@ -16,7 +16,6 @@ hydra/launcher=submitit_slurm hydra.launcher.partition=gpu.
 """
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re
@@ -32,6 +31,7 @@ import yaml
 from lnbench import CONF_DIR, rounds
 from lnbench import verdicts as verdictlib
 from lnbench.atomic import write_bytes
+from lnbench.check_page import adjusted, write_page
 from lnbench.judge import DESIGN_FILE
 from lnbench.stats import ADJUST
 
@@ -281,13 +281,6 @@ def more_seeds(args: Args, outcomes: list[Outcome], look: int) -> tuple[int, flo
     return len(pending), time.time() - t0, (load0, os.getloadavg()[0])
 
 
-def adjusted(outcomes: list[Outcome], method: str) -> list[dict[str, Any]]:
-    """Every claim of the page, adjusted over all of them (each preset's own report adjusts over its own)."""
-    family = [{**copy.deepcopy(d), "preset": o.preset, "report": o.directory} for o in outcomes for d in o.verdicts]
-    verdictlib.adjust(family, method)
-    return family
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in ("-h", "--help", "help"):
@@ -299,8 +292,6 @@ def main(argv: list[str] | None = None) -> int:
     except CheckError as e:
         print(f"lnbench check: {e}", file=sys.stderr)
         return 2
-    from lnbench.check_page import write_page
-
     t0 = time.time()
     outcomes: list[Outcome] = []
     extra: list[str] = []
