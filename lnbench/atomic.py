@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -60,6 +60,27 @@ def write_json(path: str | Path, obj: Any) -> None:
 def write_bytes(path: str | Path, data: bytes) -> None:
     with replacing(path) as tmp:
         tmp.write_bytes(data)
+
+
+def write_files(folder: str | Path, files: dict[str, bytes]) -> None:
+    """Several files that belong together (a report and its figures): every temp file is written first, and
+    only then are they all renamed into place, so a failure while writing (a full disk) replaces none."""
+    with ExitStack() as stack:
+        for name, data in files.items():
+            stack.enter_context(replacing(Path(folder) / name)).write_bytes(data)
+
+
+def unwritable(folder: str | Path) -> str | None:
+    """Why `folder` cannot be made and written into (its nearest existing ancestor is a file, or not
+    writable), or None: asked before a long computation whose results would go there."""
+    probe = Path(folder)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{probe} is a file, not a directory"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"{probe} is not writable by you"
+    return None
 
 
 def read_jsonl(path: str | Path) -> tuple[list[dict], bool]:

@@ -16,8 +16,8 @@ hydra/launcher=submitit_slurm hydra.launcher.partition=gpu.
 """
 from __future__ import annotations
 
-import copy
 import json
+import math
 import os
 import re
 import subprocess
@@ -31,7 +31,9 @@ import yaml
 
 from lnbench import CONF_DIR, rounds
 from lnbench import verdicts as verdictlib
-from lnbench.atomic import write_bytes
+from lnbench.atomic import unwritable, write_bytes
+from lnbench.check_page import adjusted, write_page
+from lnbench.errors import UserError
 from lnbench.judge import DESIGN_FILE
 from lnbench.stats import ADJUST
 
@@ -58,7 +60,7 @@ USAGE = """usage: lnbench check [PRESET ...] [scale=K] [--out DIR] [options] [ke
 OPTIONS = {"--judging-seeds": "judging", "--max-seeds": "max_seeds", "--widen": "widen", "--adjust": "adjust"}
 
 
-class CheckError(Exception):
+class CheckError(UserError):
     """Bad arguments: one paragraph, exit 2."""
 
 
@@ -97,17 +99,15 @@ def parse_args(argv: list[str]) -> Args:
     it = iter(argv)
     for arg in it:
         name, eq, given = arg.partition("=")
-        if arg == "--out" or name == "--out":
-            args.out = Path((given if eq else next(it, "")) or ".")
+        if name == "--out":
+            args.out = Path(_value(name, given if eq else next(it, None), "a directory, e.g. --out outputs/check"))
         elif name in OPTIONS:
-            _set_option(args, name, given if eq else next(it, ""))
-        elif arg.startswith("scale="):
-            try:
-                args.scale = float(given)
-            except ValueError:
-                args.scale = -1.0
-            if not args.scale > 0:
-                raise CheckError(f"{arg} is not allowed: scale must be a number > 0 (e.g. scale=10 multiplies every preset's steps by 10).")
+            _set_option(args, name, _value(name, given if eq else next(it, None), "a value (lnbench check --help)"))
+        elif arg.startswith("-"):
+            raise CheckError(f"option {name!r} is not allowed: use --out, {', '.join(OPTIONS)}, scale=K, preset names or "
+                             "key=value overrides for every sweep (`lnbench check --help`).")
+        elif name == "scale":
+            args.scale = _scale(arg, given)
         elif eq:
             args.overrides.append(arg)
         elif arg in available:
@@ -120,6 +120,22 @@ def parse_args(argv: list[str]) -> Args:
         raise CheckError(f"--max-seeds {args.max_seeds} is not allowed with --judging-seeds {args.judging}: a claim gets at "
                          f"least the first look's seeds (use --max-seeds {args.judging} for a single look).")
     return args
+
+
+def _value(name: str, text: str | None, wanted: str) -> str:
+    if not text:
+        raise CheckError(f"{name} needs {wanted}; it was given none.")
+    return text
+
+
+def _scale(arg: str, text: str) -> float:
+    try:
+        scale = float(text)
+    except ValueError:
+        scale = math.nan
+    if not (math.isfinite(scale) and scale > 0):
+        raise CheckError(f"{arg} is not allowed: scale must be a finite number > 0 (e.g. scale=10 multiplies every preset's steps by 10).")
+    return scale
 
 
 def _set_option(args: Args, name: str, text: str) -> None:
@@ -173,10 +189,17 @@ def sweep_command(args: Args, preset: str) -> list[str]:
 
 def check_design(args: Args) -> None:
     """A sweep judged under one design of looks is never continued under another: choosing the looks after
-    seeing the data would void the error rates they keep (lnbench/verdicts.py)."""
+    seeing the data would void the error rates they keep (lnbench/verdicts.py). And --out must be writable."""
+    if why := unwritable(args.out):
+        raise CheckError(f"--out {args.out} cannot be written: {why}. Give a directory you can write to with --out DIR.")
     for preset in args.presets:
         path = sweep_dir(args, preset) / DESIGN_FILE
-        if path.is_file() and (had := json.loads(path.read_text()).get("looks")) != args.looks:
+        try:
+            had = json.loads(path.read_text()).get("looks") if path.is_file() else args.looks
+        except (OSError, ValueError, AttributeError):
+            raise CheckError(f"{path} is not the design lnbench check wrote (a JSON object with `looks`): the looks this sweep "
+                             "was judged in are unknown. Restore it, or give another --out.") from None
+        if had != args.looks:
             raise CheckError(f"{sweep_dir(args, preset)} was judged in looks of {had} judging seeds ({path}); --judging-seeds "
                              f"{args.judging} --max-seeds {args.max_seeds} asks for {args.looks or 'none'}. Changing the looks after "
                              f"seeing results would void their error rates: give the same options, or another --out.")
@@ -281,16 +304,9 @@ def more_seeds(args: Args, outcomes: list[Outcome], look: int) -> tuple[int, flo
     return len(pending), time.time() - t0, (load0, os.getloadavg()[0])
 
 
-def adjusted(outcomes: list[Outcome], method: str) -> list[dict[str, Any]]:
-    """Every claim of the page, adjusted over all of them (each preset's own report adjusts over its own)."""
-    family = [{**copy.deepcopy(d), "preset": o.preset, "report": o.directory} for o in outcomes for d in o.verdicts]
-    verdictlib.adjust(family, method)
-    return family
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in ("-h", "--help", "help"):
+    if argv[:1] == ["help"] or "-h" in argv or "--help" in argv:
         print(USAGE.format(presets=", ".join(claim_presets()), defaults=" ".join(f"{k}={v}" for k, v in DEFAULTS.items())))
         return 0
     try:
@@ -299,8 +315,6 @@ def main(argv: list[str] | None = None) -> int:
     except CheckError as e:
         print(f"lnbench check: {e}", file=sys.stderr)
         return 2
-    from lnbench.check_page import write_page
-
     t0 = time.time()
     outcomes: list[Outcome] = []
     extra: list[str] = []

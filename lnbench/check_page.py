@@ -1,9 +1,10 @@
 """The page `lnbench check` writes, check.md and check.html: every claim's verdict, adjusted over all the
 claims of the page, beside the unadjusted one, with its effect and interval, its seeds (tuning + judging),
-the hyperparameters each line was judged at (and whether its grid was widened), and a link to its curves."""
+the hyperparameters each line was judged at (and whether its grid was widened), and a link to its curves.
+Rendered by lnbench.report.render, like each preset's report."""
 from __future__ import annotations
 
-import html
+import copy
 import json
 import os
 import time
@@ -11,25 +12,34 @@ from typing import Any
 
 from lnbench import judge
 from lnbench import verdicts as verdictlib
-from lnbench.atomic import write_bytes
+from lnbench.atomic import write_files
+from lnbench.report import render
+from lnbench.report.render import Heading, Items, Link, Page, Table
 
 COLUMNS = ["claim", "preset", "verdict (adjusted)", "unadjusted", "effect [95% t CI]; d; bootstrap", "P(better<than)", "seeds: tuning + judging",
            "chosen on validation (grid)", "curves"]
 
 
-def page_rows(outcomes: list, family: list[dict[str, Any]], base) -> list[list[str]]:
-    rows = []
-    by_preset = {}
-    for d in family:
-        by_preset.setdefault(d["preset"], []).append(d)
+def adjusted(outcomes: list, method: str) -> list[dict[str, Any]]:
+    """Every claim of the page, adjusted over all of them (each preset's own report adjusts over its own)."""
+    family = [{**copy.deepcopy(d), "preset": o.preset, "report": o.directory} for o in outcomes for d in o.verdicts]
+    verdictlib.adjust(family, method)
+    return family
+
+
+def table(outcomes: list, family: list[dict[str, Any]], base) -> Table:
+    """A row per claim (a preset without verdicts: one row saying why), each linking to its preset's report."""
+    rows, tones = [], []
     for o in outcomes:
-        link = os.path.relpath(o.directory / "report" / "report.html", base)
+        link = Link("report", os.path.relpath(o.directory / "report" / "report.html", base))
         if not o.verdicts:
             rows.append(["—", o.preset, "no verdict: " + (o.note or "no claims"), "—", "—", "—", "—", "—", link])
-        for d in by_preset.get(o.preset, []):
+            tones.append("")
+        for d in (d for d in family if d["preset"] == o.preset):
             rows.append([f"{d['id']}: {d['text']}", o.preset, judge.verdict_text(d), d["raw_verdict"], judge.effect_text(d),
                          "—" if d.get("p_improve") is None else f"{d['p_improve']:.2f}", judge.seeds_text(d), judge.chosen_text(d), link])
-    return rows
+            tones.append(d["verdict"])
+    return Table(COLUMNS, rows, tones)
 
 
 def header(outcomes: list, family: list[dict[str, Any]], args, seconds: float, extra: list[str]) -> list[str]:
@@ -54,42 +64,16 @@ def header(outcomes: list, family: list[dict[str, Any]], args, seconds: float, e
         "statistics: " + verdictlib.describe_method(args.adjust) + "; effect > 0 supports the claim",
         "each preset's own report adjusts over its own claims only, so its verdicts can be less strict than this page's",
     ]
-    lines += [f"{o.preset}: {o.note}" for o in outcomes if o.note]
-    return lines
-
-
-def _cells(values: list[str]) -> str:
-    return "| " + " | ".join(v.replace("|", "\\|").replace("\n", " ") for v in values) + " |"
-
-
-def render_markdown(rows: list[list[str]], head: list[str]) -> str:
-    body = [_cells(r[:-1] + [f"[report]({r[-1]})"]) for r in rows]
-    return "\n".join(["# lnbench check", "", *[f"- {line}" for line in head], "", _cells(COLUMNS), _cells(["---"] * len(COLUMNS)), *body, ""])
-
-
-def render_html(rows: list[list[str]], head: list[str]) -> str:
-    from lnbench.report import STYLE
-
-    colors = {"held": "#d9f2d9", "contradicted": "#f7d4d4", "equivalent": "#dde6f7"}
-    th = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
-    body = []
-    for r in rows:
-        bg = colors.get(r[2].split(" ", 1)[0], "#fff")
-        tds = "".join(f"<td>{html.escape(v)}</td>" for v in r[:-1])
-        body.append(f"<tr style='background:{bg}'>{tds}<td><a href='{html.escape(r[-1])}'>report</a></td></tr>")
-    items = "".join(f"<li>{html.escape(line)}</li>" for line in head)
-    return (f"<!doctype html><meta charset='utf-8'><title>lnbench check</title><style>{STYLE}</style>"
-            f"<h1>lnbench check</h1><ul>{items}</ul><table><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+    return lines + [f"{o.preset}: {o.note}" for o in outcomes if o.note]
 
 
 def write_page(outcomes: list, args, seconds: float, extra: list[str] | None = None) -> str:
-    from lnbench.check import adjusted
-
-    args.out.mkdir(parents=True, exist_ok=True)
+    """check.md, check.html and claims.json (the family, adjusted) in args.out, written together; returns the Markdown."""
     family = adjusted(outcomes, args.adjust)
-    rows, head = page_rows(outcomes, family, args.out), header(outcomes, family, args, seconds, extra or [])
-    md = render_markdown(rows, head)
-    write_bytes(args.out / "check.md", md.encode())
-    write_bytes(args.out / "check.html", render_html(rows, head).encode())
-    write_bytes(args.out / "claims.json", (json.dumps(family, indent=2, default=str) + "\n").encode())
+    page = Page("lnbench check", [Heading("lnbench check", 1), Items(header(outcomes, family, args, seconds, extra or [])),
+                                  table(outcomes, family, args.out)])
+    md = render.markdown(page)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_files(args.out, {"check.md": md.encode(), "check.html": render.html_page(page).encode(),
+                           "claims.json": (json.dumps(family, indent=2, default=str) + "\n").encode()})
     return md

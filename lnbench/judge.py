@@ -1,5 +1,5 @@
 """The claims of a report: which runs judge each claim, their numbers, the verdicts (lnbench/verdicts.py),
-and the claims' table and figure.
+and the text of the claims' table (its figure: lnbench/report/plots.py).
 
 A claim is judged only on the runs whose config declares it (its own sweep's), panel by panel, on the runs
 of each line at the hyperparameters the tuning seeds chose. Where both lines have judging runs (stage=judge:
@@ -42,9 +42,8 @@ def read_design(root: Path) -> list[int] | None:
 
 
 def judge_claims(groups: list, lay, design: list[int] | None, adjust: str = "holm") -> tuple[list[dict[str, Any]], list[str]]:
-    """claims.json's entries for every claim the runs declare, family-adjusted over them all."""
-    from lnbench.report import panel_title
-
+    """claims.json's entries for every claim the runs declare, family-adjusted over them all. groups and lay:
+    the report's (lnbench.report.analysis), duck-typed so that the report imports the judge, never both ways."""
     runs = [r for g in groups for r in (*g.runs, *g.judging)]
     try:
         claims = claimlib.claims_of(r.config for r in runs)
@@ -62,7 +61,7 @@ def judge_claims(groups: list, lay, design: list[int] | None, adjust: str = "hol
             better, than = (_cell(cells, line) for line in (claim.better, claim.than))
             judging = bool(better and than and better.judging and than.judging)
             on_tuning |= not judging and any(g is not None and g.selection for g in (better, than))
-            comparison = _compare(claim, panel_title(lay.panels, panel), better, than, judging, design)
+            comparison = _compare(claim, lay.title(panel), better, than, judging, design)
             panels.append(comparison)
         entries.append(verdicts.judge_claim(claim, panels, design, ON_TUNING_SEEDS if on_tuning and panels else ""))
     verdicts.adjust(entries, adjust)
@@ -199,42 +198,3 @@ def lines(entries: list[dict[str, Any]], adjust: str) -> list[str]:
     notes = sorted({d["note"] for d in entries if d.get("note")})
     out += [f"**{n}**" for n in notes]
     return out
-
-
-def claims_figure(entries: list[dict[str, Any]]):
-    """Every claim's numbers as the verdict reads them: per panel, each seed's value of the two lines, joined by
-    seed (a diverged run at the top edge, marked x). None if no claim has numbers."""
-    shown = [(d, p) for d in entries for p in d["panels"] if any(p.get("values", {}).get(k) for k in ("better", "than"))]
-    if not shown:
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ncols = min(4, len(shown))
-    nrows = math.ceil(len(shown) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 3.0 * nrows), squeeze=False, layout="constrained")
-    for ax, (d, p) in zip(axes.flat, shown):
-        _draw_pairs(ax, d, p)
-    for ax in list(axes.flat)[len(shown):]:
-        ax.set_visible(False)
-    return fig
-
-
-def _draw_pairs(ax, d: dict[str, Any], p: dict[str, Any]) -> None:
-    vals = p["values"]
-    finite = [v for k in ("better", "than") for v in vals.get(k, {}).values() if v != "diverged"]
-    top = max(finite) * 1.05 if finite else 1.0
-    seeds = sorted(set(vals.get("better", {})) | set(vals.get("than", {})), key=str)
-    for s in seeds:
-        ys = [vals.get(k, {}).get(s) for k in ("better", "than")]
-        pts = [(i, top if y == "diverged" else y) for i, y in enumerate(ys) if y is not None]
-        ax.plot(*zip(*pts), color="grey", lw=0.8, alpha=0.7)
-        for i, y in pts:
-            ax.plot(i, y, "x" if ys[i] == "diverged" else "o", color=("C0", "C3")[i], ms=4)
-    ax.set_xticks([0, 1], [f"better: {d['better']}", f"than: {d['than']}"])
-    ax.set_xlim(-0.4, 1.4)
-    ax.set_title(f"{d['id']}\n{p['panel']}: {d['verdict']}", fontsize=8)
-    ax.set_ylabel(d["measure"], fontsize=8)
-    ax.tick_params(labelsize=7)

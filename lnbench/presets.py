@@ -76,7 +76,8 @@ def main(argv: list[str]) -> int:
         print("usage: lnbench presets\n\n" + __doc__.split("\n\n")[0])
         return 0
     if argv:
-        print(f"lnbench presets: takes no arguments (got {' '.join(argv)!r}).", file=sys.stderr)
+        print(f"lnbench presets: {argv[0]!r} is not allowed: `lnbench presets` takes no arguments (only --help) and "
+              "lists every preset of conf/.", file=sys.stderr)
         return 2
     print(render(read_presets(Path(CONF_DIR))), end="")
     return 0

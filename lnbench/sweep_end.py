@@ -174,7 +174,7 @@ def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
 def report_contents(sweep_dir: Path) -> tuple[dict[str, tuple[list[str], list[list[Any]]]], dict[str, bytes]]:
     """({table name: (columns, rows)}, {png name: bytes}) from lnbench.report. Only load_runs, make_report
     and the Report's `table` (or `tables`), `verdicts` (what claims.json holds) and `images` are relied
-    on: report.py changes often. Without verdicts, report/claims.json if an earlier report wrote one."""
+    on: lnbench/report/ changes often. Without verdicts, report/claims.json if an earlier report wrote one."""
     from lnbench import report
 
     rep = report.make_report(sweep_dir, report.load_runs(sweep_dir), {})
