@@ -123,8 +123,8 @@ def parse_args(argv: list[str]) -> Args:
 
 
 def _value(name: str, text: str | None, wanted: str) -> str:
-    if not text:
-        raise CheckError(f"{name} needs {wanted}; it was given none.")
+    if not text or text.startswith("--"):  # `--out --widen 2`: the next option is not a value
+        raise CheckError(f"{name} needs {wanted}; it was given {'none' if not text else repr(text) + ', another option'}.")
     return text
 
 

@@ -106,6 +106,7 @@ def test_report_help_is_exit_0(capsys):
 BAD_CHECK = {
     "out-without-value": (["--out"], ["--out needs a directory, e.g. --out outputs/check; it was given none"]),
     "option-without-value": (["--judging-seeds"], ["--judging-seeds needs a value"]),
+    "option-as-a-value": (["--out", "--widen", "2"], ["--out needs a directory, e.g. --out outputs/check; it was given '--widen', another option"]),
     "unknown-option": (["--colour=red"], ["option '--colour' is not allowed: use --out, --judging-seeds, --max-seeds, --widen, --adjust"]),
     "scale-infinite": (["scale=inf"], ["scale=inf is not allowed: scale must be a finite number > 0"]),
     "scale-without-value": (["scale"], ["scale is not allowed: scale must be a finite number > 0"]),
