@@ -85,25 +85,29 @@ def preflight(args: list[str], conf_dir: str) -> Plan | None:
     return plan
 
 
+SUBMITIT = "hydra_plugins.hydra_submitit_launcher.submitit_launcher"
+
+
 def launcher_kind(master) -> str:
-    """Which launcher runs the jobs, by its class (Hydra's own SLURM launcher, lnbench's, submitit's local one)."""
+    """Which launcher runs the jobs, by its class and the classes it derives from (lnbench's SLURM launcher is
+    Hydra's). By their qualified names: Hydra's plugin scan may import a plugin module twice, and the two
+    copies' classes are not each other's subclasses."""
     import importlib
     import logging
-    import sys
 
     module, _, name = str(master.hydra.launcher._target_).rpartition(".")
     try:
         cls = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError):  # Hydra itself says what it cannot load
         return "in-process"
-    submitit = sys.modules.get("hydra_plugins.hydra_submitit_launcher.submitit_launcher")  # imported with any of its launchers
-    if submitit is None or not issubclass(cls, submitit.BaseSubmititLauncher):
-        return "in-process"
-    if cls is submitit.SlurmLauncher:
+    bases = [f"{c.__module__}.{c.__qualname__}" for c in cls.__mro__]
+    if bases[0] == f"{SUBMITIT}.SlurmLauncher":
         from lnbench.slurm import PLAIN_SUBMITIT_SLURM
 
         logging.getLogger("lnbench").warning(PLAIN_SUBMITIT_SLURM)
-    return "slurm" if issubclass(cls, submitit.SlurmLauncher) else "submitit_local"
+    if f"{SUBMITIT}.SlurmLauncher" in bases:
+        return "slurm"
+    return "submitit_local" if f"{SUBMITIT}.LocalLauncher" in bases else "in-process"
 
 
 def hydra_value(text: str) -> str:

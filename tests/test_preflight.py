@@ -120,3 +120,20 @@ def test_a_big_sweep_composes_each_value_of_each_axis_before_it_starts():
     master.hydra.sweeper.params = {"seed": "0,1"}
     assert sweep_jobs(master) == [list(j) for j in itertools.product(["seed=0", "seed=1"], ["model=lstm", "model=ln_lstm", "model=gru"], ["optim.lr=1", "optim.lr=2"])]
     assert json.dumps(jobs)  # plain lists of strings, for Hydra's loader
+
+
+@pytest.mark.parametrize("launcher,kind", [("basic", "in-process"), ("joblib", "in-process"), ("submitit_local", "submitit_local"),
+                                           ("submitit_slurm", "slurm"), ("slurm", "slurm")])
+def test_each_launcher_is_known_by_its_class(launcher, kind):
+    """What a signal means depends on it: a stopped local sweep marks itself, a SLURM job's SIGTERM is SLURM's."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    from conftest import compose_train
+    from hydra import compose, initialize_config_dir
+
+    from lnbench.cli import CONF_DIR
+    from lnbench.preflight import launcher_kind
+
+    compose_train()  # registers the schemas
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose("train", overrides=[f"hydra/launcher={launcher}"], return_hydra_config=True)
+    assert launcher_kind(cfg) == kind
