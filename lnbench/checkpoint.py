@@ -31,7 +31,8 @@ from lnbench.errors import ConfigError, DataError, Interrupted
 FILE = "checkpoint.pt"
 # Keys a resume may change: they decide where and how fast the run goes, not what it computes.
 MAY_CHANGE = ("resume", "device", "threads", "progress", "checkpoint_every", "logger", "dataset.data_dir", "dataset.download",
-              "claims", "tune", "stage")  # the last three: read by `lnbench report` only, never by training
+              "claims", "tune", "stage",  # these three: read by `lnbench report` only, never by training
+              "imports")  # where the user's modules are found (older checkpoints have no such key)
 log = logging.getLogger("lnbench")
 
 
@@ -130,22 +131,17 @@ def _show(v: Any) -> str:
 class RunLock:
     """An exclusive lock on `<run dir>/.lock` for the life of the run (released by the OS if killed).
 
-    Re-entrant within a process (and its forked job process): the job's checks take it before Hydra
-    writes into the directory, the train loop takes it again. The file is removed on release, so a
-    finished or refused run leaves no `.lock`; a process that locked a file just removed by its holder
-    notices (another inode at the path) and tries again.
+    Taken once per run: by lnbench.preflight for an existing run directory (before Hydra writes there),
+    else by the job; a forked job process shares its parent's. A second RunLock on the same directory, in
+    this process too, is refused: nothing locks twice. The file is removed on release, so a finished or
+    refused run leaves no `.lock`; a process that locked a file just removed by its holder notices (another
+    inode at the path) and tries again.
     """
-
-    _held: dict[str, "RunLock"] = {}
 
     def __init__(self, run_dir: Path):
         import fcntl
 
         self.path = Path(run_dir) / ".lock"
-        key = str(self.path.resolve())
-        self._nested = key in RunLock._held
-        if self._nested:
-            return
         while True:
             self._f = open(self.path, "a+")
             try:
@@ -167,13 +163,10 @@ class RunLock:
         self._f.truncate(0)
         self._f.write(f"pid {os.getpid()} on {os.uname().nodename}\n")
         self._f.flush()
-        self._key = key
-        RunLock._held[key] = self
 
     def release(self) -> None:
-        if self._nested or self._f.closed:
+        if self._f.closed:
             return
-        RunLock._held.pop(self._key, None)
         self.path.unlink(missing_ok=True)  # while still locked: nobody can take a file being removed
         self._f.close()
 
@@ -220,9 +213,14 @@ class StopSignals:
         if threading.current_thread() is threading.main_thread():
             for s in (*self.SIGNALS, *extra_stop_signals()):
                 self._previous[s] = signal.signal(s, self._handle)
+            # A sweep's job starts with them blocked (lnbench.sweep_stop): one that came while it started
+            # waited, and arrives now.
+            self._mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, self._previous)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._previous:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
         for s, handler in self._previous.items():
             signal.signal(s, handler)
         self._previous.clear()

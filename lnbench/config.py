@@ -2,11 +2,10 @@
 
 Each preset YAML under conf/ starts from one of these schemas (its defaults list names `/base_*`), so a
 misspelt key or a value of the wrong type fails at composition, with Hydra's own message, before any
-tensor is made. Checks that need more than a type (ranges, combinations) live in `validate`.
+tensor is made. Checks that need more than a type (ranges, combinations) live in lnbench.validation.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -16,8 +15,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from lnbench import CONF_DIR
-from lnbench.errors import ConfigError
-from lnbench.options import NORMALIZERS, Impl, NormConfig, Placement, normalizer
+from lnbench.options import Impl, NormConfig, Placement
 
 
 class CellKind(str, Enum):
@@ -251,37 +249,6 @@ class CsvConfig:
 LoggerConfig = dict
 
 
-def validate_logger(logger: Any) -> None:
-    """Each logger entry is one sink's config, with the `_target_` that builds it: anything else (`+logger.nope=1`)
-    is a typo that would silently do nothing. metrics.jsonl is no entry: every run writes it."""
-    import importlib
-
-    from lnbench.sinks.jsonl import KEY as RECORD_KEY
-
-    for key, node in (logger or {}).items():
-        if key == RECORD_KEY or not OmegaConf.is_dict(node) or "_target_" not in node:
-            value = OmegaConf.to_container(node) if OmegaConf.is_config(node) else node
-            raise ConfigError(
-                f"logger.{key}={value} is not allowed: "
-                + ("metrics.jsonl is written by every run, it is not chosen. " if key == RECORD_KEY else
-                   f"each logger entry is a metric sink's config with a _target_, and {key!r} has none. ")
-                + f"Choose sinks with logger=NAME or a list, logger=[wandb,csv] (the files in {CONF_DIR / 'logger'}: "
-                f"{', '.join(sorted(p.stem for p in (CONF_DIR / 'logger').glob('*.yaml')))})."
-            )
-        try:  # before anything is built: a sink's class that cannot be found is a typo too
-            # importlib, not hydra.utils.get_object: that one logs its own error before raising
-            module, _, name = str(node._target_).rpartition(".")
-            getattr(importlib.import_module(module), name)
-        except Exception as e:
-            raise ConfigError(
-                f"logger.{key}._target_={node._target_} is not allowed: it cannot be imported "
-                f"({type(e).__name__}: {' '.join(str(e).split())[:200]}). Give the sink's class as module.Class."
-            ) from None
-    for key in ("init_timeout", "finish_timeout"):
-        if OmegaConf.select(logger, f"wandb.{key}", default=1) <= 0:
-            raise ConfigError(f"logger.wandb.{key}={OmegaConf.select(logger, f'wandb.{key}')} is not allowed: it must be a number of seconds > 0.")
-
-
 @dataclass
 class TrainConfig:
     model: Any = MISSING
@@ -307,6 +274,9 @@ class TrainConfig:
     # The run's part in a tuned comparison (lnbench/verdicts.py): tune (chooses the hyperparameters), widen
     # (the same, at a value lnbench check added beyond the grid's edge), judge (a fresh seed at the chosen value).
     stage: str = "tune"
+    # Modules to import in every process of the run before its config is checked (the CLI, each joblib
+    # worker, each submitit job): where a user's own normalizer, model or dataset registers itself.
+    imports: list[str] = field(default_factory=list)
 
 
 SCHEMAS = {
@@ -372,103 +342,3 @@ def register_configs() -> None:
     for nodes in SCHEMAS.values():
         for name, node in nodes.items():
             cs.store(name=name, node=node)
-
-
-# Keys whose values are free-form (not checked against a schema, any nested keys allowed). Every other
-# key must be a field of its schema, even one added with `+`/`++` (Hydra lets `+` add any key).
-FREE_FORM: tuple[str, ...] = ("claims",)
-
-
-def check_keys(cfg: Any, prefix: str = "") -> None:
-    """Refuses a key its node's schema does not declare (e.g. `+foo=1`, `+model.foo=1`, `+optim.momentum=0.9`
-    with Adam): the schema is the whitelist, so a misspelt key cannot silently do nothing."""
-    import dataclasses
-
-    from omegaconf import DictConfig
-
-    if not prefix and "logger" in cfg:
-        validate_logger(cfg.logger)  # an open node: its entries are checked as sinks' configs
-    schema = OmegaConf.get_type(cfg)
-    allowed = {f.name for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else None
-    for key in sorted(allowed - set(cfg.keys())) if allowed is not None else []:
-        raise ConfigError(
-            f"~{prefix}{key} is not allowed: {prefix}{key} is a key of {schema.__name__} and every run needs it. "
-            f"Give it another value instead ({prefix}{key}=<value>, null where it is optional)."
-        )
-    for key in cfg.keys():
-        full = f"{prefix}{key}"
-        if full in FREE_FORM:
-            continue
-        if allowed is not None and key not in allowed:
-            value = OmegaConf.select(cfg, str(key), throw_on_missing=False)
-            where = f"the {prefix[:-1]} config ({schema.__name__})" if prefix else "lnbench train"
-            raise ConfigError(
-                f"{full}={_typed(value)} is not allowed: {where} has no key {key!r}. Its keys are "
-                f"{', '.join(sorted(k for k in allowed if not k.startswith('_')))}"
-                f"{'; keys free for any value: ' + ', '.join(FREE_FORM) if not prefix else ''}."
-            )
-        node = cfg._get_node(key)
-        if isinstance(node, DictConfig) and not node._is_none() and not node._is_missing():
-            check_keys(node, f"{full}.")
-
-
-def _leaves(node: Any, prefix: str = ""):
-    if isinstance(node, dict):
-        for k, v in node.items():
-            yield from _leaves(v, f"{prefix}{k}.")
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            yield from _leaves(v, f"{prefix[:-1]}[{i}].")
-    else:
-        yield prefix[:-1], node
-
-
-def _typed(value: Any) -> str:
-    return str(OmegaConf.to_container(value)) if OmegaConf.is_config(value) else str(value)
-
-
-def validate(cfg: Any) -> None:
-    """Checks a type cannot express; each raises ConfigError naming the key, the value, what is allowed."""
-    check_keys(cfg)
-    for key, value in _leaves(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)):
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"{key}={value} is not allowed: it must be a finite number.")
-    if cfg.seed < 0:
-        raise ConfigError(f"seed={cfg.seed} is not allowed: it must be an integer >= 0.")
-    for key in ("steps", "eval_every", "log_every", "checkpoint_every", "dataset.batch_size", "dataset.eval_batch_size"):
-        _at_least(cfg, key, 1)
-    for key in ("dataset.seq_len", "dataset.eval_seq_len", "model.hidden_size", "model.num_layers", "threads"):
-        _at_least(cfg, key, 1, optional=True)
-    _at_least(cfg, "schedule.warmup_steps", 0)
-    if cfg.clip_grad_norm is not None and cfg.clip_grad_norm <= 0:
-        raise ConfigError(f"clip_grad_norm={cfg.clip_grad_norm} is not allowed: it must be > 0, or null for no clipping.")
-    if cfg.optim.lr <= 0:
-        raise ConfigError(f"optim.lr={cfg.optim.lr} is not allowed: the learning rate must be > 0.")
-    if cfg.stage not in ("tune", "widen", "judge"):
-        raise ConfigError(f"stage={cfg.stage} is not allowed: use tune (the default), widen or judge (a fresh seed at chosen hyperparameters).")
-    norm = cfg.model.get("norm")
-    if norm is not None and normalizer(norm.kind).batch_stats and cfg.dataset.batch_size < 2:
-        per_case = ", ".join(n for n, z in NORMALIZERS.items() if not z.batch_stats)
-        raise ConfigError(
-            f"dataset.batch_size={cfg.dataset.batch_size} is not allowed with batch normalization "
-            f"(model.norm.kind={norm.kind}, statistics over the batch): it needs at least 2 cases per batch to "
-            f"estimate a variance in training. Use dataset.batch_size >= 2, or a per-case normalizer ({per_case})."
-        )
-    if cfg.test_seq_lens and OmegaConf.select(cfg, "dataset.eval_seq_len", default="absent") == "absent":
-        raise ConfigError(
-            f"test_seq_lens={list(cfg.test_seq_lens)} is not allowed with this dataset: it has no "
-            f"eval_seq_len. Use a sequence dataset whose test length can change (adding, copy, shakespeare)."
-        )
-    if any(n < 1 for n in cfg.test_seq_lens):
-        raise ConfigError(f"test_seq_lens={list(cfg.test_seq_lens)} is not allowed: every length must be >= 1.")
-    device = str(cfg.device)
-    if not (device in ("auto", "cpu", "cuda", "mps") or device.startswith("cuda:")):
-        raise ConfigError(f"device={device!r} is not allowed: use auto, cpu, cuda or cuda:N.")
-
-
-def _at_least(cfg: Any, key: str, low: int, optional: bool = False) -> None:
-    value = OmegaConf.select(cfg, key, default=None)
-    if value is None and optional:
-        return
-    if value is None or value < low:
-        raise ConfigError(f"{key}={value} is not allowed: it must be an integer >= {low}.")

@@ -10,6 +10,8 @@ from typing import Any, Iterator
 class UserError(Exception):
     """Bad input (a config value, a missing or corrupt data file, an unusable device or directory)."""
 
+    hint: str | None = None  # one more line for the user, after the paragraph (how to quote a value)
+
 
 class ConfigError(UserError, ValueError):
     """A config value that is not allowed; the message names the value and what is allowed."""
@@ -57,12 +59,14 @@ class Interrupted(BaseException):
 
 @contextmanager
 def refused_while_building(key: str, node: Any) -> Iterator[None]:
-    """An error raised while `key` (dataset, model, optim) is built from its config node, by our code, by
-    Hydra's instantiate or by a torch constructor, becomes one ConfigError naming the key as typed.
+    """Builds `key` (dataset, model, optim, schedule) from its config node: what is the user's to fix becomes
+    one ConfigError naming the key as typed; anything else passes unchanged, as the bug it is.
 
-    Hydra wraps a constructor's error in "Error in call to target ..."; our own UserError inside it is
-    unwrapped as it was raised. A TypeError or ValueError from a constructor (torch checks its arguments
-    that way) or an import error of `_target_` is bad input; anything else is a bug and passes unchanged.
+    The user's: our own UserError (Hydra wraps a constructor's error in "Error in call to target ..."; it is
+    unwrapped as raised); a `_target_` that names no importable class; a TypeError or ValueError from the
+    optimizer's or scheduler's constructor, which is torch's and checks the values given to it that way;
+    memory a constructor cannot get for the sizes given. A TypeError raised in a model's or a dataset's code
+    (lnbench's or a user's) is a bug in that code, not a value to change.
     """
     from hydra.errors import InstantiationException
 
@@ -72,13 +76,43 @@ def refused_while_building(key: str, node: Any) -> Iterator[None]:
         cause = e.__cause__
         if isinstance(cause, UserError):
             raise cause from None
-        if cause is None or isinstance(cause, (TypeError, ValueError, ImportError, AttributeError)):
+        if cause is None or _not_importable(cause, node) or key in TORCH_CHECKS and isinstance(cause, (TypeError, ValueError)):
             raise _refused(key, node, cause or e) from e
-        raise
+        if _out_of_memory(cause):
+            raise _refused(key, node, cause) from None
+        cause.__suppress_context__ = True  # the constructor's own error (its cause kept), not Hydra's wrapper
+        raise cause
     except (TypeError, ValueError) as e:
-        if isinstance(e, UserError):
+        if isinstance(e, UserError) or key not in TORCH_CHECKS:
             raise
         raise _refused(key, node, e) from e
+    except (MemoryError, RuntimeError) as e:
+        if not _out_of_memory(e):
+            raise
+        raise _refused(key, node, e) from None
+
+
+TORCH_CHECKS = ("optim", "schedule")  # built by torch's constructors, which check their arguments
+
+
+def _not_importable(error: BaseException, node: Any) -> bool:
+    """Whether `error` says that the `_target_` itself names no module or class: Hydra's import error, caused by
+    a ModuleNotFoundError for the target's own path (a failing import inside the module it names is that
+    module's bug)."""
+    original = error
+    while original.__cause__ is not None:
+        original = original.__cause__
+    target = str(node.get("_target_", "")) if hasattr(node, "get") else ""
+    missing = getattr(original, "name", None)
+    return isinstance(original, ModuleNotFoundError) and bool(missing) and f"{target}.".startswith(f"{missing}.")
+
+
+def _out_of_memory(error: BaseException) -> bool:
+    """An allocation the machine cannot serve. torch's CPU allocator raises a plain RuntimeError, told apart
+    by its message only; CUDA's has a type."""
+    import torch
+
+    return isinstance(error, (MemoryError, torch.OutOfMemoryError)) or "can't allocate memory" in str(error)
 
 
 def _refused(key: str, node: Any, error: BaseException) -> ConfigError:

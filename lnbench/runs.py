@@ -286,12 +286,10 @@ def sweep_total(root: Path) -> int | None:
     if not isinstance(hydra_cfg, dict):
         return None
     try:
-        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-        from hydra.core.override_parser.overrides_parser import OverridesParser
+        from lnbench.hydra_args import expand
 
         params = (hydra_cfg.get("sweeper") or {}).get("params") or {}
         task = ((hydra_cfg.get("overrides") or {}).get("task")) or []
-        overrides = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()] + list(task))
-        return len(BasicSweeper.split_arguments(overrides, None)[0])
+        return len(expand([f"{k}={v}" for k, v in params.items()] + list(task)))
     except Exception:  # a sweep this parser cannot expand without the config (glob choices, other sweepers)
         return None

@@ -146,7 +146,7 @@ def outcome(launcher, idx: int, overrides: list[str], job) -> JobReturn:
     """The job's JobReturn, or a failed one naming why a job ended without a result."""
     from submitit.core.utils import FailedJobError, UncompletedJobError
 
-    from lnbench.job import job_failed
+    from lnbench.failures import JobFailed
 
     try:
         return job.results()[0]
@@ -159,7 +159,7 @@ def outcome(launcher, idx: int, overrides: list[str], job) -> JobReturn:
     record_lost(job_dir(launcher, cfg), cfg, job.job_id, why)
     log.error("job %s failed: %s", idx, why)
     ret = JobReturn(overrides=overrides, status=JobStatus.FAILED, working_dir=os.getcwd())
-    ret.return_value = job_failed(why if why.startswith("lnbench: job") else f"lnbench: job {idx} ({' '.join(overrides)}) failed: {why}")
+    ret.return_value = JobFailed(why if why.startswith("lnbench: job") else f"lnbench: job {idx} ({' '.join(overrides)}) failed: {why}")
     return ret
 
 

@@ -100,6 +100,8 @@ def end_of_sweep_block(sweep_dir: Path, jobs: dict[str, dict[str, Any]], report_
         if s.get("status") in ("failed", "diverged"):
             why = s.get("error") or f"loss not finite at step {s.get('diverged_at_step')}"
             lines.append(f"  {s['status']:<10} {job}: {_short(why)}")
+        for flag in s.get("flags") or ():  # completed, but its numbers are suspect (lnbench.train.suspect)
+            lines.append(f"  flagged    {job}: {_short(flag)}")
     offline = sorted(sweep_dir.glob("*/wandb/offline-run-*"))
     if offline:
         extra = f" {sweep_dir}/wandb/offline-run-*" if any(sweep_dir.glob("wandb/offline-run-*")) else ""

@@ -148,7 +148,7 @@ def build_sinks(logger_cfg: Any, run: RunInfo, resume: dict[str, Any] | None) ->
     from lnbench.errors import refused_while_building
 
     sinks: dict[str, Sink] = {}
-    for key, node in (logger_cfg or {}).items():  # each entry a sink's config (lnbench.config.validate_logger)
+    for key, node in (logger_cfg or {}).items():  # each entry a sink's config (lnbench.validation.validate_logger)
         with refused_while_building(f"logger.{key}", node):
             make = instantiate(node, _partial_=True, _convert_="all")
             sinks[str(key)] = make(run=run, resume=None if resume is None else resume.get(key, {}))
@@ -235,10 +235,12 @@ def end_of_run_block(summary: dict[str, Any], run_dir: Path, primary: str) -> st
         return "  ".join(f"{k} {v:.4g}" for k, v in (values or {}).items() if isinstance(v, (int, float))) or "-"
 
     ms = summary.get("time_per_step")
+    flagged = " (flagged: its numbers are suspect)" if summary.get("flags") else ""
     lines = [
-        f"run {summary.get('status')}: {summary.get('steps')} steps in {summary.get('wall_time', 0):.1f} s"
+        f"run {summary.get('status')}{flagged}: {summary.get('steps')} steps in {summary.get('wall_time', 0):.1f} s"
         + (f", {ms * 1000:.3g} ms/step" if ms else ""),
     ]
+    lines += [f"  flagged    {flag}" for flag in summary.get("flags") or ()]
     if summary.get("error"):
         lines.append(f"  error      {summary['error']}")
     if summary.get("diverged_at_step"):

@@ -20,7 +20,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from lnbench import checkpoint, provenance, tasks
-from lnbench.config import validate
+from lnbench.validation import validate
 from lnbench.errors import ConfigError, Diverged, Interrupted, refused_while_building
 from lnbench.nn.norm import normalizer
 from lnbench.sinks import sink_state_from_checkpoint
@@ -111,6 +111,26 @@ def evaluate(model, dataset, split: str, device: torch.device) -> dict[str, floa
     return dict(zip(tasks.metric_names(dataset.spec), means))
 
 
+SUSPECT_FACTOR = 100  # "orders of magnitude" above a trivial predictor's loss: at least two
+
+
+def suspect(cfg: DictConfig, final_val: dict[str, float] | None, baseline: float | None) -> list[str]:
+    """Why a completed run's numbers cannot be taken at face value (empty: nothing found): a warmup that
+    outlasted the run, which then never trained at optim.lr; a final loss orders of magnitude above what
+    predicting the mean or the class frequencies scores, which means the run blew up without ever reaching
+    Inf (SGD with momentum above 1 ended at val mse 2.5e14)."""
+    said = []
+    warmup, steps = int(cfg.schedule.warmup_steps), int(cfg.steps)
+    if warmup > steps:
+        said.append(f"schedule.warmup_steps={warmup} outlasts the run (steps={steps}): the learning rate never "
+                    f"reached optim.lr, only {steps / warmup:.3g} of it")
+    loss = (final_val or {}).get("loss")
+    if baseline and loss is not None and math.isfinite(loss) and loss > SUSPECT_FACTOR * baseline:
+        said.append(f"final val loss {loss:.3g} is {loss / baseline:.3g} x a trivial predictor's ({baseline:.3g}): the "
+                    f"run did far worse than a constant guess; try a smaller optim.lr")
+    return said
+
+
 def gradient_norm(model) -> torch.Tensor:
     return torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters() if p.grad is not None]))
 
@@ -122,31 +142,37 @@ def fmt(values: dict[str, float]) -> str:
 UNREAD = "unread"  # train(ckpt=UNREAD): the run reads its own checkpoint
 
 
-def train(cfg: DictConfig, run_dir: Path, name: str = "default", group: str | None = None, tags: list[str] = (),
-          ckpt: dict[str, Any] | None | str = UNREAD) -> dict[str, Any]:
-    """Trains in `run_dir`, continuing from its checkpoint if it has one. Returns the summary; raises
-    Diverged (after writing the summary) if the loss became NaN or Inf, Interrupted on SIGTERM/SIGINT.
-
-    `ckpt`: the run directory's checkpoint when the caller has already read it and checked it against
-    this config (lnbench.job's RunChecks does, before Hydra writes into the directory), None when it has
-    none; by default it is read here."""
+def train(cfg: DictConfig, run_dir: Path, name: str = "default", group: str | None = None, tags: list[str] = ()) -> dict[str, Any]:
+    """Trains in `run_dir`, continuing from its checkpoint if it has one: validates `cfg`, locks the
+    directory, then `run`. Returns the summary; raises Diverged (after writing the summary) if the loss
+    became NaN or Inf, Interrupted on SIGTERM/SIGINT."""
     validate(cfg)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     with checkpoint.RunLock(run_dir):  # one process per run directory
-        device = resolve_device(str(cfg.device))
-        if cfg.threads:
-            torch.set_num_threads(cfg.threads)
-        config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-        if ckpt is UNREAD:
-            ckpt = checkpoint.load(run_dir, config)  # None for a new run; a resume may not change the config
-        if ckpt is not None:
-            keep_threads(cfg, config, ckpt)
-        if ckpt is not None and (done := checkpoint.completed_summary(run_dir, ckpt, cfg.steps)):
-            log.info("%s already completed its %d steps: nothing to do.", run_dir, cfg.steps)
-            return done
-        seed_everything(cfg.seed)
-        return Recipe(cfg, run_dir, device, config, ckpt).run(name, group, list(tags))
+        return run(cfg, run_dir, name, group, tags)
+
+
+def run(cfg: DictConfig, run_dir: Path, name: str = "default", group: str | None = None, tags: list[str] = (),
+        ckpt: dict[str, Any] | None | str = UNREAD) -> dict[str, Any]:
+    """`train` for a caller that has validated `cfg` and holds the run directory's lock (lnbench.entry).
+
+    `ckpt`: the run directory's checkpoint when the caller has already read it and checked it against
+    this config (lnbench.preflight does, before Hydra writes into the directory), None when it has none;
+    by default it is read here."""
+    device = resolve_device(str(cfg.device))
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    if ckpt is UNREAD:
+        ckpt = checkpoint.load(run_dir, config)  # None for a new run; a resume may not change the config
+    if ckpt is not None:
+        keep_threads(cfg, config, ckpt)
+    if ckpt is not None and (done := checkpoint.completed_summary(run_dir, ckpt, cfg.steps)):
+        log.info("%s already completed its %d steps: nothing to do.", run_dir, cfg.steps)
+        return done
+    seed_everything(cfg.seed)
+    return Recipe(cfg, run_dir, device, config, ckpt).run(name, group, list(tags))
 
 
 def keep_threads(cfg: DictConfig, config: dict[str, Any], ckpt: dict[str, Any]) -> None:
@@ -243,6 +269,9 @@ class Recipe:
             self.tracker.log("test", self.step, at_len, eval_seq_len=n)
             summary.setdefault("test_at_len", {})[str(n)] = at_len
         summary["status"] = "completed"  # only now: a run whose last test failed is not skipped as done
+        if said := suspect(self.cfg, self.val, self.spec.baseline):
+            summary["flags"] = said
+            log.warning("flagged: %s", "; ".join(said))
 
     # ---- the loop ----
     def loop(self, summary: dict[str, Any], stop) -> None:

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from lnbench import bench
+from lnbench import bench, bench_kernels, bench_runs
 from lnbench.nn import native
 
 
@@ -48,7 +48,7 @@ def test_bench_mlp_rows(tmp_path):
 
 def test_runner_overhead_rows_compare_lnbench_train_with_a_bare_loop(tmp_path, monkeypatch):
     tiny = ["dataset.seq_len=10", "dataset.val_size=50", "dataset.test_size=50", "model.hidden_size=16"]
-    monkeypatch.setattr(bench, "OVERHEAD_RUNS", {"ln_lstm/adding": ["model=ln_lstm", "dataset=adding", *tiny]})
+    monkeypatch.setattr(bench_runs, "OVERHEAD_RUNS", {"ln_lstm/adding": ["model=ln_lstm", "dataset=adding", *tiny]})
     path = tmp_path / "r.json"
     assert bench.main(["--reps", "1", "--warmup", "0", "--models", "lstm", "--shapes", "2x3x8", "--input-size", "4",
                        "--runner-steps", "3", "--no-sweep", "--json", str(path)]) == 0
@@ -58,15 +58,32 @@ def test_runner_overhead_rows_compare_lnbench_train_with_a_bare_loop(tmp_path, m
         assert r["baseline"] == "bare loop" and r["ms_median"] > 0 and r["baseline_ms_median"] > 0 and r["ratio"] > 0
 
 
-@pytest.mark.parametrize("bad", [["--threads", "0"], ["--reps", "-1"], ["--reps", "0"], ["--warmup", "-1"]])
-def test_bad_numbers_are_refused_with_exit_2(bad, capsys):
-    assert bench.main([*bad, "--no-runner", "--no-sweep"]) == 2
-    assert f"--{bad[0][2:]}={bad[1]} is not allowed" in capsys.readouterr().err
+BAD = {  # the options as typed -> what the one paragraph must name
+    "threads-0": (["--threads", "0"], "--threads=0 is not allowed: it must be an integer >= 1"),
+    "reps-negative": (["--reps", "-1"], "--reps=-1 is not allowed"), "reps-0": (["--reps", "0"], "--reps=0 is not allowed"),
+    "warmup-negative": (["--warmup", "-1"], "--warmup=-1 is not allowed"),
+    "batch-0": (["--shapes", "0x10x8"], "shape '0x10x8' is not allowed: batch, length and width must be >= 1"),
+    "no-shape": (["--shapes", ","], "no shape given"), "no-model": (["--models", ","], "no model given"),
+    "not-a-shape": (["--shapes", "32x100"], "shape '32x100' is not BATCHxSEQ_LENxHIDDEN"),
+    "not-a-number": (["--reps", "x"], "invalid int value: 'x'"), "unknown-option": (["--repz", "3"], "unrecognized arguments: --repz 3"),
+    "sweep-epochs-0": (["--sweep-epochs", "0"], "--sweep-epochs=0.0 is not allowed"),
+    "device-tpu": (["--device", "tpu"], "--device=tpu is not allowed"),
+}
 
 
-def test_a_shape_of_zero_is_refused():
-    with pytest.raises(SystemExit):
-        bench.build_parser().parse_args(["--shapes", "0x10x8"])
+@pytest.mark.parametrize("argv,says", BAD.values(), ids=BAD.keys())
+def test_bad_input_is_one_paragraph_exit_2_and_nothing_timed_or_written(argv, says, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where the default bench-results/ would go
+    assert bench.main([*argv, "--no-runner", "--no-sweep", "--json", str(tmp_path / "out" / "b.json")]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and err.startswith("lnbench bench: error: ") and says in err, err
+    assert out == "" and list(tmp_path.iterdir()) == []  # nothing timed, no folder made
+
+
+def test_results_that_cannot_be_written_are_refused_before_anything_is_timed(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    assert bench.main(["--json", str(tmp_path / "file" / "b.json")]) == 2
+    assert "the results cannot be written there" in capsys.readouterr().err
 
 
 @pytest.mark.slow  # runs an 8-job sweep whose jobs fail one by one (~10 s)
@@ -74,7 +91,7 @@ def test_sweep_row_is_skipped_with_a_message_when_the_sweep_cannot_run(tmp_path,
     monkeypatch.setenv("LNBENCH_DATA_DIR", str(tmp_path / "no-mnist-here"))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(sys.path))
     lines = []
-    assert bench.sweep_rows(1, 0.01, lines.append) == []
+    assert bench_runs.sweep_rows(1, 0.01, lines.append) == []
     assert any("failed, skipped" in line for line in lines)
 
 
@@ -87,22 +104,22 @@ def test_recurrent_rows_build_the_cell_each_preset_trains():
     from lnbench.train import setup_data, setup_model
 
     register_configs()
-    assert set(bench.rnn_presets()) == set(model_presets("base_sequence")) and "ln_lstm" in bench.fast_rnn_models()
-    for name in bench.rnn_presets():
+    assert set(bench_kernels.rnn_presets()) == set(model_presets("base_sequence")) and "ln_lstm" in bench_kernels.fast_rnn_models()
+    for name in bench_kernels.rnn_presets():
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose("train", overrides=[f"model={name}", "dataset=adding", "dataset.seq_len=5", "model.hidden_size=8"])
         trained = setup_model(cfg.model, setup_data(cfg.dataset).spec).cells[0]
-        timed = bench._preset_cell(name, 2, 8, 5)
+        timed = bench_kernels._preset_cell(name, 2, 8, 5)
         assert type(timed) is type(trained) and timed.norm_kind == trained.norm_kind, name
         assert {k: v.shape for k, v in timed.state_dict().items()} == {k: v.shape for k, v in trained.state_dict().items()}, name
         gains = [(k, v) for k, v in trained.state_dict().items() if k.endswith("weight") and v.dim() == 1]
         for k, v in gains:  # gain_init as the preset sets it (bn's 0.1), not a default
             assert torch.equal(timed.state_dict()[k], v), (name, k)
-    assert bench._impls_for("rms_lstm", False) == ["ref"]  # no fast layer: timed as a model runs it
+    assert bench_kernels._impls_for("rms_lstm", False) == ["ref"]  # no fast layer: timed as a model runs it
 
 
 def test_unknown_model_names_the_presets():
-    with pytest.raises(SystemExit):
+    with pytest.raises(bench.Refused, match="unknown model"):
         bench.build_parser().parse_args(["--models", "ln_lstmm"])
 
 
@@ -118,9 +135,9 @@ def test_sweep_row_compares_the_launchers_interleaved(monkeypatch):
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
     monkeypatch.setattr(subprocess, "run", run)
-    monkeypatch.setattr(bench, "time", types.SimpleNamespace(perf_counter=lambda: state["t"]))
+    monkeypatch.setattr(bench_runs, "time", types.SimpleNamespace(perf_counter=lambda: state["t"]))
     lines = []
-    [row] = bench.sweep_rows(2, 0.5, lines.append)
+    [row] = bench_runs.sweep_rows(2, 0.5, lines.append)
     assert row["ratio"] == pytest.approx(0.8) and row["baseline_ms_median"] == pytest.approx(10_000)
     assert [len(v) for v in row["load_avg"].values()] == [2, 2]
     assert [("hydra/launcher=joblib" in c) for c in state["cmds"]] == [False, True, False, True]  # interleaved
@@ -132,8 +149,8 @@ def test_interleaved_rounds_rotate_the_order():
     """What runs just before a step changes its time, so over len(cands) rounds every candidate takes every
     place once, and each round still times every candidate once (the ratios are per round)."""
     order = []
-    cands = [bench.Candidate(n, "x", lambda n=n: order.append(n), lambda: None) for n in "abc"]
-    times = bench._time_interleaved(cands, 6, 0, torch.device("cpu"))
+    cands = [bench_kernels.Candidate(n, "x", lambda n=n: order.append(n), lambda: None) for n in "abc"]
+    times = bench_kernels._time_interleaved(cands, 6, 0, torch.device("cpu"))
     rounds = [order[i:i + 3] for i in range(0, 18, 3)]
     assert all(sorted(r) == ["a", "b", "c"] for r in rounds)
     for name in "abc":

@@ -115,6 +115,14 @@ def test_end_of_sweep_block_counts_jobs_and_names_failures(tmp_path):
     assert block.endswith(f"next       lnbench report {tmp_path}")
 
 
+def test_end_of_sweep_block_names_a_completed_job_whose_numbers_are_flagged(tmp_path):
+    (tmp_path / "0" / ".hydra").mkdir(parents=True)
+    (tmp_path / "0" / ".hydra" / "overrides.yaml").write_text("[]\n")
+    (tmp_path / "0" / "summary.json").write_text('{"status": "completed", "flags": ["final val loss 2.5e+14 is big"]}')
+    block = end_of_sweep_block(tmp_path, job_statuses(tmp_path))
+    assert "1 completed" in block and "flagged    0: final val loss 2.5e+14 is big" in block
+
+
 @pytest.mark.parametrize("terminal", [True, False])
 def test_val_lines_stay_as_lines_above_the_live_bar(terminal, capsys, monkeypatch):
     """On a terminal rich redirects stdout while the bar is live: a logging handler made before the bar

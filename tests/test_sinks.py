@@ -17,9 +17,10 @@ from omegaconf import OmegaConf
 from conftest import TINY_CLI, after_log, compose_train, metrics_without_time, run_cli, summary_of, tiny
 from lnbench import checkpoint
 from lnbench.atomic import read_jsonl
-from lnbench.config import SCHEMAS, check_keys
+from lnbench.config import SCHEMAS
 from lnbench.errors import ConfigError, Interrupted
 from lnbench.train import train
+from lnbench.validation import check_keys
 
 # Checkpoints at 0, 3, 6, 9, 10; a test at two more lengths at the end (each adds the eval_seq_len column).
 RUN = ["steps=10", "log_every=2", "eval_every=4", "checkpoint_every=3", "dataset.batch_size=4", "test_seq_lens=[8,16]"]

@@ -126,7 +126,7 @@ def test_slurm_durations_and_a_failed_jobs_exception_line():
                "----------------------\nYou can check full logs with 'job.stderr(0)' and 'job.stdout(0)'or at paths:\n"
                "  - /s/.submitit/3_0_0_log.err\n  - /s/.submitit/3_0_0_log.out")
     assert slurm.raised(message) == "it reached its time limit (00:01:00)"
-    assert slurm.raised("lnbench.job.JobFailed: lnbench: job 2 (seed=1) failed: x") == "lnbench: job 2 (seed=1) failed: x"
+    assert slurm.raised("lnbench.failures.JobFailed: lnbench: job 2 (seed=1) failed: x") == "lnbench: job 2 (seed=1) failed: x"
 
 
 def test_a_lost_job_is_failed_in_its_summary_and_keeps_what_its_run_wrote(tmp_path):

@@ -14,7 +14,8 @@ from omegaconf import OmegaConf
 from lnbench import report
 from lnbench.cli import CONF_DIR
 from lnbench.threads import parallel_job_threads
-from lnbench.config import register_configs, validate
+from lnbench.validation import validate
+from lnbench.config import register_configs
 from lnbench.errors import ConfigError
 from tests.conftest import REPO, TINY, compose_train
 from tests.wandb_file import read_offline_runs

@@ -61,6 +61,15 @@ class Dataset(ABC):
     def describe(self) -> str:
         """One line for the log: sizes of the splits, lengths, where the data came from."""
 
+    def few_cases(self, n: int) -> tuple[Tensor, Tensor]:
+        """n training cases, made as a batch of step 0 is but without making the whole batch (the checks
+        before a run measure a batch on these)."""
+        import copy
+
+        few = copy.copy(self)  # shallow: the splits are shared, only the batch size differs
+        few.batch_size = min(n, self.batch_size)
+        return few.train_batch(0)
+
     def epoch(self, step: int) -> float:
         """Epochs completed after `step` steps (samples seen / training set size)."""
         if not self.train_size:

@@ -14,6 +14,7 @@ in an order drawn from `binarize_seed`.
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 from typing import Iterator, Literal, Sequence
 
 import numpy as np
@@ -103,30 +104,7 @@ class BinarizedMNIST(Dataset):
         carve = _check_carve(carve, w)
         self.batch_size, self.eval_batch_size, self.seed, self.binarize_seed = batch_size, eval_batch_size, seed, binarize_seed
 
-        raw_dir = resolve_data_dir(data_dir, w) / "MNIST" / "raw"
-        train, test = _load_pair(raw_dir, "train"), _load_pair(raw_dir, "t10k")
-        if train is None and test is None and download:
-            _download(raw_dir.parent.parent)
-            train, test = _load_pair(raw_dir, "train"), _load_pair(raw_dir, "t10k")
-        if test is None:
-            raise DataError(f"no t10k-*-ubyte[.gz] files under {raw_dir}; {_HOW_TO_GET}.")
-        bits = {name: binarize(pair[0], binarize_seed, FILES[name]) for name, pair in (("train", train), ("t10k", test)) if pair}
-        if train is not None:
-            n = len(bits["train"])
-            if val_size > n - batch_size:
-                raise ConfigError(f"dataset.val_size={val_size} is not allowed for {w}: it must leave at least one batch "
-                                  f"of the {n} training images (at most {n - batch_size}).")
-            self._splits = {"train": bits["train"][: n - val_size], "val": bits["train"][n - val_size :], "test": bits["t10k"]}
-            self.source = f"official train/test files in {raw_dir} (Larochelle & Murray's split sizes at val_size=10000)"
-        else:
-            n_tr, n_va, n_te = carve
-            if n_tr + n_va + n_te > len(bits["t10k"]):
-                raise ConfigError(f"dataset.carve={list(carve)} is not allowed for {w}: the sizes must sum to at most the "
-                                  f"{len(bits['t10k'])} images of the test split.")
-            perm = torch.randperm(len(bits["t10k"]), generator=step_generator(binarize_seed, 0, SPLIT_STREAM)).numpy()
-            cut = np.cumsum([0, n_tr, n_va, n_te])
-            self._splits = {k: bits["t10k"][perm[a:b]] for k, a, b in zip(("train", "val", "test"), cut, cut[1:])}
-            self.source = f"carved from the 10k test split by binarize_seed (no training files found under {raw_dir})"
+        self._splits, self.source = self._read_splits(resolve_data_dir(data_dir, w) / "MNIST" / "raw", download, val_size, carve)
         if limit_train is not None:
             self._splits["train"] = self._splits["train"][:limit_train]
         self.train_size = len(self._splits["train"])
@@ -135,6 +113,32 @@ class BinarizedMNIST(Dataset):
                               f"{self.train_size} training images.")
         self.digest = hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes() for a in self._splits.values())).hexdigest()
         self.spec = DataSpec(self.kind, "bound", PIXELS, input_size=PIXELS, baseline=independent_pixels_nats(self._splits["train"]))
+
+    def _read_splits(self, raw_dir: Path, download: bool, val_size: int, carve: tuple[int, int, int]) -> tuple[dict, str]:
+        """The train / val / test splits of binarized images, and where they came from."""
+        w = self.name
+        train, test = _load_pair(raw_dir, "train"), _load_pair(raw_dir, "t10k")
+        if train is None and test is None and download:
+            _download(raw_dir.parent.parent)
+            train, test = _load_pair(raw_dir, "train"), _load_pair(raw_dir, "t10k")
+        if test is None:
+            raise DataError(f"no t10k-*-ubyte[.gz] files under {raw_dir}; {_HOW_TO_GET}.")
+        bits = {name: binarize(pair[0], self.binarize_seed, FILES[name]) for name, pair in (("train", train), ("t10k", test)) if pair}
+        if train is not None:
+            n = len(bits["train"])
+            if val_size > n - self.batch_size:
+                raise ConfigError(f"dataset.val_size={val_size} is not allowed for {w}: it must leave at least one batch "
+                                  f"of the {n} training images (at most {n - self.batch_size}).")
+            splits = {"train": bits["train"][: n - val_size], "val": bits["train"][n - val_size :], "test": bits["t10k"]}
+            return splits, f"official train/test files in {raw_dir} (Larochelle & Murray's split sizes at val_size=10000)"
+        n_tr, n_va, n_te = carve
+        if n_tr + n_va + n_te > len(bits["t10k"]):
+            raise ConfigError(f"dataset.carve={list(carve)} is not allowed for {w}: the sizes must sum to at most the "
+                              f"{len(bits['t10k'])} images of the test split.")
+        perm = torch.randperm(len(bits["t10k"]), generator=step_generator(self.binarize_seed, 0, SPLIT_STREAM)).numpy()
+        cut = np.cumsum([0, n_tr, n_va, n_te])
+        splits = {k: bits["t10k"][perm[a:b]] for k, a, b in zip(("train", "val", "test"), cut, cut[1:])}
+        return splits, f"carved from the 10k test split by binarize_seed (no training files found under {raw_dir})"
 
     def train_batch(self, step: int) -> tuple[Tensor, Tensor]:
         idx = epoch_permutation_batch(self.train_size, self.batch_size, self.seed, step).numpy()

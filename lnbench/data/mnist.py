@@ -157,43 +157,7 @@ class MNIST(Dataset):
         self.batch_size, self.eval_batch_size, self.seed = batch_size, eval_batch_size, seed
         self.normalize = normalize
 
-        root = resolve_data_dir(data_dir, w)
-        raw_dir = root / "MNIST" / "raw"
-        train, test = _load_pair(raw_dir, "train"), _load_pair(raw_dir, "t10k")
-        if train is None and test is None and download:
-            _download(root)
-            train, test = _load_pair(raw_dir, "train"), _load_pair(raw_dir, "t10k")
-        if test is None:
-            what = "t10k-*-ubyte[.gz] files" if train is not None else "MNIST IDX files"
-            raise DataError(f"no {what} under {raw_dir}; {_HOW_TO_GET}.")
-
-        g = step_generator(seed, 0, SPLIT_STREAM)
-        if train is not None:
-            n = len(train[0])
-            if val_size > n - batch_size:
-                raise ConfigError(
-                    f"dataset.val_size={val_size} is not allowed for {w}: it must leave at least one "
-                    f"batch of the {n} training images (at most {n - batch_size})."
-                )
-            perm = torch.randperm(n, generator=g).numpy()
-            tr, va = perm[: n - val_size], perm[n - val_size :]
-            self._splits = {"train": _take(train, tr), "val": _take(train, va), "test": test}
-            self.source = f"official train/test files in {raw_dir}"
-        else:
-            n_tr, n_va, n_te = self.carve
-            n = len(test[0])
-            if n_tr + n_va + n_te > n:
-                raise ConfigError(
-                    f"dataset.carve={list(self.carve)} is not allowed for {w}: the sizes must sum to at "
-                    f"most the {n} images of the test split."
-                )
-            perm = torch.randperm(n, generator=g).numpy()
-            self._splits = {
-                "train": _take(test, perm[:n_tr]),
-                "val": _take(test, perm[n_tr : n_tr + n_va]),
-                "test": _take(test, perm[n_tr + n_va : n_tr + n_va + n_te]),
-            }
-            self.source = f"carved from the 10k test split (no training files found under {raw_dir})"
+        self._splits, self.source = self._read_splits(resolve_data_dir(data_dir, w), download, val_size)
         if limit_train is not None:
             # The training split is already in seeded random order, so a prefix is a random subset.
             self._splits["train"] = tuple(a[:limit_train] for a in self._splits["train"])
@@ -205,6 +169,39 @@ class MNIST(Dataset):
                 + (f" (dataset.limit_train={limit_train})." if limit_train is not None else ".")
             )
         self.spec = self._spec()
+
+    def _read_splits(self, root: Path, download: bool, val_size: int) -> tuple[dict, str]:
+        """The train / val / test splits (images, labels), and where they came from."""
+        w, raw_dir = self.name, root / "MNIST" / "raw"
+        train, test = _load_pair(raw_dir, "train"), _load_pair(raw_dir, "t10k")
+        if train is None and test is None and download:
+            _download(root)
+            train, test = _load_pair(raw_dir, "train"), _load_pair(raw_dir, "t10k")
+        if test is None:
+            what = "t10k-*-ubyte[.gz] files" if train is not None else "MNIST IDX files"
+            raise DataError(f"no {what} under {raw_dir}; {_HOW_TO_GET}.")
+        g = step_generator(self.seed, 0, SPLIT_STREAM)
+        if train is not None:
+            n = len(train[0])
+            if val_size > n - self.batch_size:
+                raise ConfigError(
+                    f"dataset.val_size={val_size} is not allowed for {w}: it must leave at least one "
+                    f"batch of the {n} training images (at most {n - self.batch_size})."
+                )
+            perm = torch.randperm(n, generator=g).numpy()
+            tr, va = perm[: n - val_size], perm[n - val_size :]
+            return {"train": _take(train, tr), "val": _take(train, va), "test": test}, f"official train/test files in {raw_dir}"
+        n_tr, n_va, n_te = self.carve
+        n = len(test[0])
+        if n_tr + n_va + n_te > n:
+            raise ConfigError(
+                f"dataset.carve={list(self.carve)} is not allowed for {w}: the sizes must sum to at "
+                f"most the {n} images of the test split."
+            )
+        perm = torch.randperm(n, generator=g).numpy()
+        cut = np.cumsum([0, n_tr, n_va, n_te])
+        splits = {k: _take(test, perm[a:b]) for k, a, b in zip(("train", "val", "test"), cut, cut[1:])}
+        return splits, f"carved from the 10k test split (no training files found under {raw_dir})"
 
     # Hooks for SeqMNIST.
     def _check_extra(self) -> None:

@@ -19,6 +19,7 @@ from lnbench.data.base import (
     step_generator,
 )
 from lnbench.errors import ConfigError, DataError
+from lnbench.memory import check_fits
 
 URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 
@@ -73,6 +74,7 @@ class Shakespeare(Dataset):
         check_int("dataset.eval_batch_size", eval_batch_size, w)
         check_int("dataset.max_eval_windows", max_eval_windows, w, optional=True)
         fractions = _check_split(split)
+        check_fits("dataset.batch_size", batch_size, 2 * seq_len * 8, f"a training batch of {batch_size} windows of {seq_len} characters")
         self.batch_size, self.seed, self.seq_len = batch_size, seed, seq_len
         self.eval_seq_len = seq_len if eval_seq_len is None else eval_seq_len
         self.eval_batch_size, self.max_eval_windows = eval_batch_size, max_eval_windows

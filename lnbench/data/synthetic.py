@@ -27,6 +27,7 @@ from lnbench.data.base import (
     step_generator,
 )
 from lnbench.errors import ConfigError
+from lnbench.memory import check_fits
 
 
 class _Synthetic(Dataset):
@@ -65,6 +66,8 @@ class _Synthetic(Dataset):
         self.seq_len = seq_len
         self.eval_seq_len = seq_len if eval_seq_len is None else eval_seq_len
         self.train_size = train_size
+        self._check_memory({"dataset.batch_size": (batch_size, seq_len), "dataset.train_size": (train_size or 0, seq_len),
+                            "dataset.val_size": (val_size, self.eval_seq_len), "dataset.test_size": (test_size, self.eval_seq_len)})
         self._eval = {
             "val": self.generate(val_size, self.eval_seq_len, step_generator(seed, 0, VAL_STREAM)),
             "test": self.generate(test_size, self.eval_seq_len, step_generator(seed, 0, TEST_STREAM)),
@@ -75,6 +78,12 @@ class _Synthetic(Dataset):
 
     def _check_len(self, key: str, value: object) -> None:
         check_int(key, value, self.name, minimum=self.min_len)
+
+    def _check_memory(self, sizes: dict[str, tuple[int, int]]) -> None:
+        """Each set (and a training batch) is generated whole: refused before, where it would not fit."""
+        for key, (n, seq_len) in sizes.items():
+            case = self.generate(1, seq_len, step_generator(self.seed, 0, VAL_STREAM))
+            check_fits(key, n, sum(t.nbytes for t in case), f"{n} {self.name} cases of length {seq_len}")
 
     @abstractmethod
     def generate(self, n: int, seq_len: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
