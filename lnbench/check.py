@@ -304,6 +304,22 @@ def more_seeds(args: Args, outcomes: list[Outcome], look: int) -> tuple[int, flo
     return len(pending), time.time() - t0, (load0, os.getloadavg()[0])
 
 
+def check_overrides(args: Args) -> None:
+    """The key=value overrides, composed with every preset's sweep as `lnbench train` would before its first job
+    (lnbench.preflight): a typo is one error now, not a failed sweep per preset after the first has run."""
+    if not args.overrides:
+        return
+    from lnbench.config import register_configs
+    from lnbench.preflight import preflight
+
+    register_configs()
+    for preset in args.presets:
+        try:
+            preflight(sweep_command(args, preset)[4:], str(CONF_DIR))
+        except UserError as e:
+            raise CheckError(f"{e} (with the sweep of {preset})") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["help"] or "-h" in argv or "--help" in argv:
@@ -312,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(argv)
         check_design(args)
+        check_overrides(args)
     except CheckError as e:
         print(f"lnbench check: {e}", file=sys.stderr)
         return 2

@@ -108,6 +108,7 @@ BAD_CHECK = {
     "option-without-value": (["--judging-seeds"], ["--judging-seeds needs a value"]),
     "option-as-a-value": (["--out", "--widen", "2"], ["--out needs a directory, e.g. --out outputs/check; it was given '--widen', another option"]),
     "unknown-option": (["--colour=red"], ["option '--colour' is not allowed: use --out, --judging-seeds, --max-seeds, --widen, --adjust"]),
+    "override-typo": (["pmnist", "optim.lrr=3", "--out", "{t}/fresh"], ["optim.lrr=3 is not allowed: AdamConfig has no key 'lrr'", "(with the sweep of pmnist)"]),
     "scale-infinite": (["scale=inf"], ["scale=inf is not allowed: scale must be a finite number > 0"]),
     "scale-without-value": (["scale"], ["scale is not allowed: scale must be a finite number > 0"]),
     "out-is-a-file": (["pmnist", "--out", "{t}/file.txt"], ["--out {t}/file.txt cannot be written: {t}/file.txt is a file"]),
