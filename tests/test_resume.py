@@ -263,7 +263,7 @@ def test_resume_dir_continues_with_the_runs_own_config_and_reads_its_checkpoint_
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "resuming" in r.stdout + r.stderr
-    assert r.stderr.rstrip().endswith("checkpoint reads: 1")  # RunChecks reads it, the run uses that read
+    assert r.stderr.rstrip().endswith("checkpoint reads: 1")  # preflight reads it, the run uses that read
     assert metrics_without_time(run_dir) == metrics_without_time(ref)
     assert results_of(summary_of(run_dir)) == results_of(summary_of(ref))
 
