@@ -2,6 +2,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 
 from lnbench.cli import CONF_DIR
@@ -23,6 +24,15 @@ TINY = {
     "shakespeare": ["dataset.seq_len=16", "dataset.max_eval_windows=4", "dataset.batch_size=8"],
 }
 REAL_DATA = {"mnist", "seq_mnist", "shakespeare"}
+
+
+@pytest.fixture
+def float64():
+    """The test runs in float64 (reference comparisons to 1e-10)."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
 
 
 def compose_train(overrides=()):

@@ -9,14 +9,6 @@ from lnbench.nn.rnn import CELLS, GRUCell, LSTMCell, RecurrentLayer, gru_weights
 pytestmark = pytest.mark.usefixtures("float64")
 
 
-@pytest.fixture
-def float64():
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
-
-
 def grads(y, params):
     return torch.autograd.grad(y.square().sum(), params)
 

@@ -13,14 +13,6 @@ from lnbench.train import train
 MNIST_SPEC = DataSpec(kind="flat", task="classify", num_outputs=10, input_size=784)
 
 
-@pytest.fixture
-def float64():
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
-
-
 def paper_conv_ln(a: torch.Tensor, gain: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
     """Eq. 3 over every summed input of the layer for one case: a (B, C, H, W); mu and sigma over C x H x W;
     then a gain and a bias per channel (the spec's definition for a conv layer)."""

@@ -20,14 +20,6 @@ from lnbench.train import train
 SPEC = DataSpec(kind="binary", task="bound", num_outputs=64, input_size=64)  # 8 x 8 binary images
 
 
-@pytest.fixture
-def float64():
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
-
-
 def eqs_53_55(cell: CellStateNormLSTMCell, x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """The supplement's DRAW LSTM written out: plain gates, LN (eq. 15-16: mean and deviation over the H units of
     one case) of c_t inside the output's tanh only; the carried state is c_t. torch's gate order (i, f, g, o)."""
