@@ -41,8 +41,11 @@ def runner_overhead_rows(reps: int, steps: int, device: torch.device, log) -> li
             from hydra.utils import instantiate
 
             dataset = instantiate(cfg.dataset, _convert_="all")
-        except UserError as e:
-            log(f"  {name}: skipped ({e})")
+        except Exception as e:  # noqa: BLE001 - Hydra wraps the dataset's own refusal (no MNIST files here)
+            cause = e if isinstance(e, UserError) else e.__cause__
+            if not isinstance(cause, UserError):
+                raise
+            log(f"  {name}: skipped ({cause})")
             continue
 
         def runner() -> float:

@@ -58,6 +58,14 @@ def test_runner_overhead_rows_compare_lnbench_train_with_a_bare_loop(tmp_path, m
         assert r["baseline"] == "bare loop" and r["ms_median"] > 0 and r["baseline_ms_median"] > 0 and r["ratio"] > 0
 
 
+
+def test_runner_rows_skip_a_run_whose_data_is_missing(tmp_path, monkeypatch, capsys):
+    """Without MNIST here the MLP's runner row is skipped with the dataset's reason, not a traceback."""
+    monkeypatch.setenv("LNBENCH_DATA_DIR", str(tmp_path / "no-data"))
+    monkeypatch.setattr(bench_runs, "OVERHEAD_RUNS", {"ln_mlp/mnist": ["model=ln_mlp", "dataset=mnist"]})
+    assert bench_runs.runner_overhead_rows(1, 2, torch.device("cpu"), print) == []
+    assert "ln_mlp/mnist: skipped (no MNIST IDX files under" in capsys.readouterr().out
+
 BAD = {  # the options as typed -> what the one paragraph must name
     "threads-0": (["--threads", "0"], "--threads=0 is not allowed: it must be an integer >= 1"),
     "reps-negative": (["--reps", "-1"], "--reps=-1 is not allowed"), "reps-0": (["--reps", "0"], "--reps=0 is not allowed"),
