@@ -248,14 +248,16 @@ def run_preset(args: Args, preset: str) -> Outcome:
     load0, t0 = os.getloadavg()[0], time.time()
     code = run_sweep(base)
     refused: list[str] = []  # rounds whose sweep refused its input (exit 2): a bug to report, never a quiet gap
+    # read again only after a round added runs
+    rep = judge_preset(args, directory, figures=False) if args.widen or args.looks else None
     for k in range(1, args.widen + 1):
-        rep = judge_preset(args, directory, figures=False)
         cells = rounds.widen_cells(rep, rounds.needed(rep), args.widen) if rep else []
         if not cells:
             break
         for cmd in rounds.commands(base, directory, f"widen-{k}", cells, _drop(preset, cells)):
             refused += [f"widen-{k}"] if run_sweep(cmd) == 2 else []
-    if args.looks and (rep := judge_preset(args, directory, figures=False)):
+        rep = judge_preset(args, directory, figures=False)
+    if args.looks and rep:
         write_bytes(directory / DESIGN_FILE, (json.dumps({"looks": args.looks, "first_seed": rounds.JUDGING_SEED0}) + "\n").encode())
         cells = rounds.judge_cells(rep, rounds.needed(rep), rounds.judging_seeds(args.looks, 0))
         for cmd in rounds.commands(base, directory, "judge-1", cells, _drop(preset, cells)):

@@ -7,7 +7,6 @@ run's crash.log, and a line saying where to report it. Whatever ended a run, its
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import traceback
@@ -100,12 +99,10 @@ def record(run_dir: Path, error: BaseException, started: float = 0.0) -> None:
     """A run that failed before its train loop wrote a summary still leaves one saying why (replacing one an
     earlier attempt left, but not the one this attempt's loop wrote)."""
     from lnbench.atomic import write_json
+    from lnbench.runs import read_summary
 
     summary = run_dir / "summary.json"
-    try:
-        running = json.loads(summary.read_text()).get("status") == "running"  # its process died mid-run
-    except (OSError, ValueError):
-        running = False
+    running = read_summary(run_dir).get("status") == "running"  # its process died mid-run
     if running or not summary.exists() or summary.stat().st_mtime < started:
         try:
             run_dir.mkdir(parents=True, exist_ok=True)

@@ -134,15 +134,10 @@ def _learned(g, judging: bool) -> bool:
     no baseline is known."""
     runs = [r for r in (g.judging if judging else _tuning(g)) if r.status == "completed"]
     base = {r.summary.get("baseline") for r in runs} - {None}
-    losses = [v for r in runs if (v := _final_val_loss(r)) is not None]
+    losses = [v for r in runs if (v := r.final_val("loss")) is not None]
     if len(base) != 1 or not losses:
         return True
     return sum(losses) / len(losses) <= (1 - LEARNED_MARGIN) * base.pop()
-
-
-def _final_val_loss(run: Run) -> float | None:
-    pts = run.points("val", "loss", "step")
-    return pts[max(pts)][1] if pts else (run.summary.get("final_val") or {}).get("loss")
 
 
 def _line_info(g, judging: bool) -> dict[str, Any]:

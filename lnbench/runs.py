@@ -124,6 +124,13 @@ class Run:
                 out[int(r["step"])] = (float(r[x]), float(r[metric]))
         return out
 
+    def final_val(self, metric: str) -> float | None:
+        """The last logged validation value of `metric`, else the summary's (a run whose log was cut short)."""
+        pts = self.points("val", metric, "step")
+        if pts:
+            return pts[max(pts)][1]
+        return (self.summary.get("final_val") or {}).get(metric)
+
     def metrics(self, split: str = "val") -> set[str]:
         """The metric names the run logged for a split (and its summary's final values)."""
         names = {k for r in self.records if r.get("split") == split for k, v in r.items() if _finite(v)}
@@ -170,6 +177,14 @@ def _load_yaml(path: Path) -> Any:
         return yaml.safe_load(path.read_text()) if path.is_file() else None
     except (OSError, yaml.YAMLError):
         return None
+
+
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    """A run's summary.json, or {} where it left none (killed, never started) or it cannot be read."""
+    try:
+        return json.loads((Path(run_dir) / "summary.json").read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from omegaconf import OmegaConf, open_dict
 
+from lnbench.runs import read_summary
 from lnbench.slurm_status import GONE, QuietJob, job_info, queued, seconds
 
 log = logging.getLogger("lnbench")
@@ -224,13 +225,6 @@ def write_ledger(sweep_dir: Path, ledger: dict[str, dict[str, Any]]) -> None:
     from lnbench.atomic import write_json
 
     write_json(sweep_dir / LEDGER, ledger)
-
-
-def read_summary(job_dir: Path) -> dict[str, Any]:
-    try:
-        return json.loads((job_dir / "summary.json").read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 def record_lost(job_dir: Path, cfg, job_id: str, why: str) -> None:

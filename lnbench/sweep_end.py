@@ -22,6 +22,8 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from lnbench.runs import read_summary
+
 log = logging.getLogger("lnbench")
 
 
@@ -83,11 +85,7 @@ def job_statuses(sweep_dir: Path) -> dict[str, dict[str, Any]]:
     found = {}
     for overrides in sorted(sweep_dir.glob("**/.hydra/overrides.yaml")):
         job = overrides.parent.parent
-        try:
-            summary = json.loads((job / "summary.json").read_text())
-        except (OSError, ValueError):
-            summary = {}
-        found[str(job.relative_to(sweep_dir))] = summary
+        found[str(job.relative_to(sweep_dir))] = read_summary(job)
     return dict(sorted(found.items(), key=lambda kv: [int(p) if p.isdigit() else p for p in Path(kv[0]).parts]))
 
 

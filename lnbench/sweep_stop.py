@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from lnbench.isolate import STOP_SIGNALS
+from lnbench.runs import lock_held, read_summary
 
 log = logging.getLogger("lnbench")
 MARK = ".stopped"
@@ -93,8 +94,6 @@ class SweepStop:
 def wait_for_jobs(sweep_dir: Path, timeout: float = 120.0) -> None:
     """Until no job of the sweep holds its run's lock (a job ends by writing its checkpoint and summary,
     then letting go of the lock), or `timeout` seconds."""
-    from lnbench.runs import lock_held
-
     deadline = time.monotonic() + timeout
     while any(lock_held(p) for p in Path(sweep_dir).glob("*/.lock")) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -105,10 +104,7 @@ def job_states(sweep_dir: Path) -> dict[str, str]:
     (interrupted before its first checkpoint), failed (failed or diverged) or not started."""
     states = {}
     for job in sorted(p.parent.parent for p in Path(sweep_dir).glob("*/.hydra/overrides.yaml")):
-        try:
-            status = json.loads((job / "summary.json").read_text()).get("status")
-        except (OSError, ValueError):
-            status = None
+        status = read_summary(job).get("status")
         if status == "interrupted":
             status = "interrupted" if (job / "checkpoint.pt").exists() else "stopped early"
         states[job.name] = {"completed": "completed", "interrupted": "interrupted", "stopped early": "stopped early",

@@ -193,7 +193,7 @@ def primary_metric(runs: list[Run]) -> str:
 def scored_val(run: Run, metric: str) -> float | None:
     """The final validation metric of a run that completed; None otherwise (a run that diverged, failed or was
     killed has a last finite value from before it stopped, which must not make its value or line win)."""
-    return final_val(run, metric) if run.status == "completed" else None
+    return run.final_val(metric) if run.status == "completed" else None
 
 
 def mean_of(values: list[float | None]) -> float | None:
@@ -223,13 +223,6 @@ def best_val(run: Run, metric: str) -> float | None:
     if values:
         return min(values)
     return (run.summary.get("best_val") or {}).get(metric)
-
-
-def final_val(run: Run, metric: str) -> float | None:
-    pts = run.points("val", metric, "step")
-    if pts:
-        return pts[max(pts)][1]
-    return (run.summary.get("final_val") or {}).get(metric)
 
 
 def default_target(runs: list[Run], metric: str) -> float | None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lnbench import judge
-from lnbench.report.analysis import Group, Layout, best_val, default_target, final_val, reach, run_problem, sort_key
+from lnbench.report.analysis import Group, Layout, best_val, default_target, reach, run_problem, sort_key
 from lnbench.report.render import Table
 from lnbench.runs import Run
 
@@ -41,7 +41,7 @@ def _row(g: Group, lay: Layout, targets: list[tuple[str, float | None]], lengths
     row = ["—" if v is None else str(v) for v in g.panel] + [str(g.line) + (" ★" if g.best else ""), _runs_text(runs, lay), status_text(runs)]
     row += [g.selection.text()] if g.selection else []
     row += [] if common else [m]
-    row += [fmt_agg([final_val(r, m) for r in runs]), fmt_agg([best_val(r, m) for r in runs])]
+    row += [fmt_agg([r.final_val(m) for r in runs]), fmt_agg([best_val(r, m) for r in runs])]
     row.append(fmt_agg([(r.summary.get("test") or {}).get(m) for r in runs]))
     for tm, t in targets:
         hits = [reach(r, tm, t) if t is not None else None for r in runs]
