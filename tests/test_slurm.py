@@ -313,6 +313,14 @@ def test_a_requeued_job_continues_from_its_checkpoint_to_the_metrics_of_an_unint
         (sweep / ".submitit" / f"{ids['1']}_0_log.out").read_text()
 
 
+def steps_lasting(seconds: float, folder: Path) -> int:
+    """The TINY run's steps (a multiple of 1000) that take about `seconds` on this machine, from a short run."""
+    calib = subprocess.run([*lnbench_cmd(), "train", *TINY, "steps=2000", "log_every=1000", "eval_every=2000",
+                            f"hydra.run.dir={folder}"], cwd=folder.parent, capture_output=True, text=True)
+    assert calib.returncode == 0, calib.stderr
+    return max(10, round(seconds / summary_of(folder)["time_per_step"] / 1000)) * 1000
+
+
 @pytest.mark.slurm
 @pytest.mark.usefixtures("cluster")
 def test_a_job_at_its_time_limit_requeues_itself_and_finishes(tmp_path):
@@ -321,8 +329,10 @@ def test_a_job_at_its_time_limit_requeues_itself_and_finishes(tmp_path):
     and requeues itself, counted against max_num_timeout. Requeued, the releaser gives it 10 minutes again,
     so that the second allocation finishes the run."""
     sweep = tmp_path / "sweep"
-    # 40000 steps: ~45 s on an idle core (~1.1 ms each), more than SLURM's 30 s between two checks of the limits
-    proc = start_sweep(sweep, *TINY, "steps=40000", "log_every=1000", "eval_every=10000", "seed=0", "hydra.launcher.signal_delay_s=55")
+    # ~75 s of steps on this machine, well over SLURM's 30 s between two checks of the limits (a fixed 40000,
+    # ~45 s on the machine it was sized on, sometimes ended before the notice on a faster one)
+    n = steps_lasting(75.0, tmp_path / "calibration")
+    proc = start_sweep(sweep, *TINY, f"steps={n}", "log_every=1000", "eval_every=10000", "seed=0", "hydra.launcher.signal_delay_s=55")
     releaser = Releaser(lambda: list(ledger_ids(sweep).values()), time_limit="10")
     try:
         (job,) = wait_for(lambda: ledger_ids(sweep), 120, proc).values()
@@ -335,13 +345,13 @@ def test_a_job_at_its_time_limit_requeues_itself_and_finishes(tmp_path):
         cancel(sweep)
     assert proc.returncode == 0, out
     s = summary_of(sweep / "0")
-    assert s["status"] == "completed" and s["steps"] == 40000 and len(s.get("resumed_at", [])) == 1, s
-    assert 1000 <= s["resumed_at"][0] < 40000, s
+    assert s["status"] == "completed" and s["steps"] == n and len(s.get("resumed_at", [])) == 1, s
+    assert 1000 <= s["resumed_at"][0] < n, s
     assert int(scontrol(job).get("Restarts", 0)) == 1
     log = "".join(p.read_text() for p in (sweep / ".submitit").glob(f"{job}_0_log.*"))
     assert "SIGUSR2 received" in log and f"requeueing SLURM job {job} (time limit)" in log
     steps = [r["step"] for r in metrics_without_time(sweep / "0") if r["split"] == "train"]
-    assert steps == list(range(1000, 40001, 1000))  # each step logged once: the resume appended, nothing twice
+    assert steps == list(range(1000, n + 1, 1000))  # each step logged once: the resume appended, nothing twice
 
 
 @pytest.mark.slurm
