@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),) "$(TORCH)"
 	$(BIN)/pip install -q -e ".[test,launchers]"
 	@# lnbench's C++ kernels, built once for this machine's ISA (~20 s; without a compiler: a warning, torch's ops).
-	$(BIN)/python -m lnbench.nn.native
+	$(BIN)/python -m lnbench.nn.fast.native
 	@touch $@
 
 run: setup
@@ -43,7 +43,7 @@ test-slurm: setup
 # A few steps of every model preset on every dataset it can take (needs MNIST and Tiny Shakespeare
 # under $LNBENCH_DATA_DIR, else ../shared/data).
 # The model (dataset) presets that take (give) flat or sequence inputs, read from conf/.
-presets = $(shell $(BIN)/python -c 'from lnbench.config import presets_of_kind as p; print(",".join(p("$(1)", "$(2)", "$(3)")))')
+presets = $(shell $(BIN)/python -c 'from lnbench.config.schema import presets_of_kind as p; print(",".join(p("$(1)", "$(2)", "$(3)")))')
 smoke: setup
 	$(BIN)/lnbench train -m +experiment=smoke progress=false model=$(call presets,model,accepts,flat) dataset=$(call presets,dataset,kind,flat)
 	$(BIN)/lnbench train -m +experiment=smoke progress=false model=$(call presets,model,accepts,sequence) dataset=$(call presets,dataset,kind,sequence)

@@ -2,7 +2,7 @@
 
 os.replace is atomic on POSIX: a reader (or a resumed run) sees the old file or the new one, never a
 mix. Append-only logs (metrics.jsonl) cannot be replaced per line; a kill can tear their last line,
-which `read_jsonl` skips and flags, and which a resumed run cuts off (see lnbench.checkpoint).
+which `read_jsonl` skips and flags, and which a resumed run cuts off (see lnbench.training.checkpoint).
 """
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ CONF_DIR = str(lnbench.CONF_DIR)  # Hydra takes config_path as a string
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in ("train", "bench", "check"):
-        from lnbench.heap import keep_freed_memory
+        from lnbench.launch.heap import keep_freed_memory
 
         keep_freed_memory()
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     cmd, rest = argv[0], argv[1:]
     if cmd == "train":
-        from lnbench.entry import main as train_main
+        from lnbench.launch.entry import main as train_main
 
         return train_main(rest)
     if cmd == "report":
@@ -43,15 +43,15 @@ def main(argv: list[str] | None = None) -> int:
 
         return report_main(rest)
     if cmd == "check":
-        from lnbench.check import main as check_main
+        from lnbench.check.cli import main as check_main
 
         return check_main(rest)
     if cmd == "bench":
-        from lnbench.bench import main as bench_main
+        from lnbench.bench.cli import main as bench_main
 
         return bench_main(rest)
     if cmd == "presets":
-        from lnbench.presets import main as presets_main
+        from lnbench.config.presets import main as presets_main
 
         return presets_main(rest)
     print(f"lnbench: unknown command {cmd!r}: use one of train, report, bench, check, presets.\n\n{USAGE}", file=sys.stderr)

@@ -59,7 +59,7 @@ class Run:
     @property
     def primary(self) -> str:
         """The metric the run ranks by: its summary says; a running run has none yet, so the rule of
-        lnbench.tasks.primary_metric is applied to the names it logged (mse: regression, bpc: characters)."""
+        lnbench.training.tasks.primary_metric is applied to the names it logged (mse: regression, bpc: characters)."""
         if self.summary.get("primary_metric"):
             return self.summary["primary_metric"]
         logged = self.metrics("val") | self.metrics("train")
@@ -90,7 +90,7 @@ class Run:
         try:
             from omegaconf import OmegaConf
 
-            import lnbench.config  # noqa: F401 (registers the lnbench.* resolvers)
+            import lnbench.config.schema  # noqa: F401 (registers the lnbench.* resolvers)
 
             return OmegaConf.select(OmegaConf.create(self.config), key)
         except Exception:  # a reference to a key the config lacks, a resolver this version does not have
@@ -258,7 +258,7 @@ def source_names(roots: list[Path]) -> list[str]:
 
 # ---- is it still running? ---------------------------------------------------------------------
 def lock_held(path: Path) -> bool:
-    """Whether a live process holds the run's lock (lnbench.checkpoint.RunLock flocks `<run>/.lock` for the
+    """Whether a live process holds the run's lock (lnbench.training.checkpoint.RunLock flocks `<run>/.lock` for the
     run's life; the file stays after it ends). Read without taking the lock: even a moment's hold could make
     a job starting just then believe its directory is in use."""
     try:
@@ -301,7 +301,7 @@ def sweep_total(root: Path) -> int | None:
     if not isinstance(hydra_cfg, dict):
         return None
     try:
-        from lnbench.hydra_args import expand
+        from lnbench.config.overrides import expand
 
         params = (hydra_cfg.get("sweeper") or {}).get("params") or {}
         task = ((hydra_cfg.get("overrides") or {}).get("task")) or []

@@ -6,7 +6,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from lnbench.cli import CONF_DIR
-from lnbench.config import model_presets, register_configs
+from lnbench.config.schema import model_presets, register_configs
 
 REPO = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("LNBENCH_DATA_DIR", REPO.parent / "shared" / "data")).resolve()
@@ -93,7 +93,7 @@ def results_of(summary: dict) -> dict:
 def after_log(monkeypatch, when, action):
     """Runs `action()` right after the Tracker logged a record for which `when(split, step, extra)` holds
     (to stop a run there: a signal, or an exception standing in for SIGKILL)."""
-    from lnbench.track import Tracker
+    from lnbench.training.tracker import Tracker
 
     original = Tracker.log
 

@@ -19,7 +19,7 @@ from lnbench.data.base import (
     step_generator,
 )
 from lnbench.errors import ConfigError, DataError
-from lnbench.memory import check_fits
+from lnbench.data.memory import check_fits
 
 URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 

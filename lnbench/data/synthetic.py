@@ -27,7 +27,7 @@ from lnbench.data.base import (
     step_generator,
 )
 from lnbench.errors import ConfigError
-from lnbench.memory import check_fits
+from lnbench.data.memory import check_fits
 
 
 class _Synthetic(Dataset):

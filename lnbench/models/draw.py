@@ -11,7 +11,7 @@ Per glimpse t = 1..T, from the canvas c_{t-1} (Bernoulli logits of the image, c_
 
 The loss is the negative variational bound in nats per image: -log D(x | c_T) (Bernoulli) plus
 sum_t KL(Q(z_t | h^enc_t) || N(0, I)). The model returns both terms (the canvas logits and the KL per image)
-and the task (lnbench.tasks, "bound") adds them up.
+and the task (lnbench.training.tasks, "bound") adds them up.
 
 Both RNNs are cells of lnbench.nn.rnn, run step by step (the encoder's input at t needs the decoder's state at
 t-1). The paper's LN for DRAW is the cell-state-only variant (cell `lstm_norm_c`, supplement eqs. 53-55);

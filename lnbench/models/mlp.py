@@ -35,7 +35,7 @@ class MLP(nn.Module):
 
 def check_compatible(model: nn.Module, spec: DataSpec) -> None:
     if spec.kind != model.accepts:
-        from lnbench.config import presets_of_kind
+        from lnbench.config.schema import presets_of_kind
 
         models, datasets = presets_of_kind("model", "accepts", spec.kind), presets_of_kind("dataset", "kind", model.accepts)
         raise ConfigError(

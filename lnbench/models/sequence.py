@@ -9,10 +9,10 @@ from torch import Tensor, nn
 from lnbench.data.base import DataSpec
 from lnbench.errors import ConfigError
 from lnbench.models.mlp import check_compatible
-from lnbench.nn.fast_rnn import fast_layer, layer_path
+from lnbench.nn.fast.layers import fast_layer, layer_path
 from lnbench.nn.norm import NormConfig, as_norm_config
 from lnbench.nn.rnn import CELLS, RecurrentLayer
-from lnbench.options import Impl
+from lnbench.config.choices import Impl
 
 
 class SequenceModel(nn.Module):

@@ -4,7 +4,7 @@ Post-LN (Vaswani et al. 2017) normalizes after each residual addition: x = N(x +
 each sublayer's input and adds a final normalizer before the head: x = x + f(N(x)). Xiong et al. (2020)
 show that post-LN's gradients near the output are large at initialisation, so it needs a learning-rate
 warmup, and pre-LN does not. Attention is torch's F.scaled_dot_product_attention (causal); positions are
-sinusoidal, so any test length works; the normalizer is any registered one (lnbench.options.Normalizer).
+sinusoidal, so any test length works; the normalizer is any registered one (lnbench.nn.normalizers.Normalizer).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from lnbench.data.base import DataSpec
 from lnbench.errors import ConfigError
 from lnbench.models.mlp import check_compatible
 from lnbench.nn.norm import NormConfig, as_norm_config, normalizer
-from lnbench.options import Placement
+from lnbench.config.choices import Placement
 
 
 class Norm(nn.Module):

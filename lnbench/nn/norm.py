@@ -2,7 +2,7 @@
 
 Every normalizer here acts on summed inputs `a` of shape (..., B, H): the last dim holds the H hidden
 units, the one before it the batch. What each kind implies (its module, bias rules, statistics) is one
-`Normalizer` object registered in lnbench.options; the factories below ask it. Layer and RMS norm are
+`Normalizer` object registered in lnbench.nn.normalizers; the factories below ask it. Layer and RMS norm are
 torch's own modules; batch norm is lnbench.nn.batch_norm's, because torch's BatchNorm1d offers neither the
 paper's unbiased-variance option for small batches nor per-time-step statistics; weight norm is torch's
 own parametrization of a Linear's weight, with lnbench.nn.weight_norm's data-dependent initialisation.
@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from lnbench.nn.batch_norm import BatchNorm
 from lnbench.nn.group_norm import GroupNorm  # noqa: F401 (re-exported)
 from lnbench.nn.weight_norm import weight_norm_data_init  # noqa: F401 (re-exported)
-from lnbench.options import NormConfig, NormKind, Normalizer, normalizer, register  # noqa: F401 (re-exported)
+from lnbench.nn.normalizers import NormConfig, NormKind, Normalizer, normalizer, register  # noqa: F401 (re-exported)
 
 
 def as_norm_config(cfg: NormConfig | dict | None) -> NormConfig:

@@ -12,7 +12,7 @@ Where each bias lives (the paper's parameters, no more):
 - batch norm (Cooijmans et al.): BN_t(W_h h; gamma_h) + BN_t(W_x x; gamma_x) + b, gains only on those
   two, gain and bias on the cell state's BN_t; the GRU gets a gate bias and a candidate bias in place
   of the LN biases it would otherwise lack. RMS norm has no bias either and is treated the same way.
-These rules follow from the normalizer's traits (linear_bias, norm_bias; lnbench.options.Normalizer),
+These rules follow from the normalizer's traits (linear_bias, norm_bias; lnbench.nn.normalizers.Normalizer),
 never from its name, so a new kind gets the layout its traits imply.
 """
 from __future__ import annotations
@@ -130,7 +130,7 @@ class CellStateNormLSTMCell(nn.Module):
         h_t = sigmoid(o) * tanh(LN(c_t; alpha, beta))
 
     As in LSTMCell, the carried cell state is c_t itself. Not a subclass of LSTMCell on purpose: the fast
-    layers (lnbench.nn.fast_rnn) compute LSTMCell's equations and must never be handed this one.
+    layers (lnbench.nn.fast.layers) compute LSTMCell's equations and must never be handed this one.
     """
 
     def __init__(self, input_size: int, hidden_size: int, norm: NormConfig, time_steps: int = 0):

@@ -2,7 +2,7 @@
 
 Everything comes from the files each job leaves (`metrics.jsonl`, `summary.json`, `.hydra/*.yaml`), so a
 report needs no network and no W&B account, and works on a sweep that is still running or was killed.
-The claims the runs' configs declare are judged on the selected runs (lnbench.judge) and written to
+The claims the runs' configs declare are judged on the selected runs (lnbench.claims.judge) and written to
 report/claims.json and the top of report.md/report.html.
 
 By layer: analysis (runs -> axes, groups, tuned values, numbers), tables, make (a Report: the analysis

@@ -1,5 +1,5 @@
 """Runs -> the report's layout and groups: which keys a sweep varied and what role each plays, the
-(panel, line) groups of runs, each line's tuned value (lnbench.tuning), and the numbers read from a run.
+(panel, line) groups of runs, each line's tuned value (lnbench.claims.tuning), and the numbers read from a run.
 
 A sweep's axes are the keys whose value differs between its jobs (from each job's overrides, falling back
 to its composed config). They take three roles: `seed` is averaged over (mean line, min-max band), one
@@ -15,10 +15,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from lnbench import claims as claimlib
-from lnbench import judge
+from lnbench.claims import spec as claimlib
+from lnbench.claims import judge
 from lnbench.runs import INTERPOLATION, SOURCE_KEY, Run
-from lnbench.tuning import Selection, select
+from lnbench.claims.tuning import Selection, select
 
 SEED_KEYS = ("seed",)
 # Which swept key draws the lines of a panel, in order of preference; otherwise the last swept key.

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from lnbench import judge
+from lnbench.claims import judge
 from lnbench.report import plots
 from lnbench.report.analysis import X_AXES, Group, Layout, arrange, panel_metrics, primary_metric, tune_groups
 from lnbench.report.render import Table

@@ -6,7 +6,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from lnbench import judge
+from lnbench.claims import judge
 from lnbench.atomic import write_files
 from lnbench.report import render
 from lnbench.report.analysis import not_axis, run_problem

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from lnbench import judge
+from lnbench.claims import judge
 from lnbench.report.analysis import Group, Layout, best_val, default_target, reach, run_problem, sort_key
 from lnbench.report.render import Table
 from lnbench.runs import Run

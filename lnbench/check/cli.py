@@ -1,0 +1,360 @@
+"""`lnbench check [PRESET...] [scale=K] [options] [overrides]`: run the paper's claim presets and judge every claim.
+
+Each preset (conf/experiment/<name>.yaml with a `claims:` list) runs as one Hydra sweep, by default with
+the joblib launcher, into a fixed directory (outputs/check/<preset>, or <preset>-xK at scale K), so that
+running the command again resumes: completed jobs are skipped, killed ones continue from their checkpoint.
+Then, per preset, the rounds of lnbench/check/rounds.py: a grid whose winner sits at its edge is widened by one
+value on that side (--widen), and fresh judging seeds run at each line's chosen value (--judging-seeds).
+Once every preset is judged, the claims still inconclusive after the family adjustment get more judging
+seeds, a round at a time, up to --max-seeds (looks that spend alpha as lnbench/claims/verdicts.py says). One
+page, check.md / check.html, lists every verdict, adjusted over all the claims of the page, with a link to
+its sweep's report and curves.
+
+scale=K multiplies each preset's steps (and its evaluation and logging intervals), or its epochs where the
+preset counts in epochs (fig6_mnist). Any other key=value is passed to every sweep, e.g.
+hydra/launcher=submitit_slurm hydra.launcher.partition=gpu.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lnbench import CONF_DIR
+from lnbench.check import rounds
+from lnbench.claims import verdicts as verdictlib
+from lnbench.atomic import unwritable, write_bytes
+from lnbench.check.page import adjusted, write_page
+from lnbench.errors import UserError
+from lnbench.claims.judge import DESIGN_FILE
+from lnbench.claims.stats import ADJUST
+
+# The order of a full check: the cheap synthetic presets first, so a first verdict comes early.
+ORDER = ("ln_gain_init", "longer_test_seqs", "seq_len_sweep", "batch_size_sweep", "pmnist", "fig6_mnist", "shakespeare_bpc")
+SCALED = ("steps", "eval_every", "log_every")
+EPOCHS = re.compile(r"^\$\{lnbench\.epochs:([0-9.eE+-]+),")
+DEFAULTS = {"hydra/launcher": "joblib", "logger": "none", "progress": "false"}
+
+USAGE = """usage: lnbench check [PRESET ...] [scale=K] [--out DIR] [options] [key=value ...]
+
+  PRESET              claim presets to run (default: all): {presets}
+  scale=K             multiply steps (or epochs) by K, e.g. scale=10 on a GPU or a cluster
+  --out DIR           where the sweeps and check.md/check.html go (default: outputs/check)
+  --judging-seeds N   fresh seeds per look at each line's chosen value (default 3; 0: judge on the tuning
+                      seeds, as before issue 23: biased towards the noisier line)
+  --max-seeds N       judging seeds a claim still inconclusive may reach, N/judging-seeds looks in all
+                      (default 9; equal to --judging-seeds: one look, no added rounds)
+  --widen N           values added past a grid's edge when a line's winner sits there (default 1; 0: none)
+  --adjust METHOD     holm (family-wise error, default), bh (false discovery rate) or none
+  key=value           passed to every sweep, e.g. hydra/launcher=submitit_slurm hydra.launcher.partition=gpu
+                      (defaults: {defaults})
+"""
+OPTIONS = {"--judging-seeds": "judging", "--max-seeds": "max_seeds", "--widen": "widen", "--adjust": "adjust"}
+
+
+class CheckError(UserError):
+    """Bad arguments: one paragraph, exit 2."""
+
+
+def claim_presets() -> list[str]:
+    """Every experiment preset that declares claims, in ORDER first, then by name."""
+    found = []
+    for path in sorted((CONF_DIR / "experiment").glob("*.yaml")):
+        if (yaml.safe_load(path.read_text()) or {}).get("claims"):
+            found.append(path.stem)
+    return sorted(found, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
+
+
+@dataclass
+class Args:
+    presets: list[str]
+    scale: float = 1.0
+    out: Path = Path("outputs/check")
+    overrides: list[str] = field(default_factory=list)
+    judging: int = 3
+    max_seeds: int = 9
+    widen: int = 1
+    adjust: str = "holm"
+
+    @property
+    def looks(self) -> list[int]:
+        """The numbers of judging seeds at which the claims are looked at: 3, 6, 9 by default."""
+        if not self.judging:
+            return []
+        looks = list(range(self.judging, self.max_seeds + 1, self.judging))
+        return looks + ([self.max_seeds] if looks[-1] != self.max_seeds else [])
+
+
+def parse_args(argv: list[str]) -> Args:
+    available = claim_presets()
+    args = Args([])
+    it = iter(argv)
+    for arg in it:
+        name, eq, given = arg.partition("=")
+        if name == "--out":
+            args.out = Path(_value(name, given if eq else next(it, None), "a directory, e.g. --out outputs/check"))
+        elif name in OPTIONS:
+            _set_option(args, name, _value(name, given if eq else next(it, None), "a value (lnbench check --help)"))
+        elif arg.startswith("-"):
+            raise CheckError(f"option {name!r} is not allowed: use --out, {', '.join(OPTIONS)}, scale=K, preset names or "
+                             "key=value overrides for every sweep (`lnbench check --help`).")
+        elif name == "scale":
+            args.scale = _scale(arg, given)
+        elif eq:
+            args.overrides.append(arg)
+        elif arg in available:
+            args.presets.append(arg)
+        else:
+            raise CheckError(f"preset {arg!r} is not a claim preset: use one of {', '.join(available)} "
+                             f"(conf/experiment/*.yaml with a `claims:` list), or none for all of them.")
+    args.presets = args.presets or available
+    if args.judging and args.max_seeds < args.judging:
+        raise CheckError(f"--max-seeds {args.max_seeds} is not allowed with --judging-seeds {args.judging}: a claim gets at "
+                         f"least the first look's seeds (use --max-seeds {args.judging} for a single look).")
+    return args
+
+
+def _value(name: str, text: str | None, wanted: str) -> str:
+    if not text or text.startswith("--"):  # `--out --widen 2`: the next option is not a value
+        raise CheckError(f"{name} needs {wanted}; it was given {'none' if not text else repr(text) + ', another option'}.")
+    return text
+
+
+def _scale(arg: str, text: str) -> float:
+    try:
+        scale = float(text)
+    except ValueError:
+        scale = math.nan
+    if not (math.isfinite(scale) and scale > 0):
+        raise CheckError(f"{arg} is not allowed: scale must be a finite number > 0 (e.g. scale=10 multiplies every preset's steps by 10).")
+    return scale
+
+
+def _set_option(args: Args, name: str, text: str) -> None:
+    if name == "--adjust":
+        if text not in ADJUST:
+            raise CheckError(f"--adjust {text!r} is not allowed: use holm (family-wise error), bh (false discovery rate) or none.")
+        args.adjust = text
+        return
+    low = {"--judging-seeds": 0, "--max-seeds": verdictlib.MIN_SEEDS, "--widen": 0}[name]
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < low or name == "--judging-seeds" and 0 < value < verdictlib.MIN_SEEDS:
+        what = {"--judging-seeds": f"0 (judge on the tuning seeds) or an integer >= {verdictlib.MIN_SEEDS}",
+                "--max-seeds": f"an integer >= {verdictlib.MIN_SEEDS}", "--widen": "an integer >= 0"}[name]
+        raise CheckError(f"{name} {text!r} is not allowed: use {what}.")
+    setattr(args, OPTIONS[name], value)
+
+
+def scaled_overrides(preset: str, scale: float) -> list[str]:
+    """steps, eval_every, log_every of the preset times `scale` (its epochs, where it counts in epochs)."""
+    if scale == 1:
+        return []
+    cfg = yaml.safe_load((CONF_DIR / "experiment" / f"{preset}.yaml").read_text()) or {}
+    out = []
+    for key in SCALED:
+        value = cfg.get(key)
+        if isinstance(value, int):
+            out.append(f"{key}={max(1, round(value * scale))}")
+        elif isinstance(value, str) and (m := EPOCHS.match(value)):
+            epochs = float(m.group(1)) * scale
+            # quoted: Hydra's override grammar takes no nested interpolation bare; OmegaConf resolves it
+            out.append(f"{key}='{value[:m.start(1)]}{epochs:g}{value[m.end(1):]}'")
+    return out
+
+
+def sweep_dir(args: Args, preset: str) -> Path:
+    # a different scale is a different config: its own directory (a checkpoint resumes only its own config)
+    return args.out / (preset if args.scale == 1 else f"{preset}-x{args.scale:g}")
+
+
+def sweep_command(args: Args, preset: str) -> list[str]:
+    given = {o.split("=", 1)[0].lstrip("+") for o in args.overrides}
+    if any(k.startswith("logger.") for k in given):  # logger.wandb.mode=online (or logger.mode=...): that logger, not none
+        given.add("logger")
+    defaults = [f"{k}={v}" for k, v in DEFAULTS.items() if k not in given]
+    return [sys.executable, "-m", "lnbench.cli", "train", "-m", f"+experiment={preset}",
+            f"hydra.sweep.dir={sweep_dir(args, preset)}", *defaults, *scaled_overrides(preset, args.scale), *args.overrides]
+
+
+def check_design(args: Args) -> None:
+    """A sweep judged under one design of looks is never continued under another: choosing the looks after
+    seeing the data would void the error rates they keep (lnbench/claims/verdicts.py). And --out must be writable."""
+    if why := unwritable(args.out):
+        raise CheckError(f"--out {args.out} cannot be written: {why}. Give a directory you can write to with --out DIR.")
+    for preset in args.presets:
+        path = sweep_dir(args, preset) / DESIGN_FILE
+        try:
+            had = json.loads(path.read_text()).get("looks") if path.is_file() else args.looks
+        except (OSError, ValueError, AttributeError):
+            raise CheckError(f"{path} is not the design lnbench check wrote (a JSON object with `looks`): the looks this sweep "
+                             "was judged in are unknown. Restore it, or give another --out.") from None
+        if had != args.looks:
+            raise CheckError(f"{sweep_dir(args, preset)} was judged in looks of {had} judging seeds ({path}); --judging-seeds "
+                             f"{args.judging} --max-seeds {args.max_seeds} asks for {args.looks or 'none'}. Changing the looks after "
+                             f"seeing results would void their error rates: give the same options, or another --out.")
+
+
+@dataclass
+class Outcome:
+    preset: str
+    directory: Path
+    seconds: float
+    load: tuple[float, float]  # 1-minute load average at the start and the end
+    exit_code: int
+    verdicts: list[dict[str, Any]]
+    note: str = ""
+    added: dict[str, int] = field(default_factory=dict)  # runs by stage: tune, widen, judge
+
+
+def run_sweep(cmd: list[str]) -> int:
+    print(f"\nlnbench check: {' '.join(cmd[3:])}", flush=True)
+    sweep = subprocess.Popen(cmd)
+    try:
+        return sweep.wait()
+    except KeyboardInterrupt:
+        # Ctrl-C reached the sweep too: let its jobs write their checkpoints (never kill it mid-write)
+        sweep.wait()
+        raise
+
+
+def judge_preset(args: Args, directory: Path, figures: bool = True):
+    """The preset's report (written), or None if its sweep left no runs."""
+    from lnbench import report
+
+    runs = report.load_runs(directory) if directory.is_dir() else []
+    if not runs:
+        return None
+    rep = report.make_report(directory, runs, {}, x_axes=report.X_AXES if figures else (), adjust=args.adjust)
+    if figures:
+        report.write_report(rep, directory / report.OUT_DIR)
+    return rep
+
+
+def run_preset(args: Args, preset: str) -> Outcome:
+    """The tuning sweep, the widening rounds, the first look's judging seeds, the report."""
+    base = sweep_command(args, preset)
+    directory = sweep_dir(args, preset)
+    load0, t0 = os.getloadavg()[0], time.time()
+    code = run_sweep(base)
+    refused: list[str] = []  # rounds whose sweep refused its input (exit 2): a bug to report, never a quiet gap
+    # read again only after a round added runs
+    rep = judge_preset(args, directory, figures=False) if args.widen or args.looks else None
+    for k in range(1, args.widen + 1):
+        cells = rounds.widen_cells(rep, rounds.needed(rep), args.widen) if rep else []
+        if not cells:
+            break
+        for cmd in rounds.commands(base, directory, f"widen-{k}", cells, _drop(preset, cells)):
+            refused += [f"widen-{k}"] if run_sweep(cmd) == 2 else []
+        rep = judge_preset(args, directory, figures=False)
+    if args.looks and rep:
+        write_bytes(directory / DESIGN_FILE, (json.dumps({"looks": args.looks, "first_seed": rounds.JUDGING_SEED0}) + "\n").encode())
+        cells = rounds.judge_cells(rep, rounds.needed(rep), rounds.judging_seeds(args.looks, 0))
+        for cmd in rounds.commands(base, directory, "judge-1", cells, _drop(preset, cells)):
+            refused += ["judge-1"] if run_sweep(cmd) == 2 else []
+    rep = judge_preset(args, directory)
+    seconds, load1 = time.time() - t0, os.getloadavg()[0]
+    if rep is None:
+        return Outcome(preset, directory, seconds, (load0, load1), code, [], "the sweep left no runs")
+    note = "; ".join([_note(rep)] * bool(_note(rep)) + [f"the {r} sweep refused its input (see the log above it)" for r in refused])
+    return Outcome(preset, directory, seconds, (load0, load1), code, rep.verdicts, note, rounds.counts(rep.runs))
+
+
+def _drop(preset: str, cells: list) -> set[str]:
+    """The overrides a round's sweep leaves out of the preset's command: its cells set them (and the seeds)."""
+    params = (yaml.safe_load((CONF_DIR / "experiment" / f"{preset}.yaml").read_text()) or {}).get("hydra", {}).get("sweeper", {}).get("params", {})
+    return {"seed", *params, *(k for c in cells for k in c.values)}
+
+
+def _note(rep) -> str:
+    note = "; ".join(rep.claim_errors)
+    failed = [r for r in rep.runs if r.status not in ("completed", "diverged")]
+    if failed:
+        note = (note + "; " if note else "") + f"{len(failed)} of {len(rep.runs)} jobs neither completed nor diverged (see its report)"
+    return note
+
+
+def more_seeds(args: Args, outcomes: list[Outcome], look: int) -> tuple[int, float, tuple[float, float]]:
+    """One adaptive round: judging seeds up to looks[look] for the claims the family still leaves
+    inconclusive (and could decide: judged on judging seeds, at the previous look, nothing blocking them).
+    Returns (claims that got seeds, seconds, load at start and end)."""
+    family = adjusted(outcomes, args.adjust)
+    pending = {d["id"] for d in family if d["verdict"] == verdictlib.INCONCLUSIVE and not d.get("raw_reason")
+               and not d.get("note") and d.get("n_seeds") == args.looks[look - 1]}
+    load0, t0 = os.getloadavg()[0], time.time()
+    for o in outcomes:
+        ids = pending & {d["id"] for d in o.verdicts}
+        rep = judge_preset(args, o.directory, figures=False) if ids else None
+        if rep is None:
+            continue
+        cells = rounds.judge_cells(rep, rounds.needed(rep, ids), rounds.judging_seeds(args.looks, look))
+        t1 = time.time()
+        for cmd in rounds.commands(sweep_command(args, o.preset), o.directory, f"judge-{look + 1}", cells, _drop(o.preset, cells)):
+            run_sweep(cmd)
+        rep = judge_preset(args, o.directory)
+        o.verdicts, o.note, o.added, o.seconds = rep.verdicts, _note(rep), rounds.counts(rep.runs), o.seconds + time.time() - t1
+    return len(pending), time.time() - t0, (load0, os.getloadavg()[0])
+
+
+def check_overrides(args: Args) -> None:
+    """The key=value overrides, composed with every preset's sweep as `lnbench train` would before its first job
+    (lnbench.launch.preflight): a typo is one error now, not a failed sweep per preset after the first has run."""
+    if not args.overrides:
+        return
+    from lnbench.config.schema import register_configs
+    from lnbench.launch.preflight import preflight
+
+    register_configs()
+    for preset in args.presets:
+        try:
+            preflight(sweep_command(args, preset)[4:], str(CONF_DIR))
+        except UserError as e:
+            raise CheckError(f"{e} (with the sweep of {preset})") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["help"] or "-h" in argv or "--help" in argv:
+        print(USAGE.format(presets=", ".join(claim_presets()), defaults=" ".join(f"{k}={v}" for k, v in DEFAULTS.items())))
+        return 0
+    try:
+        args = parse_args(argv)
+        check_design(args)
+        check_overrides(args)
+    except CheckError as e:
+        print(f"lnbench check: {e}", file=sys.stderr)
+        return 2
+    t0 = time.time()
+    outcomes: list[Outcome] = []
+    extra: list[str] = []
+    md = ""
+    try:
+        for preset in args.presets:
+            outcomes.append(run_preset(args, preset))
+            # the page after every preset: a check stopped half-way still shows the verdicts it reached
+            md = write_page(outcomes, args, time.time() - t0, extra)
+        for look in range(1, len(args.looks)):
+            n, seconds, (l0, l1) = more_seeds(args, outcomes, look)
+            if not n:
+                break
+            extra.append(f"round {look + 1}: judging seeds up to {args.looks[look]} for {n} claim(s) still inconclusive, "
+                         f"{seconds / 60:.1f} min, load {l0:.1f}→{l1:.1f}")
+            md = write_page(outcomes, args, time.time() - t0, extra)
+    except KeyboardInterrupt:
+        print(f"\nlnbench check: interrupted; run the same command again to resume.", file=sys.stderr)
+        return 130
+    print("\n" + md)
+    print(f"{args.out / 'check.md'}\n{args.out / 'check.html'}")
+    # A preset that produced no verdict at all (its sweep could not run) is a failed check, not a quiet gap.
+    return 1 if any(not o.verdicts for o in outcomes) else 0

@@ -1,0 +1,79 @@
+"""The page `lnbench check` writes, check.md and check.html: every claim's verdict, adjusted over all the
+claims of the page, beside the unadjusted one, with its effect and interval, its seeds (tuning + judging),
+the hyperparameters each line was judged at (and whether its grid was widened), and a link to its curves.
+Rendered by lnbench.report.render, like each preset's report."""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import time
+from typing import Any
+
+from lnbench.claims import judge
+from lnbench.claims import verdicts as verdictlib
+from lnbench.atomic import write_files
+from lnbench.report import render
+from lnbench.report.render import Heading, Items, Link, Page, Table
+
+COLUMNS = ["claim", "preset", "verdict (adjusted)", "unadjusted", "effect [95% t CI]; d; bootstrap", "P(better<than)", "seeds: tuning + judging",
+           "chosen on validation (grid)", "curves"]
+
+
+def adjusted(outcomes: list, method: str) -> list[dict[str, Any]]:
+    """Every claim of the page, adjusted over all of them (each preset's own report adjusts over its own)."""
+    family = [{**copy.deepcopy(d), "preset": o.preset, "report": o.directory} for o in outcomes for d in o.verdicts]
+    verdictlib.adjust(family, method)
+    return family
+
+
+def table(outcomes: list, family: list[dict[str, Any]], base) -> Table:
+    """A row per claim (a preset without verdicts: one row saying why), each linking to its preset's report."""
+    rows, tones = [], []
+    for o in outcomes:
+        link = Link("report", os.path.relpath(o.directory / "report" / "report.html", base))
+        if not o.verdicts:
+            rows.append(["—", o.preset, "no verdict: " + (o.note or "no claims"), "—", "—", "—", "—", "—", link])
+            tones.append("")
+        for d in (d for d in family if d["preset"] == o.preset):
+            rows.append([f"{d['id']}: {d['text']}", o.preset, judge.verdict_text(d), d["raw_verdict"], judge.effect_text(d),
+                         "—" if d.get("p_improve") is None else f"{d['p_improve']:.2f}", judge.seeds_text(d), judge.chosen_text(d), link])
+            tones.append(d["verdict"])
+    return Table(COLUMNS, rows, tones)
+
+
+def header(outcomes: list, family: list[dict[str, Any]], args, seconds: float, extra: list[str]) -> list[str]:
+    def count(key: str) -> str:
+        order = (verdictlib.HELD, verdictlib.CONTRADICTED, verdictlib.EQUIVALENT, verdictlib.INCONCLUSIVE)
+        return ", ".join(f"{v} {n}" for v in order if (n := sum(d[key] == v for d in family))) or "none"
+
+    adjust = {"holm": "Holm-adjusted", "bh": "Benjamini-Hochberg-adjusted", "none": "unadjusted"}[args.adjust]
+    looks = ", ".join(map(str, args.looks)) if args.looks else "none (judged on the tuning seeds)"
+    lines = [
+        f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}; scale={args.scale:g}; overrides: {' '.join(args.overrides) or 'none'}",
+        f"verdicts ({adjust} over the {len(family)} claims of this page): {count('verdict')}; unadjusted: {count('raw_verdict')}",
+        f"time of this invocation: {seconds / 60:.1f} min on {os.cpu_count()} cores (jobs completed earlier were skipped); "
+        "1-minute load average at the start and end of each preset: "
+        + ", ".join(f"{o.preset} {o.seconds / 60:.1f} min, load {o.load[0]:.1f}→{o.load[1]:.1f}" for o in outcomes),
+        *extra,
+        f"design: each line's hyperparameters chosen per panel on the final validation metric of the tuning seeds; a winner "
+        f"at the grid's edge widened up to {args.widen} value(s) past it (×3 or ÷3); judging seeds (1000, 1001, ...) at the "
+        f"chosen values, in looks of {looks} seeds, each look spending alpha in proportion to the seeds it adds; "
+        "more seeds only for claims still inconclusive after the adjustment",
+        "runs: " + ", ".join(f"{o.preset} " + "+".join(f"{o.added.get(s, 0)} {s}" for s in ("tune", "widen", "judge")) for o in outcomes),
+        "statistics: " + verdictlib.describe_method(args.adjust) + "; effect > 0 supports the claim",
+        "each preset's own report adjusts over its own claims only, so its verdicts can be less strict than this page's",
+    ]
+    return lines + [f"{o.preset}: {o.note}" for o in outcomes if o.note]
+
+
+def write_page(outcomes: list, args, seconds: float, extra: list[str] | None = None) -> str:
+    """check.md, check.html and claims.json (the family, adjusted) in args.out, written together; returns the Markdown."""
+    family = adjusted(outcomes, args.adjust)
+    page = Page("lnbench check", [Heading("lnbench check", 1), Items(header(outcomes, family, args, seconds, extra or [])),
+                                  table(outcomes, family, args.out)])
+    md = render.markdown(page)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_files(args.out, {"check.md": md.encode(), "check.html": render.html_page(page).encode(),
+                           "claims.json": (json.dumps(family, indent=2, default=str) + "\n").encode()})
+    return md

@@ -1,0 +1,164 @@
+"""Simulated sweeps with known answers, judged by the code that judges real ones (lnbench/tuning.pick and
+lnbench/stats): the error rates in docs/verdicts.md and in tests/claims/test_stats_simulation.py.
+
+Every scenario is a null: the two models of a claim are identical (the same mean at every learning rate),
+so any held or contradicted verdict is false. A run's final value is a seed effect shared by both models at
+that seed (the same data order) plus the model's own noise, whose spread may differ between the models; a
+run's test value is its validation value plus a little noise of its own. "before" is the procedure before
+issue 23: the learning rate chosen and the claim judged on the same three seeds, no family adjustment,
+"contradicted if contradicted in any panel", and looking again after each added seed.
+
+    python -m lnbench.claims.simulate [--trials N] [--seed S]    # every table of docs/verdicts.md
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from lnbench.claims import stats
+from lnbench.claims.tuning import pick
+
+SHARED_SD = 1.0  # the seed effect both models share
+TEST_SD = 0.1  # a run's test value: its validation value plus this much noise of its own
+ALPHA = stats.ALPHA
+
+
+def _runs(rng, shape, sd):
+    """Final validation values (..., models, lrs, seeds) of identical models with the given noise per model."""
+    trials, lrs, seeds = shape
+    shared = rng.normal(0, SHARED_SD, (trials, 1, 1, seeds))
+    own = rng.normal(0, 1, (trials, len(sd), lrs, seeds)) * np.asarray(sd)[None, :, None, None]
+    return shared + own
+
+
+def _decisions(d, looks=None):
+    """(held, contradicted) decided on paired differences d (trials, n) at 95% (one look, or the looks' design)."""
+    if looks is None:
+        ph, pc, _ = stats.paired_t(d)[:3]
+    else:
+        w = stats.spending(looks)
+        ph, pc = (stats.sequential(np.stack([stats.paired_t(d[:, :n])[i] for n in looks], -1), w) for i in (0, 1))
+    p, kind = stats.decide(ph, pc, np.ones_like(ph))
+    return (p <= ALPHA) & (kind == stats.HELD), (p <= ALPHA) & (kind == stats.CONTRA)
+
+
+def tuning(trials: int, sd_ratio: float, judge: str = "fresh", lrs: int = 3, seeds: int = 3, n_judge: int = 3, seed: int = 0):
+    """(false held, false contradicted) of a whole tuned comparison: each model's learning rate chosen on the
+    mean final validation of its tuning seeds (tuning.pick), then the claim "the noisier model beats the
+    quieter" judged on `judge`: the same runs ("same", before), their test values ("test") or fresh seeds at
+    the chosen values ("fresh", lnbench check)."""
+    rng = np.random.default_rng(seed)
+    sd = (1.0, sd_ratio)  # model 0: than (quiet), model 1: better (noisy)
+    val = _runs(rng, (trials, lrs, seeds), sd)
+    chosen = pick(val, np.ones(val.shape, bool))  # (trials, models)
+    at = np.take_along_axis(val, chosen[:, :, None, None], 2)[:, :, 0, :]
+    if judge == "same":
+        judged = at
+    elif judge == "test":
+        judged = at + rng.normal(0, TEST_SD, at.shape)
+    else:  # fresh seeds: new runs at the chosen value; under the null the value does not change the mean
+        judged = _runs(rng, (trials, 1, n_judge), sd)[:, :, 0, :]
+    held, contra = _decisions(judged[:, 0] - judged[:, 1])
+    return float(held.mean()), float(contra.mean())
+
+
+def family(trials: int, claims: int = 26, adjust: str = "holm", procedure: str = "after", seed: int = 0):
+    """(mean number of false verdicts per check, P(at least one)) when all claims are null, independent."""
+    rng = np.random.default_rng(seed)
+    if procedure == "before":  # the old whole procedure per claim, unadjusted (equal noise, same seeds)
+        val = _runs(rng, (trials * claims, 3, 3), (1.0, 1.0))
+        chosen = pick(val, np.ones(val.shape, bool))
+        at = np.take_along_axis(val, chosen[:, :, None, None], 2)[:, :, 0, :]
+        d = at[:, 0] - at[:, 1]
+    else:
+        d = rng.normal(0, 1, (trials * claims, 3))
+    ph, pc, pe = stats.paired_t(d)[:3]
+    p, _ = stats.decide(ph, pc, pe)
+    p = stats.ADJUST[adjust if procedure == "after" else "none"](p.reshape(trials, claims))
+    false = (p <= ALPHA).sum(-1)
+    return float(false.mean()), float((false > 0).mean())
+
+
+def panels(trials: int, k: int, rule: str = "after", n: int = 3, seed: int = 0):
+    """(false held, false contradicted) of a claim over k null panels: the old rule (contradicted if
+    contradicted in any panel, each at 95%) or stats.combine_panels."""
+    rng = np.random.default_rng(seed)
+    ph, pc, pe = (x.reshape(trials, k) for x in stats.paired_t(rng.normal(0, 1, (trials * k, n)))[:3])
+    if rule == "before":
+        held_each, contra_each = 2 * ph <= ALPHA, 2 * pc <= ALPHA
+        return float(held_each.all(-1).mean()), float(contra_each.any(-1).mean())
+    p, kind = stats.decide(*stats.combine_panels(ph, pc, pe))
+    return float(((p <= ALPHA) & (kind == stats.HELD)).mean()), float(((p <= ALPHA) & (kind == stats.CONTRA)).mean())
+
+
+def stopping(trials: int, looks: list[int], rule: str = "after", seed: int = 0):
+    """P(a false held or contradicted at some look) when seeds are added until the claim is decided: each look
+    at 95% ("before") or the looks' alpha spending (stats.spending, stats.sequential)."""
+    rng = np.random.default_rng(seed)
+    d = rng.normal(0, 1, (trials, looks[-1]))
+    if rule == "before":
+        decided = np.zeros(trials, bool)
+        for n in looks:
+            held, contra = _decisions(d[:, :n])
+            decided |= held | contra
+        return float(decided.mean())
+    held, contra = _decisions(d, looks)
+    return float((held | contra).mean())
+
+
+def power(trials: int, effect: float, looks: list[int], claims: int = 1, seed: int = 0) -> float:
+    """P(held) for a true effect (in standard deviations of the paired differences), seeds added look by look
+    until decided, each look at its share of alpha / claims (Bonferroni: a lower bound on Holm's power)."""
+    rng = np.random.default_rng(seed)
+    d = rng.normal(effect, 1, (trials, looks[-1]))
+    w = stats.spending(looks)
+    held = np.zeros(trials, bool)
+    for n, share in zip(looks, w):
+        held |= 2 * stats.paired_t(d[:, :n])[0] <= ALPHA * share / claims
+    return float(held.mean())
+
+
+def tables(trials: int, seed: int = 0) -> str:
+    """Every table of docs/verdicts.md, as Markdown."""
+    out = [f"{trials:,} simulated sweeps per cell, numpy seed {seed}; nominal: 2.5% per side, 5% family-wise.", "",
+           "| seed noise, noisy / quiet | judged on | false held | false contradicted |", "|---|---|---|---|"]
+    for ratio in (1, 5, 10):
+        for judge, label in (("same", "tuning seeds (before)"), ("test", "test split of the tuning runs"), ("fresh", "3 fresh seeds (after)")):
+            h, c = tuning(trials, ratio, judge, seed=seed)
+            out.append(f"| {ratio}x | {label} | {h:.2%} | {c:.2%} |")
+    h, c = tuning(trials, 10, "same", seeds=10, seed=seed)
+    out.append(f"| 10x | 10 tuning seeds (before) | {h:.2%} | {c:.2%} |")
+    out += ["", "| 26 null claims | mean false verdicts per check | P(at least one) |", "|---|---|---|"]
+    for label, kw in (("before (tuning seeds, unadjusted)", {"procedure": "before"}), ("unadjusted", {"adjust": "none"}),
+                      ("Holm", {"adjust": "holm"}), ("Benjamini-Hochberg", {"adjust": "bh"})):
+        mean, any_ = family(max(trials // 10, 100), **kw, seed=seed)
+        out.append(f"| {label} | {mean:.3f} | {any_:.2%} |")
+    out += ["", "| null panels | rule | false held | false contradicted |", "|---|---|---|---|"]
+    for k in (1, 2, 3):
+        for rule, label in (("before", "any panel contradicts (before)"), ("after", "intersection-union / Bonferroni (after)")):
+            h, c = panels(trials, k, rule, seed=seed)
+            out.append(f"| {k} | {label} | {h:.2%} | {c:.2%} |")
+    out += ["", "| looks (judging seeds) | rule | false verdicts (both sides) |", "|---|---|---|"]
+    for looks in ([3, 6, 9], [3, 4, 5, 6, 7], [5, 10, 15, 20, 25]):
+        for rule, label in (("before", "each look at 95% (before)"), ("after", "alpha spent linearly in seeds (after)")):
+            out.append(f"| {', '.join(map(str, looks))} | {label} | {stopping(trials, looks, rule, seed=seed):.2%} |")
+    out += ["", "| true effect (sd of the differences) | 3 seeds, alone | 3 seeds, 1 of 26 claims | looks 3, 6, 9, 1 of 26 claims |",
+            "|---|---|---|---|"]
+    for effect in (1.0, 2.0, 3.0, 5.0):
+        cells = [power(trials, effect, looks, m, seed=seed) for looks, m in (([3], 1), ([3], 26), ([3, 6, 9], 26))]
+        out.append(f"| {effect:g} | " + " | ".join(f"{c:.0%}" for c in cells) + " |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m lnbench.claims.simulate", description=__doc__.split("\n\n")[0])
+    p.add_argument("--trials", type=int, default=20_000)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    print(tables(args.trials, args.seed))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,182 @@
+"""The statistics behind a verdict, as functions on numpy arrays: seeds on the last axis, any leading axes
+batched. `lnbench report` calls them on one comparison; the simulations of docs/verdicts.md
+(lnbench/claims/simulate.py) call the same functions on thousands at once, so the error rates they measure are
+those of the code that judges.
+
+d holds paired differences value(than) - value(better): positive supports the claim. margin >= 0 is the
+claim's `min_effect`. Each comparison gives three one-sided p-values:
+
+    held    H0: mean(d) <= margin     small: better by more than the margin
+    contra  H0: mean(d) >= -margin    small: worse by more than the margin
+    equiv   H0: |mean(d)| >= margin   small: inside +-margin (two one-sided tests, TOST)
+
+A decision at two-sided level a is made when 2p <= a: for held and contra that is the (1 - a) Student t
+interval lying beyond +-margin, for equiv that interval lying inside +-margin (decide()).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats as st
+
+ALPHA = 0.05  # two-sided: a 95% interval, 2.5% per side
+POWER = 0.8
+HELD, CONTRA, EQUIV = 0, 1, 2  # the index decide() returns
+BOOTSTRAP_DRAWS = 10_000
+
+
+def _sd_floor(resolution) -> np.ndarray:
+    """The spread a difference of two values measured at this resolution has at least: each value is off by up
+    to half a step (uniform), so a difference has variance 2 * res^2 / 12."""
+    return np.asarray(resolution, float) / math.sqrt(6)
+
+
+def paired_t(d, margin=0.0, resolution=0.0):
+    """(p_held, p_contra, p_equiv, mean, se, df) of the paired differences d (..., n), n >= 2. A spread of zero
+    (every difference equal, and no resolution to bound it) decides nothing: every p is 1."""
+    d = np.asarray(d, float)
+    n = d.shape[-1]
+    mean = d.mean(-1)
+    sd = np.maximum(d.std(-1, ddof=1), _sd_floor(resolution))
+    se = sd / math.sqrt(n)
+    return (*_t_tests(mean, se, n - 1, margin), mean, se, np.full_like(mean, n - 1.0))
+
+
+def welch_t(than, better, margin=0.0):
+    """The same three p-values for two unpaired samples (1-D), Welch-Satterthwaite degrees of freedom."""
+    than, better = np.asarray(than, float), np.asarray(better, float)
+    va, vb = than.var(ddof=1) / len(than), better.var(ddof=1) / len(better)
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / ((va**2 / (len(than) - 1) + vb**2 / (len(better) - 1)) or 1e-300)
+    mean = than.mean() - better.mean()
+    return (*_t_tests(np.float64(mean), np.float64(se), df, margin), mean, se, df)
+
+
+def _t_tests(mean, se, df, margin):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_held = (mean - margin) / se
+        t_contra = (mean + margin) / se
+        p_held = st.t.sf(t_held, df)
+        p_contra = st.t.cdf(t_contra, df)
+        # TOST: above -margin (p = sf of t_contra) and below +margin (p = cdf of t_held), both needed
+        p_equiv = np.maximum(st.t.sf(t_contra, df), st.t.cdf(t_held, df)) if margin > 0 else np.ones_like(p_held)
+    undecidable = ~(se > 0)
+    return tuple(np.where(undecidable, 1.0, p) for p in (p_held, p_contra, p_equiv))
+
+
+def sign_test(lo, hi, margin=0.0):
+    """(p_held, p_contra, p_equiv) of paired differences known only as bounds lo <= d <= hi (a run that never
+    reached a target, a run that diverged): the exact binomial sign test on the pairs whose side of the
+    margin is known; the others are left out (a tie). It cannot show equivalence: p_equiv is 1."""
+    lo, hi = np.asarray(lo, float), np.asarray(hi, float)
+    up, down = (lo > margin).sum(-1), (hi < margin).sum(-1)
+    p_held = st.binom.sf(up - 1, up + down, 0.5)
+    up_c, down_c = (lo > -margin).sum(-1), (hi < -margin).sum(-1)
+    p_contra = st.binom.sf(down_c - 1, up_c + down_c, 0.5)
+    return p_held, p_contra, np.ones_like(p_held)
+
+
+def interval(mean, se, df, level=1 - ALPHA):
+    """The two-sided Student t interval at `level`."""
+    half = st.t.ppf(0.5 + level / 2, df) * se
+    return mean - half, mean + half
+
+
+def combine_panels(p_held, p_contra, p_equiv):
+    """One claim over several panels (the last axis): it holds only where it holds in every panel
+    (intersection-union: the largest p, no correction needed); it is contradicted where it fails in some
+    panel (a union over panels: Bonferroni, the smallest p times the number of panels); equivalent only
+    where equivalent in every panel (intersection-union)."""
+    k = np.asarray(p_contra).shape[-1]
+    return (np.max(p_held, -1), np.minimum(1.0, k * np.min(p_contra, -1)), np.max(p_equiv, -1))
+
+
+def spending(looks: list[int]) -> np.ndarray:
+    """The share of alpha each look may spend: linear in the seeds it adds (Lan-DeMets' alpha * t spending,
+    t = n / n_max). Each look is tested at its share alone (Bonferroni over looks): valid whatever the
+    correlation between looks and whatever decides to stop, at the price of being conservative."""
+    n = np.asarray(looks, float)
+    return np.diff(np.concatenate([[0.0], n])) / n[-1]
+
+
+def sequential(p_looks, weights):
+    """The p-value of a design with several looks (the last axis): min over looks of p_j / w_j, capped at 1.
+    Under H0, P(some p_j <= u w_j) <= sum of u w_j = u: a valid p-value under optional stopping."""
+    return np.minimum(1.0, np.min(np.asarray(p_looks, float) / np.asarray(weights, float), -1))
+
+
+def decide(p_held, p_contra, p_equiv):
+    """(p, kind): the smallest decision p-value (2p, for a two-sided level) and which decision it is."""
+    ps = np.stack(np.broadcast_arrays(p_held, p_contra, p_equiv), -1)
+    kind = np.argmin(ps, -1)
+    return np.minimum(1.0, 2 * np.take_along_axis(ps, kind[..., None], -1)[..., 0]), kind
+
+
+def holm(p):
+    """Holm-Bonferroni adjusted p-values along the last axis (family-wise error, any dependence)."""
+    p = np.asarray(p, float)
+    m = p.shape[-1]
+    order = np.argsort(p, -1, kind="stable")
+    ranked = np.take_along_axis(p, order, -1) * (m - np.arange(m))
+    adjusted = np.minimum(1.0, np.maximum.accumulate(ranked, -1))
+    out = np.empty_like(adjusted)
+    np.put_along_axis(out, order, adjusted, -1)
+    return out
+
+
+def bh(p):
+    """Benjamini-Hochberg adjusted p-values along the last axis (false discovery rate; valid for independent
+    or positively dependent tests)."""
+    p = np.asarray(p, float)
+    m = p.shape[-1]
+    order = np.argsort(p, -1, kind="stable")
+    ranked = np.take_along_axis(p, order, -1) * m / np.arange(1, m + 1)
+    adjusted = np.minimum(1.0, np.minimum.accumulate(ranked[..., ::-1], -1)[..., ::-1])
+    out = np.empty_like(adjusted)
+    np.put_along_axis(out, order, adjusted, -1)
+    return out
+
+
+ADJUST = {"holm": holm, "bh": bh, "none": lambda p: np.asarray(p, float)}
+
+
+def holm_levels(p, alpha=ALPHA):
+    """The level each test faced in Holm's step-down (alpha / (m - rank)): what an inconclusive one would have
+    needed, for its minimum detectable effect."""
+    p = np.asarray(p, float)
+    m = len(p)
+    levels = np.empty(m)
+    levels[np.argsort(p, kind="stable")] = alpha / (m - np.arange(m))
+    return levels
+
+
+def mde(sd: float, n: int, level: float = ALPHA, power: float = POWER) -> float | None:
+    """The smallest true mean difference (beyond the margin) that a paired t test of n seeds detects with
+    this power at this two-sided level, for differences with this standard deviation (noncentral t, exact)."""
+    if n < 2 or not sd > 0 or not math.isfinite(sd):
+        return None
+    df, crit = n - 1, st.t.ppf(1 - level / 2, n - 1)
+    from scipy.optimize import brentq
+
+    nc = brentq(lambda c: st.nct.sf(crit, df, c) - power, 0.0, 1e3)
+    return float(nc * sd / math.sqrt(n))
+
+
+def bootstrap_interval(d, level=1 - ALPHA, draws=BOOTSTRAP_DRAWS, seed=0):
+    """The percentile bootstrap interval of the mean of d (1-D), from a fixed seed (the same runs give the same
+    numbers). Shown beside the t interval, never deciding: with a handful of seeds it is too narrow."""
+    d = np.asarray(d, float)
+    idx = np.random.default_rng(seed).integers(0, len(d), (draws, len(d)))
+    means = d[idx].mean(-1)
+    return tuple(float(q) for q in np.quantile(means, [0.5 - level / 2, 0.5 + level / 2]))
+
+
+def p_improvement(lo, hi) -> float | None:
+    """P(better < than) over paired seeds (rliable's probability of improvement, on pairs): the share of
+    pairs where `better` scored lower, ties counted half; pairs whose order is unknown are left out."""
+    lo, hi = np.asarray(lo, float), np.asarray(hi, float)
+    win, loss = (lo > 0).sum(), (hi < 0).sum()
+    tie = ((lo == 0) & (hi == 0)).sum()
+    known = win + loss + tie
+    return float((win + tie / 2) / known) if known else None

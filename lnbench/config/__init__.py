@@ -1,0 +1,1 @@
+"""Configuration: the schema Hydra composes, the choices, presets and their sweep axes, overrides, validation."""

@@ -1,0 +1,345 @@
+"""Typed schemas for every config group, registered in Hydra's ConfigStore.
+
+Each preset YAML under conf/ starts from one of these schemas (its defaults list names `/base_*`), so a
+misspelt key or a value of the wrong type fails at composition, with Hydra's own message, before any
+tensor is made. Checks that need more than a type (ranges, combinations) live in lnbench.config.validate.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, OmegaConf
+
+from lnbench import CONF_DIR
+from lnbench.config.choices import Impl, Placement
+from lnbench.nn.normalizers import NormConfig
+
+
+class CellKind(str, Enum):
+    lstm = "lstm"
+    gru = "gru"
+    lstm_norm_c = "lstm_norm_c"  # the normalizer on the cell state only: the paper's DRAW LSTM (lnbench.nn.rnn)
+
+
+class WandbMode(str, Enum):
+    online = "online"
+    offline = "offline"
+    disabled = "disabled"
+
+
+# ---- model ------------------------------------------------------------------------------------
+@dataclass
+class MLPConfig:
+    _target_: str = "lnbench.models.MLP"
+    hidden_sizes: list[int] = field(default_factory=lambda: [1000, 1000])
+    norm: NormConfig = field(default_factory=NormConfig)
+
+
+@dataclass
+class SequenceModelConfig:
+    _target_: str = "lnbench.models.SequenceModel"
+    cell: CellKind = CellKind.lstm
+    hidden_size: int = 128
+    num_layers: int = 1
+    embed_size: Optional[int] = None
+    norm: NormConfig = field(default_factory=NormConfig)
+    impl: Impl = Impl.auto
+
+
+@dataclass
+class TransformerConfig:
+    _target_: str = "lnbench.models.transformer.Transformer"
+    hidden_size: int = 128  # d_model
+    num_layers: int = 2
+    num_heads: int = 4
+    ff_size: int = 512
+    placement: Placement = Placement.pre
+    norm: NormConfig = field(default_factory=NormConfig)
+
+
+@dataclass
+class DRAWConfig:
+    """The paper's section 6.4 DRAW (lnbench.models.draw); the defaults are the paper's and Gregor et al.'s MNIST model."""
+    _target_: str = "lnbench.models.draw.DRAW"
+    glimpses: int = 64
+    hidden_size: int = 256
+    latent_size: int = 100
+    read_size: int = 2
+    write_size: int = 5
+    cell: CellKind = CellKind.lstm_norm_c
+    norm: NormConfig = field(default_factory=NormConfig)
+
+
+@dataclass
+class ConvNetConfig:
+    _target_: str = "lnbench.models.conv.ConvNet"
+    channels: list[int] = field(default_factory=lambda: [16, 32])
+    norm: NormConfig = field(default_factory=NormConfig)
+
+
+@dataclass
+class ResNetConfig:
+    _target_: str = "lnbench.models.resnet.ResNet"
+    depth: int = 16  # residual blocks (Fixup's L)
+    width: int = 16
+    branch_layers: int = 2  # convs per residual branch (Fixup's m)
+    stem_pool: int = 2  # max-pooling after the stride-2 stem: 28 x 28 images -> 7 x 7 maps in the blocks
+    fixup: bool = False
+    norm: NormConfig = field(default_factory=NormConfig)
+
+
+# ---- dataset ----------------------------------------------------------------------------------
+# Real data: the dataset's data_dir, else $LNBENCH_DATA_DIR, else the shared folder beside the repo.
+DATA_DIR = "${oc.env:LNBENCH_DATA_DIR,../shared/data}"
+
+
+@dataclass
+class DatasetBase:
+    _target_: str = MISSING
+    batch_size: int = 64
+    eval_batch_size: int = 500
+    seed: int = "${seed}"  # type: ignore[assignment]  (interpolated from the run's seed)
+
+
+@dataclass
+class MNISTConfig(DatasetBase):
+    _target_: str = "lnbench.data.MNIST"
+    data_dir: str = DATA_DIR
+    batch_size: int = 128
+    eval_batch_size: int = 1000
+    val_size: int = 5000
+    download: bool = False
+    normalize: bool = True
+    carve: list[int] = field(default_factory=lambda: [8000, 1000, 1000])
+    limit_train: Optional[int] = None
+
+
+@dataclass
+class SeqMNISTConfig(MNISTConfig):
+    _target_: str = "lnbench.data.SeqMNIST"
+    batch_size: int = 64
+    seq_len: int = 28
+    eval_seq_len: Optional[int] = None
+    permute: bool = False
+    permutation_seed: int = 0
+
+
+@dataclass
+class BinarizedMNISTConfig(DatasetBase):
+    _target_: str = "lnbench.data.binarized_mnist.BinarizedMNIST"
+    data_dir: str = DATA_DIR
+    batch_size: int = 128
+    eval_batch_size: int = 1000
+    binarize_seed: int = 0  # fixes the binarization (and a carve from the 10k split) for every run
+    val_size: int = 10000
+    carve: list[int] = field(default_factory=lambda: [8000, 1000, 1000])
+    download: bool = False
+    limit_train: Optional[int] = None
+
+
+@dataclass
+class SyntheticConfig(DatasetBase):
+    seq_len: int = 50
+    eval_seq_len: Optional[int] = None
+    val_size: int = 1000
+    test_size: int = 1000
+    train_size: Optional[int] = None
+
+
+@dataclass
+class AddingConfig(SyntheticConfig):
+    _target_: str = "lnbench.data.Adding"
+
+
+@dataclass
+class CopyConfig(SyntheticConfig):
+    _target_: str = "lnbench.data.Copy"
+    seq_len: int = 30
+    num_symbols: int = 8
+    copy_len: int = 10
+
+
+@dataclass
+class ShakespeareConfig(DatasetBase):
+    _target_: str = "lnbench.data.Shakespeare"
+    data_dir: str = DATA_DIR
+    batch_size: int = 32
+    eval_batch_size: int = 64
+    seq_len: int = 100
+    eval_seq_len: Optional[int] = None
+    max_eval_windows: Optional[int] = 200
+    split: list[float] = field(default_factory=lambda: [0.9, 0.05, 0.05])  # train / val / test fractions
+
+
+# ---- optimizer --------------------------------------------------------------------------------
+@dataclass
+class OptimBase:
+    _target_: str = MISSING
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+
+
+@dataclass
+class AdamConfig(OptimBase):
+    _target_: str = "torch.optim.Adam"
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    eps: float = 1e-8
+    fused: Optional[bool] = None  # null: fused where torch supports it on the device
+
+
+@dataclass
+class SGDConfig(OptimBase):
+    _target_: str = "torch.optim.SGD"
+    lr: float = 0.1
+    momentum: float = 0.9
+    nesterov: bool = False
+
+
+@dataclass
+class RMSpropConfig(OptimBase):
+    _target_: str = "torch.optim.RMSprop"
+    alpha: float = 0.99
+    eps: float = 1e-8
+    momentum: float = 0.0
+
+
+# ---- learning-rate schedule --------------------------------------------------------------------
+@dataclass
+class ScheduleConfig:
+    """`main`: a torch scheduler as a `_partial_` component (conf/schedule/), built on the optimizer after
+    `warmup_steps` of linear warmup from lr/warmup_steps to lr."""
+    warmup_steps: int = 0
+    main: Any = MISSING
+
+
+def steps_after_warmup(steps: int, warmup_steps: int) -> int:
+    """The main schedule's length (`T_max`, `total_iters`): at least 1, so a warmup as long as the run is valid."""
+    return max(int(steps) - int(warmup_steps), 1)
+
+
+# ---- logger and run ---------------------------------------------------------------------------
+@dataclass
+class WandbConfig:
+    """logger.wandb (conf/logger/wandb.yaml): the run as a Weights & Biases run (lnbench.training.sinks.wandb_run)."""
+    _target_: str = "lnbench.training.sinks.wandb_run.WandbSink"
+    mode: WandbMode = "${oc.env:WANDB_MODE,offline}"  # type: ignore[assignment]
+    project: str = "lnbench"
+    entity: Optional[str] = None
+    group: Optional[str] = None  # null: the sweep's directory name in a multirun
+    tags: list[str] = field(default_factory=list)
+    name: Optional[str] = None  # null: made from the command-line overrides
+    init_timeout: float = 30.0  # seconds wandb.init may take before the run goes on offline
+    finish_timeout: float = 60.0  # seconds the end of the run may wait for uploads (the rest: `wandb sync`)
+    report: bool = False  # after a sweep, one more W&B run in its group with the report's tables and plots
+
+
+@dataclass
+class CsvConfig:
+    """logger.csv (conf/logger/csv.yaml): metrics.csv, the rows of metrics.jsonl as a table (lnbench.training.sinks.csv_file)."""
+    _target_: str = "lnbench.training.sinks.csv_file.CsvSink"
+    file: str = "metrics.csv"  # in the run directory
+
+
+# The logger node is {sink name: its config}: each file in conf/logger/ adds its own entry, typed by its
+# schema above through its defaults list (`/base_wandb@wandb`). The node itself is an open dict, so that a
+# new sink is a class and one YAML file, with no schema to edit (lnbench.training.sinks).
+LoggerConfig = dict
+
+
+@dataclass
+class TrainConfig:
+    model: Any = MISSING
+    dataset: Any = MISSING
+    optim: Any = MISSING
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    seed: int = 0
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    threads: Optional[int] = None  # torch intra-op threads; null: torch's default
+    steps: int = 1000
+    eval_every: int = 250
+    log_every: int = 10
+    clip_grad_norm: Optional[float] = None  # the gradients' global norm is clipped to this; null: no clipping
+    checkpoint_every: int = 250  # also at step 0, at the end and on SIGTERM/SIGINT (lnbench.training.checkpoint)
+    resume: Optional[str] = None  # a run directory to continue (with its own config) instead of a new run
+    progress: Optional[bool] = None  # null: a rich progress bar on a TTY, log lines otherwise
+    # Sequence datasets: after training, also test at each of these lengths (the same trained model).
+    test_seq_lens: list[int] = field(default_factory=list)
+    # What the run's sweep tests (read by `lnbench report`, never by training): see lnbench/claims/spec.py.
+    claims: list[Any] = field(default_factory=list)
+    tune: list[str] = field(default_factory=list)  # swept keys the report selects on validation
+    # The run's part in a tuned comparison (lnbench/claims/verdicts.py): tune (chooses the hyperparameters), widen
+    # (the same, at a value lnbench check added beyond the grid's edge), judge (a fresh seed at the chosen value).
+    stage: str = "tune"
+    # Modules to import in every process of the run before its config is checked (the CLI, each joblib
+    # worker, each submitit job): where a user's own normalizer, model or dataset registers itself.
+    imports: list[str] = field(default_factory=list)
+
+
+SCHEMAS = {
+    "model": {"base_mlp": MLPConfig, "base_sequence": SequenceModelConfig, "base_transformer": TransformerConfig,
+              "base_draw": DRAWConfig, "base_conv": ConvNetConfig, "base_resnet": ResNetConfig},
+    "dataset": {
+        "base_mnist": MNISTConfig,
+        "base_seq_mnist": SeqMNISTConfig,
+        "base_binarized_mnist": BinarizedMNISTConfig,
+        "base_adding": AddingConfig,
+        "base_copy": CopyConfig,
+        "base_shakespeare": ShakespeareConfig,
+    },
+    "optim": {"base_adam": AdamConfig, "base_sgd": SGDConfig, "base_rmsprop": RMSpropConfig},
+    "schedule": {"base_schedule": ScheduleConfig},
+    "logger": {"base_wandb": WandbConfig, "base_csv": CsvConfig},
+}
+
+
+
+
+def presets(group: str, conf_dir: Path | str = CONF_DIR) -> dict[str, Optional[str]]:
+    """{preset: the schema it is built on (`base_mlp`, ...)} for the presets in conf/<group>, read from each
+    preset's defaults list: the one list of preset names (tests, Makefile, bench, error messages ask here)."""
+    import yaml
+
+    found = {}
+    for path in sorted((Path(conf_dir) / group).glob("*.yaml")):
+        defaults = (yaml.safe_load(path.read_text()) or {}).get("defaults") or []
+        found[path.stem] = next((d.lstrip("/") for d in defaults if isinstance(d, str) and d.lstrip("/") in SCHEMAS[group]), None)
+    return found
+
+
+def model_presets(*schemas: str, conf_dir: Path | str = CONF_DIR) -> list[str]:
+    """The model presets, or only those built on one of `schemas`."""
+    return [name for name, base in presets("model", conf_dir).items() if not schemas or base in schemas]
+
+
+def presets_of_kind(group: str, attribute: str, kind: str) -> list[str]:
+    """The presets of `group` whose class (its schema's `_target_`) has `attribute` == `kind`: e.g. the
+    models that take sequences (`accepts`), the datasets that give flat inputs (`kind`)."""
+    from hydra.utils import get_class
+
+    return [name for name, base in presets(group).items() if base and getattr(get_class(SCHEMAS[group][base]._target_), attribute, None) == kind]
+
+
+def steps_for_epochs(epochs: float, batch_size: int, train_size: int) -> int:
+    """Optimizer steps for `epochs` passes over the training set (a short last batch is dropped per epoch):
+    `steps: ${lnbench.epochs:3,${dataset.batch_size},8000}` gives batch 4 and batch 128 the same epochs."""
+    return max(1, round(float(epochs) * (int(train_size) // int(batch_size))))
+
+
+# At import, so that every process that builds a model (joblib/submitit workers too) can resolve it.
+OmegaConf.register_new_resolver("lnbench.epochs", steps_for_epochs, replace=True)
+OmegaConf.register_new_resolver("lnbench.after_warmup", steps_after_warmup, replace=True)
+
+
+def register_configs() -> None:
+    """The schemas are stored outside the config groups (a preset names one as `/base_*`), so that they are
+    never offered as choices: not in `lnbench train --help`, not in the options of a misspelt choice."""
+    cs = ConfigStore.instance()
+    cs.store(name="base_train", node=TrainConfig)
+    for nodes in SCHEMAS.values():
+        for name, node in nodes.items():
+            cs.store(name=name, node=node)

@@ -1,0 +1,181 @@
+"""The checks of a composed config that a type cannot express (ranges, combinations, keys added with `+`),
+each a ConfigError naming the key, the value and what is allowed. lnbench.launch.preflight runs them once for a
+single run, each sweep job's process once for its job.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from lnbench import CONF_DIR
+from lnbench.errors import ConfigError
+from lnbench.nn.normalizers import NORMALIZERS, normalizer
+
+
+def validate_logger(logger: Any) -> None:
+    """Each logger entry is one sink's config, with the `_target_` that builds it: anything else (`+logger.nope=1`)
+    is a typo that would silently do nothing. metrics.jsonl is no entry: every run writes it."""
+    import importlib
+
+    from lnbench.training.sinks.jsonl import KEY as RECORD_KEY
+
+    for key, node in (logger or {}).items():
+        if key == RECORD_KEY or not OmegaConf.is_dict(node) or "_target_" not in node:
+            value = OmegaConf.to_container(node) if OmegaConf.is_config(node) else node
+            raise ConfigError(
+                f"logger.{key}={value} is not allowed: "
+                + ("metrics.jsonl is written by every run, it is not chosen. " if key == RECORD_KEY else
+                   f"each logger entry is a metric sink's config with a _target_, and {key!r} has none. ")
+                + f"Choose sinks with logger=NAME or a list, logger=[wandb,csv] (the files in {CONF_DIR / 'logger'}: "
+                f"{', '.join(sorted(p.stem for p in (CONF_DIR / 'logger').glob('*.yaml')))})."
+            )
+        try:  # before anything is built: a sink's class that cannot be found is a typo too
+            # importlib, not hydra.utils.get_object: that one logs its own error before raising
+            module, _, name = str(node._target_).rpartition(".")
+            sink = getattr(importlib.import_module(module), name)
+        except Exception as e:
+            raise ConfigError(
+                f"logger.{key}._target_={node._target_} is not allowed: it cannot be imported "
+                f"({type(e).__name__}: {' '.join(str(e).split())[:200]}). Give the sink's class as module.Class."
+            ) from None
+        _check_sink_keys(key, node, sink)
+    for key in ("init_timeout", "finish_timeout"):
+        if OmegaConf.select(logger, f"wandb.{key}", default=1) <= 0:
+            raise ConfigError(f"logger.wandb.{key}={OmegaConf.select(logger, f'wandb.{key}')} is not allowed: it must be a number of seconds > 0.")
+
+
+def _check_sink_keys(key: str, node: Any, sink: Any) -> None:
+    """A sink without a schema takes its keys as its constructor's arguments: one it has no argument for is a
+    typo, refused here (its constructor would raise a TypeError, which would read as a bug in the sink)."""
+    import inspect
+
+    given = [str(k) for k in node if k != "_target_"]
+    try:
+        params = inspect.signature(sink).parameters
+    except (TypeError, ValueError):  # no signature to read: the constructor itself says
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    for k in given:
+        if k not in params or k in ("run", "resume"):
+            takes = ", ".join(n for n, p in params.items() if n not in ("self", "run", "resume") and p.kind is not p.VAR_POSITIONAL)
+            raise ConfigError(f"logger.{key}.{k}={OmegaConf.select(node, k)} is not allowed: {sink.__name__} has no argument "
+                              f"{k!r}. Its arguments are {takes or 'none'}.")
+
+
+# Keys whose values are free-form (not checked against a schema, any nested keys allowed). Every other
+# key must be a field of its schema, even one added with `+`/`++` (Hydra lets `+` add any key).
+FREE_FORM: tuple[str, ...] = ("claims",)
+
+
+def check_keys(cfg: Any, prefix: str = "") -> None:
+    """Refuses a key its node's schema does not declare (e.g. `+foo=1`, `+model.foo=1`, `+optim.momentum=0.9`
+    with Adam): the schema is the whitelist, so a misspelt key cannot silently do nothing."""
+    import dataclasses
+
+    from omegaconf import DictConfig
+
+    if not prefix and "logger" in cfg:
+        validate_logger(cfg.logger)  # an open node: its entries are checked as sinks' configs
+    schema = OmegaConf.get_type(cfg)
+    allowed = {f.name for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else None
+    for key in sorted(allowed - set(cfg.keys())) if allowed is not None else []:
+        raise ConfigError(
+            f"~{prefix}{key} is not allowed: {prefix}{key} is a key of {schema.__name__} and every run needs it. "
+            f"Give it another value instead ({prefix}{key}=<value>, null where it is optional)."
+        )
+    for key in cfg.keys():
+        full = f"{prefix}{key}"
+        if full in FREE_FORM:
+            continue
+        if allowed is not None and key not in allowed:
+            value = OmegaConf.select(cfg, str(key), throw_on_missing=False)
+            where = f"the {prefix[:-1]} config ({schema.__name__})" if prefix else "lnbench train"
+            raise ConfigError(
+                f"{full}={_typed(value)} is not allowed: {where} has no key {key!r}. Its keys are "
+                f"{', '.join(sorted(k for k in allowed if not k.startswith('_')))}"
+                f"{'; keys free for any value: ' + ', '.join(FREE_FORM) if not prefix else ''}."
+            )
+        node = cfg._get_node(key)
+        if isinstance(node, DictConfig) and not node._is_none() and not node._is_missing():
+            check_keys(node, f"{full}.")
+
+
+def _leaves(node: Any, prefix: str = ""):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _leaves(v, f"{prefix}{k}.")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _leaves(v, f"{prefix[:-1]}[{i}].")
+    else:
+        yield prefix[:-1], node
+
+
+def _typed(value: Any) -> str:
+    return str(OmegaConf.to_container(value)) if OmegaConf.is_config(value) else str(value)
+
+
+def validate(cfg: Any) -> None:
+    """Checks a type cannot express; each raises ConfigError naming the key, the value, what is allowed."""
+    check_keys(cfg)
+    for key, value in _leaves(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{key}={value} is not allowed: it must be a finite number.")
+    if cfg.seed < 0:
+        raise ConfigError(f"seed={cfg.seed} is not allowed: it must be an integer >= 0.")
+    for key in ("steps", "eval_every", "log_every", "checkpoint_every", "dataset.batch_size", "dataset.eval_batch_size"):
+        _at_least(cfg, key, 1)
+    for key in ("dataset.seq_len", "dataset.eval_seq_len", "model.hidden_size", "model.num_layers", "threads"):
+        _at_least(cfg, key, 1, optional=True)
+    _at_least(cfg, "schedule.warmup_steps", 0)
+    _check_combinations(cfg)
+
+
+def _check_combinations(cfg: Any) -> None:
+    """Values each allowed alone that make no sense here or together. (A warmup longer than the run is
+    allowed, and flagged in the run's summary: lnbench.training.recipe.suspect; a smoke run of a preset has one.)"""
+    for key, value in _leaves(OmegaConf.to_container(cfg.model, resolve=True, enum_to_str=True), "model."):
+        if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+            # Every integer of a model is a size or a count; a constructor that gets 0 fails in its own code
+            raise ConfigError(f"{key}={value} is not allowed: a model's sizes and counts are integers >= 1.")
+    momentum = OmegaConf.select(cfg, "optim.momentum", default=None)
+    if momentum is not None and not 0 <= momentum < 1:
+        raise ConfigError(
+            f"optim.momentum={momentum} is not allowed: it must be >= 0 and < 1 (at 1 or more each update adds to "
+            f"the last without decay and the weights grow without bound)."
+        )
+    if cfg.clip_grad_norm is not None and cfg.clip_grad_norm <= 0:
+        raise ConfigError(f"clip_grad_norm={cfg.clip_grad_norm} is not allowed: it must be > 0, or null for no clipping.")
+    if cfg.optim.lr <= 0:
+        raise ConfigError(f"optim.lr={cfg.optim.lr} is not allowed: the learning rate must be > 0.")
+    if cfg.stage not in ("tune", "widen", "judge"):
+        raise ConfigError(f"stage={cfg.stage} is not allowed: use tune (the default), widen or judge (a fresh seed at chosen hyperparameters).")
+    norm = cfg.model.get("norm")
+    if norm is not None and normalizer(norm.kind).batch_stats and cfg.dataset.batch_size < 2:
+        per_case = ", ".join(n for n, z in NORMALIZERS.items() if not z.batch_stats)
+        raise ConfigError(
+            f"dataset.batch_size={cfg.dataset.batch_size} is not allowed with batch normalization "
+            f"(model.norm.kind={norm.kind}, statistics over the batch): it needs at least 2 cases per batch to "
+            f"estimate a variance in training. Use dataset.batch_size >= 2, or a per-case normalizer ({per_case})."
+        )
+    if cfg.test_seq_lens and OmegaConf.select(cfg, "dataset.eval_seq_len", default="absent") == "absent":
+        raise ConfigError(
+            f"test_seq_lens={list(cfg.test_seq_lens)} is not allowed with this dataset: it has no "
+            f"eval_seq_len. Use a sequence dataset whose test length can change (adding, copy, shakespeare)."
+        )
+    if any(n < 1 for n in cfg.test_seq_lens):
+        raise ConfigError(f"test_seq_lens={list(cfg.test_seq_lens)} is not allowed: every length must be >= 1.")
+    device = str(cfg.device)
+    if not (device in ("auto", "cpu", "cuda", "mps") or device.startswith("cuda:")):
+        raise ConfigError(f"device={device!r} is not allowed: use auto, cpu, cuda or cuda:N.")
+
+
+def _at_least(cfg: Any, key: str, low: int, optional: bool = False) -> None:
+    value = OmegaConf.select(cfg, key, default=None)
+    if value is None and optional:
+        return
+    if value is None or value < low:
+        raise ConfigError(f"{key}={value} is not allowed: it must be an integer >= {low}.")

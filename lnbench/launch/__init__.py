@@ -1,0 +1,1 @@
+"""The runtime around a run: the `lnbench train` entry, preflight, failure policy, processes, sweeps, SLURM."""

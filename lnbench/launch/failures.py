@@ -1,0 +1,111 @@
+"""The failure policy of `lnbench train`: what each kind of exception means for the user, in one table.
+
+Input that validation refused (a config value, a path, data files) is the user's to fix: exit 2 and one
+paragraph. An exception raised anywhere else, in lnbench's code or in a user's component (a model,
+normalizer or dataset constructor, a forward pass), is a bug: exit 1, its traceback on stderr and in the
+run's crash.log, and a line saying where to report it. Whatever ended a run, its summary.json says so.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from hydra.errors import CompactHydraException
+
+from lnbench.errors import Diverged, Interrupted, UserError
+
+REPORT_BUGS = ("this is a bug, not a mistake in your input: in lnbench, or in the component named by a _target_ or "
+               "an `imports` module if it is your own. Report it to lnbench's maintainers (their issue tracker) with")
+
+
+class JobFailed(CompactHydraException):
+    """A sweep job's failure as Hydra records it: a CompactHydraException is printed as one line."""
+
+
+class JobCrashed(Exception):
+    """A sweep job's process ended without an answer: a signal (segfault, the OOM killer's SIGKILL) or an exit."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    status: str  # what the run's summary.json says
+    exit_code: int  # of a single run (a sweep job is a failed job of its sweep)
+    bug: bool  # a traceback, kept in crash.log, and where to report it
+
+
+# First match wins. Interrupted carries its own exit code (128 + the signal).
+POLICY: list[tuple[type[BaseException], Failure]] = [
+    (UserError, Failure("failed", 2, False)),
+    (Diverged, Failure("diverged", 1, False)),
+    (Interrupted, Failure("interrupted", 130, False)),
+    (KeyboardInterrupt, Failure("interrupted", 130, False)),
+    (JobCrashed, Failure("failed", 1, False)),
+    (BaseException, Failure("failed", 1, True)),
+]
+
+
+def classify(error: BaseException) -> Failure:
+    failure = next(f for kind, f in POLICY if isinstance(error, kind))
+    if isinstance(error, Interrupted):
+        return Failure(failure.status, error.exit_code, False)
+    return failure
+
+
+def full_error() -> bool:
+    """HYDRA_FULL_ERROR=1: every error as its traceback, as Hydra does."""
+    return os.environ.get("HYDRA_FULL_ERROR") == "1"
+
+
+def traceback_text(error: BaseException) -> str:
+    """The traceback of `error`; for one raised in a forked job, the child's (lnbench.launch.isolate sends it along)."""
+    return getattr(error, "child_traceback", None) or "".join(traceback.format_exception(error))
+
+
+def say(error: BaseException, crash_log: Path | None = None) -> int:
+    """Tells the user what ended the command, on stderr; returns its exit code."""
+    failure = classify(error)
+    if isinstance(error, UserError):
+        print(f"lnbench: error: {error}" + (f"\nlnbench: {error.hint}" if error.hint else ""), file=sys.stderr)
+    elif isinstance(error, KeyboardInterrupt):
+        print("lnbench: interrupted outside the train loop: nothing was checkpointed.", file=sys.stderr)
+    elif failure.bug:
+        where = f"{crash_log}, where its traceback is kept" if crash_log else "the traceback above"
+        print(f"{traceback_text(error).rstrip()}\nlnbench: {REPORT_BUGS} {where}.", file=sys.stderr)
+    else:
+        print(f"lnbench: {error}", file=sys.stderr)
+    return failure.exit_code
+
+
+def one_line(job: int, overrides: list[str], error: BaseException, run_dir: Path) -> str:
+    """A failed sweep job, as the sweep reports it."""
+    what = "diverged" if isinstance(error, Diverged) else "failed"
+    said = f"{type(error).__name__}: {error}; {REPORT_BUGS} {run_dir / 'crash.log'}" if classify(error).bug else str(error)
+    return f"lnbench: job {job} ({' '.join(overrides)}) {what}: {said}"
+
+
+def keep_traceback(run_dir: Path, error: BaseException) -> None:
+    """A bug's traceback, appended to the run's crash.log (faulthandler's native tracebacks go there too)."""
+    try:
+        with open(run_dir / "crash.log", "a") as f:
+            f.write(traceback_text(error))
+    except OSError:
+        pass  # the directory is gone or unwritable: stderr still has it
+
+
+def record(run_dir: Path, error: BaseException, started: float = 0.0) -> None:
+    """A run that failed before its train loop wrote a summary still leaves one saying why (replacing one an
+    earlier attempt left, but not the one this attempt's loop wrote)."""
+    from lnbench.atomic import write_json
+    from lnbench.runs import read_summary
+
+    summary = run_dir / "summary.json"
+    running = read_summary(run_dir).get("status") == "running"  # its process died mid-run
+    if running or not summary.exists() or summary.stat().st_mtime < started:
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            write_json(summary, {"status": classify(error).status, "error": f"{type(error).__name__}: {error}", "steps": 0})
+        except OSError:
+            pass  # an unwritable directory: the error itself says so

@@ -1,0 +1,294 @@
+"""The checks of `lnbench train` before Hydra creates or writes any directory, and what they learnt (`Plan`).
+
+Every override composes and every key is in its schema (a typo refuses a sweep before its first job); the
+output directory can be written; a single run is validated and built once (dataset, model, optimizer, on
+the CPU, then dropped), its training batch measured on a few cases against the memory there is, and an
+existing run directory is locked and its checkpoint checked against the config, before Hydra writes there.
+Each refusal is a ConfigError: one paragraph naming the override as typed and what is allowed.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lnbench.config import overrides as hydra_args
+from lnbench.errors import ConfigError
+
+ALL_JOBS_UP_TO = 24  # sweeps up to this many jobs compose every job before the first starts
+
+
+@dataclass
+class Plan:
+    """What the checks learnt, for Hydra's jobs (lnbench.launch.entry.Job): passed to them, never kept in a global."""
+
+    args: list[str]  # for Hydra: the overrides as typed, then the output directory, resolved once
+    multirun: bool
+    out_dir: Path  # the run's directory, or the sweep's
+    launcher: str  # "in-process" (basic, joblib: lnbench forks each job), "submitit_local" or "slurm"
+    new_dir: bool = True  # a single run's directory did not exist: a run refused later removes it again
+    lock: Any = None  # a single run's existing directory, locked (lnbench.training.checkpoint.RunLock) before Hydra writes there
+    ckpt: Any = None  # its checkpoint, read and checked against the config (None: it has none)
+    done: str | None = None  # it already completed: what to say instead of running
+
+    @property
+    def isolated(self) -> bool:
+        """submitit runs each job in a process of its own; the other launchers run many in one."""
+        return self.launcher in ("submitit_local", "slurm")
+
+    @property
+    def local(self) -> bool:
+        """A stop signal stops the whole sweep (lnbench.launch.sweep_stop); a SLURM job's SIGTERM is SLURM's business."""
+        return self.launcher != "slurm"
+
+
+def preflight(args: list[str], conf_dir: str) -> Plan | None:
+    """The Plan of `lnbench train <args>`, or None for Hydra's own flags (--help, --cfg, ...)."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
+
+    from lnbench.launch import user_modules
+    from lnbench.config.validate import check_keys, validate
+
+    parsed = hydra_args.parse(args)
+    if not hydra_args.is_a_run(parsed):
+        return None
+    overrides, multirun = list(parsed.overrides), bool(parsed.multirun)
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    with initialize_config_dir(config_dir=conf_dir, version_base="1.3", job_name="train"):
+        loader = GlobalHydra.instance().config_loader()
+        with composing(overrides):
+            master = loader.load_configuration("train", overrides, run_mode=RunMode.MULTIRUN if multirun else RunMode.RUN)
+            HydraConfig.instance().set_config(master)  # for ${hydra:...} in the directory's name
+            out_dir = Path(str(OmegaConf.select(master, key)))  # ${now:...} resolves once, here
+        check_output_dir(out_dir, key)
+        plan = Plan([*args, f"{key}={hydra_value(str(out_dir))}"], multirun, out_dir, launcher_kind(master), not out_dir.exists())
+        if multirun:
+            for job in sweep_jobs(master):
+                with composing(job, sweep=True):
+                    check_keys(without_hydra(loader.load_sweep_config(master, job)))
+            return plan
+    cfg = without_hydra(master)
+    user_modules.load(cfg.imports)  # before validation: a user's normalizer is a kind model.norm.kind may name
+    with composing(overrides):  # an interpolation resolves only now (${oc.env:...})
+        validate(cfg)
+    build_check(cfg)
+    if not plan.new_dir:
+        claim(plan, cfg)
+    return plan
+
+
+SUBMITIT = "hydra_plugins.hydra_submitit_launcher.submitit_launcher"
+
+
+def launcher_kind(master) -> str:
+    """Which launcher runs the jobs, by its class and the classes it derives from (lnbench's SLURM launcher is
+    Hydra's). By their qualified names: Hydra's plugin scan may import a plugin module twice, and the two
+    copies' classes are not each other's subclasses."""
+    import importlib
+    import logging
+
+    module, _, name = str(master.hydra.launcher._target_).rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):  # Hydra itself says what it cannot load
+        return "in-process"
+    bases = [f"{c.__module__}.{c.__qualname__}" for c in cls.__mro__]
+    if bases[0] == f"{SUBMITIT}.SlurmLauncher":
+        from lnbench.launch.slurm import PLAIN_SUBMITIT_SLURM
+
+        logging.getLogger("lnbench").warning(PLAIN_SUBMITIT_SLURM)
+    if f"{SUBMITIT}.SlurmLauncher" in bases:
+        return "slurm"
+    return "submitit_local" if f"{SUBMITIT}.LocalLauncher" in bases else "in-process"
+
+
+def hydra_value(text: str) -> str:
+    """`text` as an override's value Hydra reads back unchanged (quoted where its grammar needs it)."""
+    if re.fullmatch(r"[\w./+@%:-]+", text, re.ASCII) and not text[0] in "+-":
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def claim(plan: Plan, cfg) -> None:
+    """An existing run directory: locked, its checkpoint read and checked against `cfg` (a resume continues
+    the run exactly as it began); a run that already completed is left untouched."""
+    from omegaconf import OmegaConf
+
+    from lnbench.training import checkpoint
+
+    plan.lock = checkpoint.RunLock(plan.out_dir)  # refused while another process holds it
+    try:
+        plan.ckpt = checkpoint.load(plan.out_dir, OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
+        if plan.ckpt is not None and checkpoint.completed_summary(plan.out_dir, plan.ckpt, cfg.steps):
+            plan.done = f"{plan.out_dir} already completed its {cfg.steps} steps: nothing to do."
+    except BaseException:
+        plan.lock.release()  # refused: no lock file left behind
+        raise
+    if plan.done:
+        plan.lock.release()
+
+
+def check_output_dir(folder: Path, key: str) -> None:
+    """The directory, or the nearest folder above it that exists, can be written into; nothing is created."""
+    import tempfile
+
+    existing = folder.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(20, f"{existing} is a file")
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as e:
+        raise ConfigError(
+            f"{key}={folder} is not allowed: the output directory cannot be written ({e.strerror or e}). "
+            f"Choose a writable one with {key}=<dir>, or start lnbench from a writable folder."
+        ) from None
+
+
+def without_hydra(config):
+    """The job's config as the task function gets it (typed by its schema, unlike OmegaConf.masked_copy)."""
+    import copy
+
+    from omegaconf import open_dict, read_write
+
+    cfg = copy.deepcopy(config)
+    with read_write(cfg), open_dict(cfg):
+        del cfg["hydra"]
+    return cfg
+
+
+def sweep_jobs(master) -> list[list[str]]:
+    """The overrides of the jobs to compose before the sweep starts: every job of a basic sweep of up to
+    ALL_JOBS_UP_TO; of a bigger one each value of each axis once, with the first value of the others (a
+    composition costs ~0.1 s; this finds every typo, at the price of two values that only clash together).
+    Other sweepers: none."""
+    from omegaconf import OmegaConf
+
+    if not str(OmegaConf.select(master, "hydra.sweeper._target_", default="")).endswith(".BasicSweeper"):
+        return []
+    params = OmegaConf.select(master, "hydra.sweeper.params", default=None) or {}
+    axes = list(hydra_args.axes([*(f"{k}={v}" for k, v in params.items()), *master.hydra.overrides.task]).values())
+    if math.prod(len(values) for values in axes) <= ALL_JOBS_UP_TO:
+        return [list(job) for job in itertools.product(*axes)]
+    first = [values[0] for values in axes]
+    return [first[:i] + [v] + first[i + 1:] for i, values in enumerate(axes) for v in values]
+
+
+def build_check(cfg) -> None:
+    """Builds the dataset, model and optimizer of a run as training would, on the CPU, and drops them; the
+    training batch is measured on 2 cases, never built whole, and refused where it would not fit.
+
+    Only bad input is refused here (a UserError). Any other exception is a bug: the run meets it again
+    where lnbench.launch.entry reports it, with its traceback kept in the run's crash.log."""
+    import torch
+
+    from lnbench.data import memory
+    from lnbench.errors import UserError
+    from lnbench.training.recipe import resolve_device, setup_data, setup_model, setup_optimizer
+
+    device = resolve_device(str(cfg.device))
+    state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(cfg.seed)
+        dataset = setup_data(cfg.dataset)
+        few = dataset.few_cases(2)
+        model = setup_model(cfg.model, dataset.spec, first_batch=few[0])
+        setup_optimizer(cfg.optim, cfg.schedule, model, torch.device("cpu"))
+        memory.check_batch_fits(model, dataset, few, device)
+    except UserError:
+        raise
+    except Exception:  # noqa: BLE001 - a bug, reported by the run itself (see the doc)
+        pass
+    finally:
+        torch.random.set_rng_state(state)
+
+
+@contextmanager
+def composing(overrides: list[str], sweep: bool = False):
+    """Hydra's and OmegaConf's composition errors as one ConfigError naming the override as typed."""
+    import dataclasses
+
+    from hydra.errors import HydraException, MissingConfigException, OverrideParseException
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
+    job = f" (in the sweep job {' '.join(overrides)})" if sweep else ""
+    try:
+        yield
+    except MissingConfigException as e:  # model=ln_lstmm: no such preset
+        group, _, name = str(e.missing_cfg_file).rpartition("/")
+        typed = next((o for o in overrides if o.split("=", 1)[0].lstrip("+~") == group), f"{group}={name}")
+        options = ", ".join(o for o in e.options or [] if not o.startswith("base_"))
+        raise ConfigError(f"{typed} is not allowed{job}: there is no {group} preset {name!r}. The {group} presets are {options}.") from None
+    except (HydraException, OmegaConfBaseException) as e:
+        cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else e
+        typed = _typed_override(overrides, str(getattr(cause, "full_key", "") or ""), str(e))
+        if isinstance(e, OverrideParseException):
+            typed = hydra_args.unreadable(overrides) or typed
+        schema, key = getattr(cause, "object_type", None), str(getattr(cause, "key", "") or "")
+        if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and dataclasses.is_dataclass(schema):
+            keys = ", ".join(sorted(f.name for f in dataclasses.fields(schema) if not f.name.startswith("_")))
+            raise ConfigError(f"{typed or key} is not allowed{job}: {schema.__name__} has no key {key!r}. Its keys are {keys}.") from None
+        said = _one_paragraph(str(e) + ("\n" + str(cause) if cause is not e else ""))
+        error = ConfigError(f"{typed + ' is not allowed' + job + ': ' if typed else ''}{said}")
+        error.hint = hydra_args.quoting_hint() if isinstance(e, OverrideParseException) else None
+        raise error from None
+
+
+def _typed_override(overrides: list[str], full_key: str, message: str) -> str:
+    """The override (as the user typed it) that an error is about."""
+    for o in overrides:
+        if o in message:
+            return o
+    for o in overrides:
+        key = o.split("=", 1)[0].lstrip("+~")
+        if full_key and (key == full_key or full_key.startswith(key + ".") or key.endswith("." + full_key)):
+            return o
+    return ""
+
+
+def _one_paragraph(text: str) -> str:
+    """Hydra's multi-line message as one paragraph, without its pointers to internals."""
+    skip = ("full_key:", "object_type=", "reference_type=", "To append to your config use", "Set the environment variable")
+    lines = [ln.strip() for ln in text.splitlines()]
+    kept = [ln for ln in lines if ln and not ln.startswith(skip)]
+    out = " ".join(ln if re.search(r"[.:;!?]$", ln) else ln + "." for ln in kept)
+    return re.sub(r"\s+", " ", out).replace(":.", ":")
+
+
+def resume_overrides(args: list[str]) -> list[str]:
+    """`resume=DIR`: the overrides DIR's run was started with, then these (which may not differ from them:
+    lnbench.training.checkpoint compares the composed config with the checkpoint's).
+
+    `resume=` itself is not passed on, and Hydra does not write DIR/.hydra/ again: the run keeps the
+    overrides it was started with (the report's swept keys, the W&B name), whatever the resume does."""
+    given = [a for a in args if a.startswith("resume=")]
+    if not given:
+        return args
+    run_dir = Path(given[-1].split("=", 1)[1]).expanduser()
+    if any(a in ("-m", "--multirun") for a in args):
+        raise ConfigError(
+            f"resume={run_dir} continues one run and cannot be swept (-m). To resume a sweep, run the same "
+            f"sweep command again with hydra.sweep.dir=<its directory>: each job continues from its checkpoint."
+        )
+    saved = run_dir / ".hydra" / "overrides.yaml"
+    if not saved.is_file():
+        why = "does not exist" if not run_dir.exists() else "holds no .hydra/overrides.yaml"
+        raise ConfigError(
+            f"resume={run_dir} is not allowed: it {why}. resume takes the directory of an earlier run "
+            f"(outputs/runs/<date>/<time>, or a sweep's <dir>/<job number>)."
+        )
+    from omegaconf import OmegaConf
+
+    before = [str(o) for o in OmegaConf.load(saved) if not str(o).startswith(("resume=", "hydra.run.dir="))]
+    after = [a for a in args if not a.startswith("resume=")]
+    return [*before, *after, f"hydra.run.dir={run_dir}", "hydra.output_subdir=null"]  # continue in its own directory

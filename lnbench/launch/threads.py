@@ -1,0 +1,68 @@
+"""How many threads a job's torch uses: decided once, before the job runs, from the cores it may use.
+
+Never from the machine's load: torch's reductions (sums to a scalar, batch norm's statistics, the
+gradient norm) round differently on 1 and 2 threads, so a thread count that followed the neighbours
+would make a run's numbers follow them too (docs/performance.md lists the ops). The count is the
+smallest of: the cores this process may run on (its CPU affinity, which taskset, cgroups and SLURM's
+binding set), SLURM's `SLURM_CPUS_PER_TASK`, and a parallel launcher's share per job (submitit's
+`cpus_per_task`, joblib's cores / n_jobs). `threads=N` overrides it. The summary records the count and
+why; a resume keeps the count the run began with (lnbench.training.recipe).
+
+How idle OpenMP threads wait and which allocator runs are the launcher's business: set OMP_WAIT_POLICY
+or LD_PRELOAD a malloc yourself; the summary's provenance records them.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Optional
+
+log = logging.getLogger("lnbench")
+
+
+def usable_cores() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return list(range(os.cpu_count() or 1))
+
+
+def parallel_job_threads(hc) -> Optional[int]:
+    """Torch threads for one job of a parallel launcher, so that jobs sharing the cores do not fight:
+    submitit gives each job `cpus_per_task` cores; joblib's n_jobs=-1 means one job per core (-2 all but
+    one, ...). None where jobs do not share the machine."""
+    from omegaconf import OmegaConf
+
+    if cpus := OmegaConf.select(hc, "launcher.cpus_per_task", default=None):
+        return int(cpus)
+    n_jobs = OmegaConf.select(hc, "launcher.n_jobs", default=None)
+    if n_jobs is None:
+        return None
+    cores = os.cpu_count() or 1  # as joblib counts them
+    jobs = cores + 1 + n_jobs if n_jobs < 0 else n_jobs
+    return max(1, cores // max(jobs, 1))
+
+
+def choose(requested: Optional[int], hc=None) -> tuple[int, str]:
+    """(threads, why) for one job: `requested` (the threads= key) if given, else the cores the job may use
+    (affinity, SLURM's cpus_per_task, the launcher's share)."""
+    if requested is not None:  # validated with the rest of the config
+        return int(requested), f"threads={requested} as configured"
+    n = len(usable_cores())
+    why = [f"{n} usable cores"]
+    slurm = os.environ.get("SLURM_CPUS_PER_TASK")
+    if slurm and slurm.isdigit() and 0 < int(slurm) < n:
+        n = int(slurm)
+        why.append(f"SLURM_CPUS_PER_TASK={slurm}")
+    share = parallel_job_threads(hc) if hc is not None else None
+    if share is not None and share < n:
+        n = share
+        why.append(f"the launcher's share per parallel job is {share}")
+    return n, "; ".join(why)
+
+
+def apply(requested: Optional[int], hc=None) -> tuple[int, str]:
+    """Choose the job's threads and log the choice and why; the caller sets torch.set_num_threads."""
+    n, why = choose(requested, hc)
+    log.info("threads: %d (%s)", n, why)
+    return n, why

@@ -1,0 +1,159 @@
+"""The fast recurrent layers: one interface, `fast_layer(cell)`, in front of torch's own kernels.
+
+`fast_layer(cell)` returns a module with the same `forward(x (T, B, F), state=None) -> (out, state)` as
+`RecurrentLayer(cell)`, computing the same numbers (to float rounding) from the same parameters and
+buffers: `cell` keeps owning every parameter, so a model's state_dict is the same whichever path runs.
+It returns None where it has no fast path; the caller then runs the reference loop.
+
+- No normalizer, weight norm (`TorchKernelLayer`): torch's fused LSTM/GRU kernel (what nn.LSTM.forward
+  calls, oneDNN's RNN on CPU, cuDNN on CUDA) on the cell's own tensors.
+- Layer norm and BN_t (`NormalizedLayer`): the input side (W_x x, its normalizer, the gate bias) for all
+  steps at once under ordinary autograd, then the recurrence inside ONE autograd.Function with a
+  hand-written backward through time (lnbench.nn.fast.recurrence), on torch's ops or lnbench's C++ kernels.
+
+Supported: LSTMCell / GRUCell with norm none, weight, layer or batch. The backward is once-differentiable.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor, _VF, nn
+from torch.nn import functional as F
+
+from lnbench.nn.fast import native
+from lnbench.nn.norm import BatchNorm, apply_norm, normalizer
+from lnbench.nn.fast.recurrence import (  # this layer's internals (a module of their own for length), named as they were
+    _GRURecurrence,
+    _LayerNorm,
+    _LSTMRecurrence,
+    _NativeLSTMRecurrence,
+    _NativeNorms,
+    _Norm,
+    _lstm_scale,
+    _normalize_steps,
+)
+from lnbench.nn.rnn import GRUCell, LSTMCell, RecurrentLayer, State
+
+
+class NormalizedLayer(nn.Module):
+    """`RecurrentLayer(cell)` for LN and BN_t cells, the recurrence in one autograd.Function: the LSTM's
+    in lnbench's C++ kernels where `use_native` and they are built (lnbench.nn.fast.native), else in torch ops."""
+
+    def __init__(self, cell: nn.Module, use_native: bool = True):
+        super().__init__()
+        self.cell, self.use_native = cell, use_native
+
+    def native(self, x: Tensor) -> bool:
+        """Whether the C++ kernels run this layer on x."""
+        cell = self.cell
+        return (self.use_native and isinstance(cell, LSTMCell) and x.device.type == "cpu"
+                and x.dtype in (torch.float32, torch.float64) and cell.weight_x.bias is None
+                and cell.weight_h.bias is None and native.ops() is not None)
+
+    def forward(self, x: Tensor, state: Optional[State] = None) -> tuple[Tensor, State]:
+        cell = self.cell
+        if x.shape[0] == 0:  # nothing to run: the reference's own answer
+            return RecurrentLayer(cell)(x, state)
+        T, B = x.shape[:2]
+        if B < 2 and normalizer(cell.norm_kind).batch_stats and cell.training:
+            apply_norm(cell.norm_h if isinstance(cell, LSTMCell) else cell.norm_h_n, x.new_zeros(1, B, cell.hidden_size))
+        Wh = cell.weight_h.weight
+        if isinstance(cell, LSTMCell) and self.native(x):
+            h0, c0 = cell.initial_state(B, x) if state is None else state
+            args = (x, h0, c0, cell.weight_x.weight, Wh, cell.bias, *_wb(cell.norm_x), *_wb(cell.norm_h), *_wb(cell.norm_c))
+            norms, fn = _NativeNorms(cell, T), _NativeLSTMRecurrence
+        elif isinstance(cell, LSTMCell):
+            xp = self._project_lstm(x)
+            h0, c0 = cell.initial_state(B, xp) if state is None else state
+            args = (xp, h0, c0, Wh, *_wb(cell.norm_h), *_wb(cell.norm_c))
+            two = torch.tensor(2.0, dtype=xp.dtype, device=xp.device)
+            norms = (_Norm(cell.norm_h, T, _lstm_scale(cell.hidden_size, xp)), _Norm(cell.norm_c, T, two))
+            fn = _LSTMRecurrence
+        else:
+            xp_rz, xp_n = self._project_gru(x)
+            (h0,) = cell.initial_state(B, xp_n) if state is None else state
+            norms = (_Norm(cell.norm_h_rz, T), _Norm(cell.norm_h_n, T))
+            args = (xp_rz, xp_n, h0, Wh, *_wb(cell.norm_h_rz), *_wb(cell.norm_h_n))
+            fn = _GRURecurrence
+        need_grad = torch.is_grad_enabled() and any(a is not None and a.requires_grad for a in args)
+        out, *final = fn.apply(norms, need_grad, *args)
+        return out, tuple(final)
+
+    def _project_lstm(self, x: Tensor) -> Tensor:
+        """cell.project_input(x); for LN the gate bias b is folded into LN's own bias (one pass less)."""
+        cell = self.cell
+        a = F.linear(x, cell.weight_x.weight, cell.weight_x.bias)
+        ln = cell.norm_x
+        if not isinstance(ln, BatchNorm) and ln.bias is not None and cell.bias is not None:
+            return _LayerNorm.apply(a, ln.weight, ln.bias + cell.bias, ln.eps)
+        a = _normalize_steps(ln, a)
+        return a + cell.bias if cell.bias is not None else a
+
+    def _project_gru(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """cell.project_input(x) as its two parts [W_x x; W x], with no slicing or concatenation."""
+        cell = self.cell
+        H = cell.hidden_size
+        W, b = cell.weight_x.weight, cell.weight_x.bias
+        parts = []
+        for rows, norm in ((slice(0, 2 * H), cell.norm_x_rz), (slice(2 * H, 3 * H), cell.norm_x_n)):
+            a = _normalize_steps(norm, F.linear(x, W[rows], None if b is None else b[rows]))
+            parts.append(a if cell.bias is None else a + cell.bias[rows])
+        return parts[0], parts[1]
+
+
+def _wb(norm: nn.Module) -> tuple[Tensor, Optional[Tensor]]:
+    return norm.weight, norm.bias
+
+
+class TorchKernelLayer(nn.Module):
+    """torch's fused LSTM/GRU kernel (what nn.LSTM / nn.GRU call) on an un-normalized cell's own weights;
+    with weight norm the parametrization computes them here, under autograd."""
+
+    def __init__(self, cell: nn.Module):
+        super().__init__()
+        self.cell = cell
+        if isinstance(cell, GRUCell):
+            # The paper's z is PyTorch's 1 - z: negate the z rows (sigmoid(-a) = 1 - sigmoid(a)).
+            sign = torch.ones(3 * cell.hidden_size)
+            sign[cell.hidden_size : 2 * cell.hidden_size] = -1
+            self.register_buffer("sign", sign, persistent=False)
+
+    def forward(self, x: Tensor, state: Optional[State] = None) -> tuple[Tensor, State]:
+        cell = self.cell
+        wx, wh = cell.weight_x, cell.weight_h
+        weights = [wx.weight, wh.weight, wx.bias, wh.bias]
+        h0 = x.new_zeros(1, x.shape[1], cell.hidden_size) if state is None else state[0].unsqueeze(0)
+        if isinstance(cell, LSTMCell):
+            c0 = h0 if state is None else state[1].unsqueeze(0)
+            out, h, c = _VF.lstm(x, (h0, c0), weights, True, 1, 0.0, self.training, False, False)
+            return out, (h[0], c[0])
+        s = self.sign.to(x.dtype)
+        weights = [weights[0] * s[:, None], weights[1] * s[:, None], weights[2] * s, weights[3] * s]
+        out, h = _VF.gru(x, h0, weights, True, 1, 0.0, self.training, False, False)
+        return out, (h[0],)
+
+
+def fast_layer(cell: nn.Module, use_native: bool = True) -> Optional[nn.Module]:
+    """A fast drop-in for `RecurrentLayer(cell)` sharing `cell`'s parameters, or None where there is none:
+    torch's fused kernel for cells without activation normalizers, `NormalizedLayer` for the kinds its
+    loops compute exactly (`Normalizer.fast_kernel`: layer, batch); `use_native=False` keeps it on torch's
+    own ops."""
+    if not isinstance(cell, (LSTMCell, GRUCell)):
+        return None
+    nz = normalizer(cell.norm_kind)
+    if not nz.activations:
+        return TorchKernelLayer(cell)
+    if nz.fast_kernel is None or hasattr(cell.weight_h, "parametrizations"):
+        return None
+    return NormalizedLayer(cell, use_native)
+
+
+def layer_path(layer: nn.Module, like: Tensor) -> str:
+    """What computes `layer` on tensors like `like`: "torch's fused kernel", lnbench's C++ kernels
+    ("native (AVX512 build)"), "torch ops" or "reference loop"."""
+    if isinstance(layer, TorchKernelLayer):
+        return "torch's fused kernel"
+    if isinstance(layer, NormalizedLayer):
+        return native.status() if layer.native(like) else "torch ops"
+    return "reference loop"

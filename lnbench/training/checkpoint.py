@@ -1,0 +1,233 @@
+"""What lets a killed, preempted or interrupted run continue where it was.
+
+A checkpoint (`<run dir>/checkpoint.pt`, written atomically) holds everything the next step depends
+on: model, optimizer and scheduler state, the RNG states of torch, numpy and python, the step (which
+with the seed fixes the data order: a training batch is a pure function of (seed, step), see
+lnbench.data.base), the loop's running values (best and last val, the unlogged window), each metric
+sink's state (the bytes of metrics.jsonl that belong to it, later lines being cut off on resume; the W&B
+run id; ...: lnbench.training.sinks) and the resolved config (a resume may not change what the run computes).
+
+`StopSignals` turns SIGTERM (SLURM, `kill`) and SIGINT (Ctrl-C) into a request the loop answers at the
+end of the step with a checkpoint; a second signal stops at once. `RunLock` keeps a second process out
+of a run directory that is in use.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from lnbench.atomic import replacing
+from lnbench.errors import ConfigError, DataError, Interrupted
+
+FILE = "checkpoint.pt"
+# Keys a resume may change: they decide where and how fast the run goes, not what it computes.
+MAY_CHANGE = ("resume", "device", "threads", "progress", "checkpoint_every", "logger", "dataset.data_dir", "dataset.download",
+              "claims", "tune", "stage",  # these three: read by `lnbench report` only, never by training
+              "imports")  # where the user's modules are found (older checkpoints have no such key)
+log = logging.getLogger("lnbench")
+
+
+# ---- save and load ----------------------------------------------------------------------------
+def save(run_dir: Path, state: dict[str, Any]) -> None:
+    """`state` plus the RNG states, written to a temp file and renamed over the last checkpoint."""
+    with replacing(run_dir / FILE) as tmp:
+        torch.save({**state, "rng": rng_state(), "version": 1}, tmp)
+
+
+def load(run_dir: Path, config: dict[str, Any]) -> dict[str, Any] | None:
+    """The run directory's checkpoint (None if there is none), checked against the config of this attempt."""
+    path = run_dir / FILE
+    if not path.exists():
+        return None
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise DataError(
+            f"{path} cannot be read as an lnbench checkpoint ({type(e).__name__}): it is damaged or not "
+            f"one. Move it away to start this run from step 0, or train in a new run directory."
+        ) from None
+    check_same_config(ckpt["config"], config, run_dir)
+    return ckpt
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    random.setstate((state["python"][0], tuple(state["python"][1]), state["python"][2]))
+    np.random.set_state(("MT19937", np.array(state["numpy"]["key"], dtype=np.uint32), *state["numpy"]["rest"]))
+    torch.set_rng_state(state["torch"])
+    if state.get("cuda") and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def rng_state() -> dict[str, Any]:
+    # Plain lists and tensors only, so the checkpoint loads with torch.load(weights_only=True).
+    _, key, *rest = np.random.get_state()
+    return {
+        "python": random.getstate(),
+        "numpy": {"key": key.tolist(), "rest": [int(rest[0]), int(rest[1]), float(rest[2])]},
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def completed_summary(run_dir: Path, ckpt: dict[str, Any], steps: int) -> dict[str, Any] | None:
+    """The summary of a run that already completed all its steps (so re-running a sweep skips it)."""
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    done = ckpt["step"] == steps and summary.get("status") == "completed" and summary.get("steps") == steps
+    return summary if done else None
+
+
+def check_same_config(saved: dict[str, Any], current: dict[str, Any], run_dir: Path) -> None:
+    a, b = _flatten(saved), _flatten(current)
+    diff = [k for k in sorted(a.keys() | b.keys()) if a.get(k, "<unset>") != b.get(k, "<unset>") and not _may_change(k)]
+    from lnbench.config.renamed import RENAMED
+
+    if moved := [k for k in diff if k in RENAMED and k in a]:
+        raise ConfigError(
+            f"{run_dir} holds a checkpoint written by an older lnbench, whose config has keys that have moved "
+            f"since ({', '.join(f'{k} -> {RENAMED[k]}' for k in moved)}): this version cannot continue it. "
+            f"Start the run again in a new directory (the same overrides work: old keys are rewritten)."
+        )
+    if diff:
+        shown = "; ".join(f"{k}={_show(a.get(k, '<unset>'))} there, {_show(b.get(k, '<unset>'))} now" for k in diff[:6])
+        more = f" (and {len(diff) - 6} more)" if len(diff) > 6 else ""
+        raise ConfigError(
+            f"{run_dir} holds a run with another config: {shown}{more}. A resume continues a run exactly "
+            f"as it was started: drop the differing overrides (`lnbench train resume={run_dir}` reuses the "
+            f"run's own), or start a new run in another directory."
+        )
+
+
+def _may_change(key: str) -> bool:
+    return any(key == k or key.startswith(k + ".") for k in MAY_CHANGE)
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _show(v: Any) -> str:
+    return json.dumps(v) if not isinstance(v, str) else v
+
+
+# ---- one process per run directory ------------------------------------------------------------
+class RunLock:
+    """An exclusive lock on `<run dir>/.lock` for the life of the run (released by the OS if killed).
+
+    Taken once per run: by lnbench.launch.preflight for an existing run directory (before Hydra writes there),
+    else by the job; a forked job process shares its parent's. A second RunLock on the same directory, in
+    this process too, is refused: nothing locks twice. The file is removed on release, so a finished or
+    refused run leaves no `.lock`; a process that locked a file just removed by its holder notices (another
+    inode at the path) and tries again.
+    """
+
+    def __init__(self, run_dir: Path):
+        import fcntl
+
+        self.path = Path(run_dir) / ".lock"
+        while True:
+            self._f = open(self.path, "a+")
+            try:
+                fcntl.flock(self._f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                self._f.seek(0)
+                holder = self._f.read().strip() or "unknown"
+                self._f.close()
+                raise ConfigError(
+                    f"{run_dir} is in use by another lnbench process ({holder}): two runs may not write into "
+                    f"one directory. Wait for it to end, or give this run its own hydra.run.dir."
+                ) from None
+            try:
+                if os.stat(self.path).st_ino == os.fstat(self._f.fileno()).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            self._f.close()  # locked a file its holder removed on release: lock the current one
+        self._f.truncate(0)
+        self._f.write(f"pid {os.getpid()} on {os.uname().nodename}\n")
+        self._f.flush()
+
+    def release(self) -> None:
+        if self._f.closed:
+            return
+        self.path.unlink(missing_ok=True)  # while still locked: nobody can take a file being removed
+        self._f.close()
+
+    def __enter__(self) -> "RunLock":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+# ---- signals ----------------------------------------------------------------------------------
+class StopSignals:
+    """While active, SIGTERM and SIGINT set `requested` (the signal number) instead of killing the process;
+    the train loop checkpoints at the end of the step and raises Interrupted. A second signal raises at once.
+
+    Signal handlers can only be set from the main thread; elsewhere (a launcher's worker thread) this
+    does nothing and the signals keep their usual effect. A launcher may name more signals that mean "stop"
+    in $LNBENCH_STOP_SIGNALS (e.g. `USR2`: lnbench.launch.slurm, for submitit's notice before a time limit).
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+        self.requested: int | None = None
+        self._first = 0.0
+        self._previous: dict[int, Any] = {}
+
+    # A second signal this soon after the first is the same request delivered twice (the terminal sends
+    # Ctrl-C to the whole process group, and a launcher or SLURM passes it on as well), not a second ask.
+    SAME_REQUEST_S = 1.0
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        import time
+
+        if self.requested is not None:  # asked twice: stop now, from the last periodic checkpoint
+            if time.monotonic() - self._first < self.SAME_REQUEST_S:
+                return
+            raise Interrupted(signum, -1, self.run_dir)
+        self.requested, self._first = signum, time.monotonic()
+        log.warning("%s received: writing a checkpoint at the end of this step, then stopping (send it again to stop at once).", signal.Signals(signum).name)
+
+    def __enter__(self) -> "StopSignals":
+        if threading.current_thread() is threading.main_thread():
+            for s in (*self.SIGNALS, *extra_stop_signals()):
+                self._previous[s] = signal.signal(s, self._handle)
+            # A sweep's job starts with them blocked (lnbench.launch.sweep_stop): one that came while it started
+            # waited, and arrives now.
+            self._mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, self._previous)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
+        self._previous.clear()
+
+
+def extra_stop_signals() -> tuple[int, ...]:
+    """The signals named in $LNBENCH_STOP_SIGNALS (comma-separated, `USR2` or `SIGUSR2`); unknown names are ignored."""
+    names = [n.strip().upper() for n in os.environ.get("LNBENCH_STOP_SIGNALS", "").split(",") if n.strip()]
+    found = (getattr(signal, n if n.startswith("SIG") else "SIG" + n, None) for n in names)
+    return tuple(s for s in found if isinstance(s, signal.Signals))

@@ -1,0 +1,344 @@
+"""One training run as a recipe of named steps, as in torchtune's recipes: `setup_data`, `setup_model`,
+`setup_optimizer` (each from its own config subtree), `train_step`, `evaluate` and `Recipe.save_checkpoint`;
+`Recipe.loop` calls them and decides when to log, evaluate and checkpoint.
+
+The loop knows neither the model nor the dataset: it asks the dataset for the batch of each step and
+the task (lnbench.training.tasks) for the loss and metrics, and hands every logged value to the Tracker.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from lnbench.training import checkpoint
+from lnbench.training import provenance
+from lnbench.training import tasks
+from lnbench.config.validate import validate
+from lnbench.errors import ConfigError, Diverged, Interrupted, refused_while_building
+from lnbench.nn.norm import normalizer
+from lnbench.training.sinks import sink_state_from_checkpoint
+from lnbench.training.tracker import Tracker, end_of_run_block
+
+log = logging.getLogger("lnbench")
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device={name} is not allowed here: torch sees no CUDA device. Use device=cpu or device=auto.")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"device={name} is not allowed here: MPS is not available. Use device=cpu or device=auto.")
+    return device
+
+
+# ---- the recipe's steps: each takes only its own config subtree ---------------------------------
+def setup_data(dataset_cfg: DictConfig, **kw):
+    """The dataset (`kw`: e.g. eval_seq_len=N for a test at another length)."""
+    with refused_while_building("dataset", dataset_cfg):
+        return instantiate(dataset_cfg, _convert_="all", **kw)
+
+
+def setup_model(model_cfg: DictConfig, spec, device: torch.device = torch.device("cpu"), first_batch=None) -> torch.nn.Module:
+    """The model on `device`; with `first_batch` (a new run), its normalizer's data-dependent init too."""
+    with refused_while_building("model", model_cfg):
+        model = instantiate(model_cfg, _partial_=True, _convert_="object")(spec=spec).to(device)
+    norm = getattr(model, "norm", None)
+    if first_batch is not None and norm is not None:
+        normalizer(norm.kind).init_from_data(model, first_batch.to(device), norm)
+    return model
+
+
+def setup_optimizer(optim_cfg: DictConfig, schedule_cfg: DictConfig, model: torch.nn.Module, device: torch.device):
+    """(optimizer, lr scheduler). The scheduler is torch's own: `schedule.main` (a `_partial_` component
+    from conf/schedule/), after `schedule.warmup_steps` of LinearLR warmup from lr/warmup to lr, joined
+    by SequentialLR. The warmup is built here rather than in YAML: its factors follow from one number."""
+    kw = OmegaConf.to_container(optim_cfg, resolve=True, enum_to_str=True)
+    if "fused" in kw and kw["fused"] is None:
+        # Fused Adam runs the whole update as one kernel; torch has it for CUDA and CPU floats.
+        kw["fused"] = device.type in ("cuda", "cpu")
+    with refused_while_building("optim", optim_cfg):
+        optimizer = instantiate(kw, _partial_=True)(model.parameters())
+    with refused_while_building("schedule", schedule_cfg):
+        main = instantiate(schedule_cfg.main)(optimizer)
+    warmup = int(schedule_cfg.warmup_steps)
+    if warmup == 0:
+        return optimizer, main
+    sched = torch.optim.lr_scheduler
+    ramp = sched.LinearLR(optimizer, start_factor=1 / warmup, end_factor=1.0, total_iters=warmup - 1)  # (s+1)/warmup at step s
+    return optimizer, sched.SequentialLR(optimizer, [ramp, main], milestones=[warmup])
+
+
+def train_step(model, optimizer, scheduler, spec, batch, device: torch.device, clip: float | None):
+    """One optimizer step on `batch`: (the metrics as a tensor on the device, the gradient norm before
+    clipping or None when not clipping, which would cost a pass over the gradients at every step)."""
+    x, y = (t.to(device, non_blocking=True) for t in batch)
+    loss, values, _ = tasks.loss_and_metrics(spec, model(x), y)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip) if clip else None
+    optimizer.step()
+    scheduler.step()
+    return values, grad_norm
+
+
+@torch.no_grad()
+def evaluate(model, dataset, split: str, device: torch.device) -> dict[str, float]:
+    """Metrics over a whole split, each case (or asked token) weighted equally."""
+    was_training = model.training
+    model.eval()
+    total, count = None, 0
+    for x, y in dataset.eval_batches(split):
+        _, values, n = tasks.loss_and_metrics(dataset.spec, model(x.to(device)), y.to(device))
+        total = values * n if total is None else total + values * n
+        count += int(n)
+    model.train(was_training)
+    means = (total / max(count, 1)).tolist()
+    return dict(zip(tasks.metric_names(dataset.spec), means))
+
+
+SUSPECT_FACTOR = 100  # "orders of magnitude" above a trivial predictor's loss: at least two
+
+
+def suspect(cfg: DictConfig, final_val: dict[str, float] | None, baseline: float | None) -> list[str]:
+    """Why a completed run's numbers cannot be taken at face value (empty: nothing found): a warmup that
+    outlasted the run, which then never trained at optim.lr; a final loss orders of magnitude above what
+    predicting the mean or the class frequencies scores, which means the run blew up without ever reaching
+    Inf (SGD with momentum above 1 ended at val mse 2.5e14)."""
+    said = []
+    warmup, steps = int(cfg.schedule.warmup_steps), int(cfg.steps)
+    if warmup > steps:
+        said.append(f"schedule.warmup_steps={warmup} outlasts the run (steps={steps}): the learning rate never "
+                    f"reached optim.lr, only {steps / warmup:.3g} of it")
+    loss = (final_val or {}).get("loss")
+    if baseline and loss is not None and math.isfinite(loss) and loss > SUSPECT_FACTOR * baseline:
+        said.append(f"final val loss {loss:.3g} is {loss / baseline:.3g} x a trivial predictor's ({baseline:.3g}): the "
+                    f"run did far worse than a constant guess; try a smaller optim.lr")
+    return said
+
+
+def gradient_norm(model) -> torch.Tensor:
+    return torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters() if p.grad is not None]))
+
+
+def fmt(values: dict[str, float]) -> str:
+    return "  ".join(f"{k} {v:.4g}" for k, v in values.items())
+
+
+UNREAD = "unread"  # train(ckpt=UNREAD): the run reads its own checkpoint
+
+
+def train(cfg: DictConfig, run_dir: Path, name: str = "default", group: str | None = None, tags: list[str] = ()) -> dict[str, Any]:
+    """Trains in `run_dir`, continuing from its checkpoint if it has one: validates `cfg`, locks the
+    directory, then `run`. Returns the summary; raises Diverged (after writing the summary) if the loss
+    became NaN or Inf, Interrupted on SIGTERM/SIGINT."""
+    validate(cfg)
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with checkpoint.RunLock(run_dir):  # one process per run directory
+        return run(cfg, run_dir, name, group, tags)
+
+
+def run(cfg: DictConfig, run_dir: Path, name: str = "default", group: str | None = None, tags: list[str] = (),
+        ckpt: dict[str, Any] | None | str = UNREAD) -> dict[str, Any]:
+    """`train` for a caller that has validated `cfg` and holds the run directory's lock (lnbench.launch.entry).
+
+    `ckpt`: the run directory's checkpoint when the caller has already read it and checked it against
+    this config (lnbench.launch.preflight does, before Hydra writes into the directory), None when it has none;
+    by default it is read here."""
+    device = resolve_device(str(cfg.device))
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    if ckpt is UNREAD:
+        ckpt = checkpoint.load(run_dir, config)  # None for a new run; a resume may not change the config
+    if ckpt is not None:
+        keep_threads(cfg, config, ckpt)
+    if ckpt is not None and (done := checkpoint.completed_summary(run_dir, ckpt, cfg.steps)):
+        log.info("%s already completed its %d steps: nothing to do.", run_dir, cfg.steps)
+        return done
+    seed_everything(cfg.seed)
+    return Recipe(cfg, run_dir, device, config, ckpt).run(name, group, list(tags))
+
+
+def keep_threads(cfg: DictConfig, config: dict[str, Any], ckpt: dict[str, Any]) -> None:
+    """A resumed run keeps the thread count it began with: torch's reductions round differently on
+    other counts, and the resumed steps must compute what the uninterrupted run would have."""
+    began = ckpt["config"].get("threads")
+    if not began or began == cfg.threads:
+        return
+    log.warning("threads: %d, as this run began (not %s): a resume keeps the thread count, since torch's "
+                "sums round differently on another", began, cfg.threads)
+    cfg.threads = config["threads"] = began
+    torch.set_num_threads(began)
+
+
+class Recipe:
+    """A run's parts (dataset, model, optimizer, scheduler, tracker) and the loop's state besides the
+    model, which is what a checkpoint holds: the data order follows from the step (lnbench.data.base)."""
+
+    def __init__(self, cfg: DictConfig, run_dir: Path, device: torch.device, config: dict[str, Any], ckpt: dict[str, Any] | None):
+        self.cfg, self.run_dir, self.device, self.config = cfg, run_dir, device, config
+        self.dataset = setup_data(cfg.dataset)
+        self.spec = self.dataset.spec
+        log.info("data: %s", self.dataset.describe())
+        self.model = setup_model(cfg.model, self.spec, device, first_batch=None if ckpt else self.dataset.train_batch(0)[0])
+        self.optimizer, self.scheduler = setup_optimizer(cfg.optim, cfg.schedule, self.model, device)
+        self.n_params = sum(p.numel() for p in self.model.parameters())
+        log.info("model: %s, %d parameters, device %s", type(self.model).__name__, self.n_params, device)
+        self.step, self.best, self.val, self.window, self.resumed_at = 0, {}, None, [], []
+        if ckpt is not None:
+            self.load_checkpoint(ckpt)
+        # What the sinks resume from: metrics.jsonl cut to the checkpoint's lines, the same W&B run, ...
+        self.sinks_resume, self.elapsed_before = sink_state_from_checkpoint(ckpt), (ckpt or {}).get("elapsed", 0.0)
+        self.eval_time = self.checkpoint_time = 0.0
+
+    # ---- checkpoints ----
+    def load_checkpoint(self, ckpt: dict[str, Any]) -> None:
+        self.model.load_state_dict(ckpt["model"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.scheduler.load_state_dict(ckpt["scheduler"])
+        checkpoint.restore_rng(ckpt["rng"])
+        self.step, self.best, self.val = ckpt["step"], ckpt["best"], ckpt["val"]
+        self.window = [w.to(self.device) for w in ckpt["window"]]
+        self.resumed_at = ckpt["resumed_at"] + [self.step]
+        log.info("resuming %s from its checkpoint at step %d", self.run_dir, self.step)
+        began, now = ckpt.get("kernels"), getattr(self.model, "kernels", None)
+        if began and began != now:
+            log.warning("this run began on %s and continues on %s: from here its numbers differ in the last bits "
+                        "from an uninterrupted run's", began, now)
+
+    def save_checkpoint(self) -> None:
+        t0 = time.perf_counter()
+        checkpoint.save(self.run_dir, {
+            "step": self.step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(), "best": self.best, "val": self.val, "window": self.window,
+            "sinks": self.tracker.state(), "elapsed": self.tracker.elapsed(), "resumed_at": self.resumed_at, "config": self.config,
+            "kernels": getattr(self.model, "kernels", None),
+        })
+        self.checkpoint_time += time.perf_counter() - t0
+
+    # ---- what the loop logs ----
+    def seen(self) -> dict[str, float]:
+        return {"epoch": round(self.dataset.epoch(self.step), 4), "samples": self.step * self.dataset.batch_size}
+
+    def log_train(self, grad_norm) -> int | None:
+        """Logs the mean of the steps since the last log; returns the first step whose loss was not finite."""
+        rows = torch.stack(self.window).cpu()  # the only host sync of the logging interval
+        self.window = []
+        bad = (~torch.isfinite(rows[:, 0])).nonzero()
+        if len(bad):
+            return self.step - len(rows) + int(bad[0, 0]) + 1
+        # The gradient norm of the logging step (before clipping).
+        grad_norm = gradient_norm(self.model) if grad_norm is None else grad_norm
+        means = {**dict(zip(tasks.metric_names(self.spec), rows.mean(0).tolist())), "grad_norm": float(grad_norm)}
+        self.tracker.log("train", self.step, means, **self.seen(), lr=self.scheduler.get_last_lr()[0])
+        shown = dict.fromkeys(["loss", tasks.primary_metric(self.spec)])
+        self.tracker.show(self.step, fmt({k: means[k] for k in shown}), line=False)
+        return None
+
+    def validate_now(self) -> None:
+        t0 = time.perf_counter()
+        self.val = evaluate(self.model, self.dataset, "val", self.device)
+        self.eval_time += time.perf_counter() - t0
+        self.tracker.log("val", self.step, self.val, **self.seen())
+        for k, v in self.val.items():
+            self.best[k] = min(self.best.get(k, math.inf), v)
+        self.tracker.show(self.step, "val " + fmt(self.val), line=True)
+
+    def test(self, summary: dict[str, Any]) -> None:
+        test = evaluate(self.model, self.dataset, "test", self.device)
+        self.tracker.log("test", self.step, test)
+        summary.update(test=test, final_val=self.val, best_val=self.best)
+        for n in self.cfg.test_seq_lens:  # BN's per-step statistics vs LN on sequences longer than trained on
+            at_len = evaluate(self.model, setup_data(self.cfg.dataset, eval_seq_len=n), "test", self.device)
+            self.tracker.log("test", self.step, at_len, eval_seq_len=n)
+            summary.setdefault("test_at_len", {})[str(n)] = at_len
+        summary["status"] = "completed"  # only now: a run whose last test failed is not skipped as done
+        if said := suspect(self.cfg, self.val, self.spec.baseline):
+            summary["flags"] = said
+            log.warning("flagged: %s", "; ".join(said))
+
+    # ---- the loop ----
+    def loop(self, summary: dict[str, Any], stop) -> None:
+        self._steps(summary, stop)
+
+    def _steps(self, summary: dict[str, Any], stop) -> None:
+        # Plain values: reading a DictConfig costs ~10 us, and the loop reads these every step.
+        cfg = self.cfg
+        steps, log_every, eval_every, checkpoint_every, clip = cfg.steps, cfg.log_every, cfg.eval_every, cfg.checkpoint_every, cfg.clip_grad_norm
+        parts = (self.model, self.optimizer, self.scheduler, self.spec)
+        while self.step < steps:
+            values, grad_norm = train_step(*parts, self.dataset.train_batch(self.step), self.device, clip)
+            self.window.append(values)
+            self.step += 1
+            last = self.step == steps
+            if self.step % log_every == 0 or last:
+                if (bad_step := self.log_train(grad_norm)) is not None:
+                    summary.update(status="diverged", diverged_at_step=bad_step)
+                    log.error("loss is not finite at step %d: stopping (status diverged).", bad_step)
+                    return
+            if self.step % eval_every == 0 or last:
+                self.validate_now()
+            if self.step % checkpoint_every == 0 or last or stop.requested:
+                self.save_checkpoint()
+            if stop.requested:
+                summary.update(status="interrupted")
+                raise Interrupted(stop.requested, self.step, self.run_dir)
+
+    def start_tracker(self, name: str, group: str | None, tags: list[str]) -> Tracker:
+        cfg = self.cfg
+        return Tracker(cfg.logger, self.run_dir, name=name, group=group, tags=tags, run_config=self.config, steps=cfg.steps,
+                       progress=cfg.progress, resume=self.sinks_resume, elapsed=self.elapsed_before, step=self.step)
+
+    def run(self, name: str, group: str | None, tags: list[str]) -> dict[str, Any]:
+        self.tracker = self.start_tracker(name, group, tags)
+        primary = tasks.primary_metric(self.spec)
+        summary: dict[str, Any] = {"status": "running", "params": self.n_params, "device": str(self.device), "primary_metric": primary,
+                                   "baseline": self.spec.baseline,
+                                   "provenance": provenance.collect(str(self.device), getattr(self.model, "kernels", None))}
+        start_step, loop_start = self.step, time.perf_counter()
+        self.model.train()
+        try:
+            with checkpoint.StopSignals(self.run_dir) as stop:  # SIGTERM/SIGINT: checkpoint at the end of the step, then stop
+                if not self.resumed_at:
+                    self.save_checkpoint()  # step 0: from here on the run can always be resumed
+                self.loop(summary, stop)
+            if summary["status"] == "running":
+                self.test(summary)
+                self.tracker.close_console()  # the log lines below go under the finished bar, not over it
+        except BaseException as e:
+            if summary["status"] == "running":
+                stopped = isinstance(e, (Interrupted, KeyboardInterrupt))
+                summary.update(status="interrupted" if stopped else "failed", error=f"{type(e).__name__}: {e}")
+            raise
+        finally:
+            # time_per_step counts training steps with their logging; evaluations and checkpoints are timed apart.
+            train_time = time.perf_counter() - loop_start - self.eval_time - self.checkpoint_time
+            summary.update(steps=self.step, wall_time=round(self.tracker.elapsed(), 3),
+                           time_per_step=round(train_time / max(self.step - start_step, 1), 6),
+                           eval_time=round(self.eval_time, 3), checkpoint_time=round(self.checkpoint_time, 3))
+            if self.resumed_at:
+                summary["resumed_at"] = self.resumed_at
+            summary["wandb"] = self.tracker.where("wandb")  # the W&B run's location (None without W&B), as before
+            self.tracker.finish(summary)
+            log.info(end_of_run_block(summary, self.run_dir, primary))
+        if summary["status"] == "diverged":
+            raise Diverged(summary["diverged_at_step"], self.run_dir)
+        return summary

@@ -1,0 +1,168 @@
+"""`lnbench bench` runs end to end on tiny shapes and writes the JSON rows and columns it promises.
+It is not a benchmark: no timing is asserted."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from lnbench.bench import cli as bench
+from lnbench.bench import kernels as bench_kernels
+from lnbench.bench import runs as bench_runs
+from lnbench.nn.fast import native
+
+
+def test_bench_quick_writes_json(tmp_path, capsys):
+    path = tmp_path / "b.json"
+    rc = bench.main(["--quick", "--reps", "2", "--warmup", "1", "--shapes", "2x3x8", "--input-size", "4",
+                     "--models", "lstm,ln_lstm,bn_lstm,gru,ln_gru,bn_gru", "--ref", "--no-runner", "--json", str(path)])
+    assert rc == 0
+    data = json.loads(path.read_text())
+    assert data["meta"]["threads"] == 2 and data["meta"]["columns"] == bench.COLUMNS
+    assert data["meta"]["isa"] == torch.backends.cpu.get_cpu_capability() and data["meta"]["cpu"]
+    assert data["meta"]["kernels"] == native.status()
+    rows = data["rows"]
+    for row in rows:
+        assert set(bench.COLUMNS) <= set(row), row
+        assert row["ms_median"] > 0 and row["ratio"] > 0 and row["mem_mb"] >= 0
+    got = {(r["model"], r["impl"]) for r in rows}
+    assert {("nn.LSTM", "torch"), ("nn.GRU", "torch"), ("lstm", "torch"), ("gru", "torch")} <= got
+    for m in ("ln_lstm", "bn_lstm", "ln_gru", "bn_gru"):
+        assert (m, "ops") in got and (m, "ref") in got  # torch's ops: the layer without lnbench's C++
+    for m in ("ln_lstm", "bn_lstm"):  # lnbench's C++ kernels, where they are built
+        assert ((m, "native") in got) == (native.ops() is not None)
+    assert {(r["batch"], r["seq_len"], r["hidden"]) for r in rows} == {(2, 3, 8)}
+    assert "ln_lstm" in capsys.readouterr().out
+
+
+def test_bench_mlp_rows(tmp_path):
+    path = tmp_path / "m.json"
+    assert bench.main(["--quick", "--reps", "1", "--warmup", "0", "--models", "mlp", "--no-runner", "--json", str(path)]) == 0
+    rows = json.loads(path.read_text())["rows"]
+    assert {r["model"] for r in rows} == {"mlp", "bn_mlp", "ln_mlp"}
+    assert {r["impl"] for r in rows} <= {"adam_foreach", "adam_fused"}
+    assert all(r["section"] == "mlp" and r["batch"] == 4 for r in rows)
+
+
+def test_runner_overhead_rows_compare_lnbench_train_with_a_bare_loop(tmp_path, monkeypatch):
+    tiny = ["dataset.seq_len=10", "dataset.val_size=50", "dataset.test_size=50", "model.hidden_size=16"]
+    monkeypatch.setattr(bench_runs, "OVERHEAD_RUNS", {"ln_lstm/adding": ["model=ln_lstm", "dataset=adding", *tiny]})
+    path = tmp_path / "r.json"
+    assert bench.main(["--reps", "1", "--warmup", "0", "--models", "lstm", "--shapes", "2x3x8", "--input-size", "4",
+                       "--runner-steps", "3", "--no-sweep", "--json", str(path)]) == 0
+    rows = [r for r in json.loads(path.read_text())["rows"] if r["section"] == "runner"]
+    assert "ln_lstm/adding" in {r["model"] for r in rows}
+    for r in rows:
+        assert r["baseline"] == "bare loop" and r["ms_median"] > 0 and r["baseline_ms_median"] > 0 and r["ratio"] > 0
+
+
+
+def test_runner_rows_skip_a_run_whose_data_is_missing(tmp_path, monkeypatch, capsys):
+    """Without MNIST here the MLP's runner row is skipped with the dataset's reason, not a traceback."""
+    monkeypatch.setenv("LNBENCH_DATA_DIR", str(tmp_path / "no-data"))
+    monkeypatch.setattr(bench_runs, "OVERHEAD_RUNS", {"ln_mlp/mnist": ["model=ln_mlp", "dataset=mnist"]})
+    assert bench_runs.runner_overhead_rows(1, 2, torch.device("cpu"), print) == []
+    assert "ln_mlp/mnist: skipped (no MNIST IDX files under" in capsys.readouterr().out
+
+BAD = {  # the options as typed -> what the one paragraph must name
+    "threads-0": (["--threads", "0"], "--threads=0 is not allowed: it must be an integer >= 1"),
+    "reps-negative": (["--reps", "-1"], "--reps=-1 is not allowed"), "reps-0": (["--reps", "0"], "--reps=0 is not allowed"),
+    "warmup-negative": (["--warmup", "-1"], "--warmup=-1 is not allowed"),
+    "batch-0": (["--shapes", "0x10x8"], "shape '0x10x8' is not allowed: batch, length and width must be >= 1"),
+    "no-shape": (["--shapes", ","], "no shape given"), "no-model": (["--models", ","], "no model given"),
+    "not-a-shape": (["--shapes", "32x100"], "shape '32x100' is not BATCHxSEQ_LENxHIDDEN"),
+    "not-a-number": (["--reps", "x"], "invalid int value: 'x'"), "unknown-option": (["--repz", "3"], "unrecognized arguments: --repz 3"),
+    "sweep-epochs-0": (["--sweep-epochs", "0"], "--sweep-epochs=0.0 is not allowed"),
+    "device-tpu": (["--device", "tpu"], "--device=tpu is not allowed"),
+}
+
+
+@pytest.mark.parametrize("argv,says", BAD.values(), ids=BAD.keys())
+def test_bad_input_is_one_paragraph_exit_2_and_nothing_timed_or_written(argv, says, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where the default bench-results/ would go
+    assert bench.main([*argv, "--no-runner", "--no-sweep", "--json", str(tmp_path / "out" / "b.json")]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and err.startswith("lnbench bench: error: ") and says in err, err
+    assert out == "" and list(tmp_path.iterdir()) == []  # nothing timed, no folder made
+
+
+def test_results_that_cannot_be_written_are_refused_before_anything_is_timed(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    assert bench.main(["--json", str(tmp_path / "file" / "b.json")]) == 2
+    assert "the results cannot be written there" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # runs an 8-job sweep whose jobs fail one by one (~10 s)
+def test_sweep_row_is_skipped_with_a_message_when_the_sweep_cannot_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("LNBENCH_DATA_DIR", str(tmp_path / "no-mnist-here"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(sys.path))
+    lines = []
+    assert bench_runs.sweep_rows(1, 0.01, lines.append) == []
+    assert any("failed, skipped" in line for line in lines)
+
+
+def test_recurrent_rows_build_the_cell_each_preset_trains():
+    """The bench's layers come from conf/model (no list of its own): for every recurrent preset, the cell it
+    times has the class, norm and parameter shapes of the one `lnbench train model=<preset>` builds."""
+    from hydra import compose, initialize_config_dir
+
+    from lnbench.config.schema import CONF_DIR, model_presets, register_configs
+    from lnbench.training.recipe import setup_data, setup_model
+
+    register_configs()
+    assert set(bench_kernels.rnn_presets()) == set(model_presets("base_sequence")) and "ln_lstm" in bench_kernels.fast_rnn_models()
+    for name in bench_kernels.rnn_presets():
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose("train", overrides=[f"model={name}", "dataset=adding", "dataset.seq_len=5", "model.hidden_size=8"])
+        trained = setup_model(cfg.model, setup_data(cfg.dataset).spec).cells[0]
+        timed = bench_kernels._preset_cell(name, 2, 8, 5)
+        assert type(timed) is type(trained) and timed.norm_kind == trained.norm_kind, name
+        assert {k: v.shape for k, v in timed.state_dict().items()} == {k: v.shape for k, v in trained.state_dict().items()}, name
+        gains = [(k, v) for k, v in trained.state_dict().items() if k.endswith("weight") and v.dim() == 1]
+        for k, v in gains:  # gain_init as the preset sets it (bn's 0.1), not a default
+            assert torch.equal(timed.state_dict()[k], v), (name, k)
+    assert bench_kernels._impls_for("rms_lstm", False) == ["ref"]  # no fast layer: timed as a model runs it
+
+
+def test_unknown_model_names_the_presets():
+    with pytest.raises(bench.Refused, match="unknown model"):
+        bench.build_parser().parse_args(["--models", "ln_lstmm"])
+
+
+def test_sweep_row_compares_the_launchers_interleaved(monkeypatch):
+    """Each sweep's wall time (faked here: basic 10 s, joblib 8 s), interleaved, with the load average."""
+    import types
+
+    state = {"t": 0.0, "cmds": []}
+
+    def run(cmd, **kw):
+        state["t"] += 8.0 if "hydra/launcher=joblib" in cmd else 10.0
+        state["cmds"].append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    monkeypatch.setattr(bench_runs, "time", types.SimpleNamespace(perf_counter=lambda: state["t"]))
+    lines = []
+    [row] = bench_runs.sweep_rows(2, 0.5, lines.append)
+    assert row["ratio"] == pytest.approx(0.8) and row["baseline_ms_median"] == pytest.approx(10_000)
+    assert [len(v) for v in row["load_avg"].values()] == [2, 2]
+    assert [("hydra/launcher=joblib" in c) for c in state["cmds"]] == [False, True, False, True]  # interleaved
+    # every job at half an epoch of its own batch size (the preset's formula), not one step count for all
+    assert all("steps='${lnbench.epochs:0.5,${dataset.batch_size}," in " ".join(c) for c in state["cmds"])
+
+
+def test_interleaved_rounds_rotate_the_order():
+    """What runs just before a step changes its time, so over len(cands) rounds every candidate takes every
+    place once, and each round still times every candidate once (the ratios are per round)."""
+    order = []
+    cands = [bench_kernels.Candidate(n, "x", lambda n=n: order.append(n), lambda: None) for n in "abc"]
+    times = bench_kernels._time_interleaved(cands, 6, 0, torch.device("cpu"))
+    rounds = [order[i:i + 3] for i in range(0, 18, 3)]
+    assert all(sorted(r) == ["a", "b", "c"] for r in rounds)
+    for name in "abc":
+        assert sorted(r.index(name) for r in rounds[:3]) == [0, 1, 2]
+    assert {k: len(v) for k, v in times.items()} == {"a/x": 6, "b/x": 6, "c/x": 6}

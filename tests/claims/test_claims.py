@@ -1,0 +1,240 @@
+"""Claims and verdicts on sweep directories built by hand, with known answers (no training)."""
+import json
+
+import pytest
+import yaml
+from scipy import stats as scipy_t
+
+from lnbench import report
+from lnbench.claims import spec as claims
+from lnbench.claims import verdicts
+
+CLAIM = {"id": "ln_beats_bn", "text": "LN converges faster than BN", "better": "ln_mlp", "than": "bn_mlp",
+         "metric": "val/error", "measure": "final"}
+
+
+def make_job(root, num, model, seed, final, *, lr=1e-3, test=0.5, claim_list=(CLAIM,), tune=(), batch=None, status="completed"):
+    """One job whose val error falls linearly to `final` over 3 evaluations; its test error is `test`."""
+    job = root / str(num)
+    (job / ".hydra").mkdir(parents=True)
+    overrides = [f"model={model}", f"seed={seed}", f"optim.lr={lr}"] + ([f"dataset.batch_size={batch}"] if batch else [])
+    (job / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    config = {"seed": seed, "optim": {"lr": lr}, "claims": [dict(c) for c in claim_list], "tune": list(tune)}
+    (job / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+    (job / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"runtime": {"choices": {"model": model}}}}))
+    lines = [{"step": 10 * i, "split": "val", "epoch": i / 2, "time": float(i), "error": final + 0.1 * (3 - i), "loss": 1.0}
+             for i in (1, 2, 3)]
+    (job / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    summary = {"status": status, "primary_metric": "error", "steps": 30, "test": {"error": test},
+               "final_val": {"error": final}, "time_per_step": 0.01}
+    (job / "summary.json").write_text(json.dumps(summary))
+
+
+# Seed-to-seed noise shared by both lines (a paired design), plus a little of each line's own.
+NOISE = [0.00, 0.02, -0.01, 0.015, -0.02]
+OWN = [0.001, -0.002, 0.0015, -0.001, 0.002]
+
+
+def sweep(root, ln_minus_bn, seeds=5, **kw):
+    root.mkdir(exist_ok=True)
+    num = 0
+    for seed in range(seeds):
+        for model, shift in (("bn_mlp", 0.0), ("ln_mlp", ln_minus_bn)):
+            own = OWN[seed] if model == "ln_mlp" else -OWN[seed]
+            make_job(root, num, model, seed, 0.2 + NOISE[seed] + shift + own, **kw)
+            num += 1
+    return root
+
+
+def verdict(root, **kw):
+    rep = report.make_report(root, report.load_runs(root), {}, x_axes=(), **kw)
+    return {d["id"]: d for d in rep.verdicts}
+
+
+def test_a_clear_win_is_held(tmp_path):
+    d = verdict(sweep(tmp_path, -0.05))["ln_beats_bn"]
+    assert d["verdict"] == "held" and d["n_seeds"] == 5
+    assert d["effect"] == pytest.approx(0.05 - 2 * sum(OWN) / 5)  # mean of (bn - ln), paired by seed
+    assert 0 < d["ci_low"] < d["effect"] < d["ci_high"]
+
+
+def test_the_same_distribution_is_inconclusive(tmp_path):
+    d = verdict(sweep(tmp_path, 0.0))["ln_beats_bn"]
+    assert d["verdict"] == "inconclusive" and d["ci_low"] < 0 < d["ci_high"]
+
+
+def test_a_reversed_effect_is_contradicted(tmp_path):
+    d = verdict(sweep(tmp_path, +0.05))["ln_beats_bn"]
+    assert d["verdict"] == "contradicted" and d["ci_high"] < 0
+
+
+def test_two_seeds_are_inconclusive_whatever_the_effect(tmp_path):
+    d = verdict(sweep(tmp_path, -0.3, seeds=2))["ln_beats_bn"]
+    assert d["verdict"] == "inconclusive" and d["n_seeds"] == 2 and "n<3" in d["reason"]
+    assert d["effect"] > 0.25 and d["ci_low"] is None
+
+
+def test_min_effect_must_be_cleared_and_a_tight_small_effect_is_practically_equivalent(tmp_path):
+    d = verdict(sweep(tmp_path / "a", -0.05, claim_list=[{**CLAIM, "min_effect": 0.05}]))["ln_beats_bn"]
+    assert d["verdict"] == "inconclusive" and d["ci_low"] < 0.05 < d["ci_high"]
+    d = verdict(sweep(tmp_path / "b", -0.05, claim_list=[{**CLAIM, "min_effect": 0.2}]))["ln_beats_bn"]
+    assert d["verdict"] == "equivalent" and -0.2 < d["ci_low"] < d["ci_high"] < 0.2
+    d = verdict(sweep(tmp_path / "c", -0.05, claim_list=[{**CLAIM, "min_effect": "100%"}]))["ln_beats_bn"]  # of bn's mean, 0.2
+    assert d["verdict"] == "equivalent" and d["margin"] == pytest.approx(0.2 + sum(NOISE) / 5 - sum(OWN) / 5)
+
+
+@pytest.mark.parametrize("value", ["-1", "x%", "inf"])
+def test_a_bad_min_effect_is_a_clear_error(value):
+    with pytest.raises(claims.ClaimError, match=f"min_effect={value!r} is not allowed"):
+        claims.parse_claim({**CLAIM, "min_effect": value})
+
+
+def test_the_interval_is_student_t_on_the_paired_differences():
+    better = {0: 1.0, 1: 2.0, 2: 3.0}
+    than = {0: 1.5, 1: 2.7, 2: 3.4}  # differences 0.5, 0.7, 0.4: mean 0.5333, sd 0.1528
+    c = verdicts.compare("p", _values(better), _values(than), claims.parse_claim(CLAIM))
+    half = 4.302653 * 0.15275252 / 3 ** 0.5  # t(0.975, df=2)
+    assert c.method == "paired t" and c.effect == pytest.approx(0.533333, abs=1e-6)
+    assert (c.ci_low, c.ci_high) == (pytest.approx(0.533333 - half, abs=1e-5), pytest.approx(0.533333 + half, abs=1e-5))
+    assert c.looks[0].p_held == pytest.approx(scipy_t.ttest_1samp([0.5, 0.7, 0.4], 0, alternative="greater").pvalue)
+
+
+def test_unmatched_seeds_are_compared_unpaired():
+    c = verdicts.compare("p", _values({0: 1.0, 1: 1.1, 2: 0.9}), _values({3: 2.0, 4: 2.1, 5: 1.9}), claims.parse_claim(CLAIM))
+    welch = scipy_t.ttest_ind([2.0, 2.1, 1.9], [1.0, 1.1, 0.9], equal_var=False, alternative="greater").pvalue
+    assert c.method.startswith("Welch") and c.verdict == "held" and c.effect == pytest.approx(1.0)
+    assert c.looks[0].p_held == pytest.approx(welch)
+
+
+def _values(d):
+    return {s: claims.Value(v) for s, v in d.items()}
+
+
+def test_a_claim_must_hold_in_every_panel_unless_where_restricts_it(tmp_path):
+    num = 0
+    for batch, ln_shift in ((4, -0.05), (128, 0.0)):
+        for seed in range(4):
+            for model, shift in (("bn_mlp", 0.0), ("ln_mlp", ln_shift)):
+                make_job(tmp_path, num, model, seed, 0.2 + NOISE[seed] + shift + (OWN[seed] if model == "ln_mlp" else 0), batch=batch)
+                num += 1
+    only4 = {**CLAIM, "id": "at4", "where": {"dataset.batch_size": 4}}
+    for job in tmp_path.iterdir():
+        cfg = yaml.safe_load((job / ".hydra" / "config.yaml").read_text())
+        cfg["claims"] = [CLAIM, only4]
+        (job / ".hydra" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    v = verdict(tmp_path)
+    assert v["at4"]["verdict"] == "held" and [p["panel"] for p in v["at4"]["panels"]] == ["batch_size=4"]
+    assert v["ln_beats_bn"]["verdict"] == "inconclusive" and len(v["ln_beats_bn"]["panels"]) == 2
+    assert "batch_size=128" in v["ln_beats_bn"]["reason"]
+
+
+@pytest.mark.parametrize("measure,extra,ln_value", [
+    ("best", {}, 0.15), ("at", {"x": "epoch", "at": 1.0}, 0.25), ("auc", {"x": "step", "at": 20}, 0.30),
+    ("to_target", {"x": "step", "target": 0.3}, 20)])
+def test_each_measure_reads_the_curve(measure, extra, ln_value):
+    c = claims.parse_claim({**CLAIM, "measure": measure, **extra})
+    # val error 0.35, 0.25, 0.15 at steps 10, 20, 30 (epochs 0.5, 1.0, 1.5)
+    points = {10 * i: ((i / 2 if c.x == "epoch" else 10 * i), 0.15 + 0.1 * (3 - i)) for i in (1, 2, 3)}
+    assert claims.run_measure(c, points, None).x == pytest.approx(ln_value)
+
+
+def test_a_target_never_reached_is_censored_at_the_last_evaluation_not_a_time():
+    c = claims.parse_claim({**CLAIM, "measure": "to_target", "target": 0.01})
+    v = claims.run_measure(c, {10: (10, 0.5), 20: (20, 0.4)}, None)
+    assert v == claims.Value(20, censored=True, resolution=10) and v.high == float("inf") and not v.exact
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("measure", "fastest", "measure='fastest' is not one of final, best"),
+    ("metric", "error", "metric='error' is not split/name"),
+    ("colour", "red", "unknown field"),
+])
+def test_a_bad_claim_is_a_clear_error(field, value, match):
+    with pytest.raises(claims.ClaimError, match=match):
+        claims.parse_claim({**CLAIM, field: value})
+
+
+def test_a_bad_claim_in_a_sweep_is_reported_not_raised(tmp_path):
+    sweep(tmp_path, -0.05, seeds=3, claim_list=[{**CLAIM, "measure": "fastest"}])
+    rep = report.make_report(tmp_path, report.load_runs(tmp_path), {}, x_axes=())
+    assert rep.verdicts == [] and "fastest" in rep.claim_errors[0]
+    assert "claim error" in report.render_markdown(rep)
+
+
+# ---- tuning -----------------------------------------------------------------------------------
+def tuned_sweep(root, val_by_lr, test_by_lr, models=("bn_mlp", "ln_mlp"), seeds=3):
+    num = 0
+    for model in models:
+        for lr, val in val_by_lr[model].items():
+            for seed in range(seeds):
+                make_job(root, num, model, seed, val + NOISE[seed], lr=lr, test=test_by_lr[model][lr], tune=["optim.lr"])
+                num += 1
+    return root
+
+
+def test_tuning_picks_on_validation_and_never_reads_test(tmp_path, monkeypatch):
+    # validation prefers lr 1e-3 for ln and 1e-2 for bn; test would prefer the opposite
+    val = {"ln_mlp": {1e-4: 0.30, 1e-3: 0.10, 1e-2: 0.20}, "bn_mlp": {1e-4: 0.40, 1e-3: 0.30, 1e-2: 0.25}}
+    test = {"ln_mlp": {1e-4: 0.01, 1e-3: 0.90, 1e-2: 0.50}, "bn_mlp": {1e-4: 0.01, 1e-3: 0.02, 1e-2: 0.90}}
+    tuned_sweep(tmp_path, val, test)
+    runs = report.load_runs(tmp_path)
+    lay = report.layout(runs)
+    assert lay.tuned == ["optim.lr"] and lay.panels == [] and lay.line == "model"  # lr is no panel
+    groups = report.group_runs(runs, lay)
+    read = []
+    # the selection gets the final validation metric only: poison test to prove it is never consulted
+    for r in runs:
+        r.summary = {**r.summary, "test": _Poisoned(read)}
+    report.tune_groups(groups, lay, "error")
+    assert not read
+    picks = {g.line: g.selection for g in groups}
+    assert picks["ln_mlp"].chosen == (1e-3,) and not picks["ln_mlp"].edge
+    assert picks["bn_mlp"].chosen == (1e-2,) and picks["bn_mlp"].edge == ["optim.lr"]  # top of the grid
+    assert all(r.value("optim.lr") == 1e-3 for r in picks["ln_mlp"].runs) and len(picks["ln_mlp"].runs) == 3
+
+
+def test_the_report_judges_claims_at_the_tuned_values_and_flags_the_edge(tmp_path):
+    val = {"ln_mlp": {1e-4: 0.50, 1e-3: 0.10, 1e-2: 0.20}, "bn_mlp": {1e-4: 0.40, 1e-3: 0.30, 1e-2: 0.25}}
+    test = {m: {lr: 0.5 for lr in v} for m, v in val.items()}
+    tuned_sweep(tmp_path, val, test)
+    md = report.render_markdown(report.make_report(tmp_path, report.load_runs(tmp_path), {}, x_axes=()))
+    d = json.loads(json.dumps(verdict(tmp_path)))["ln_beats_bn"]
+    assert d["verdict"] == "held" and d["effect"] == pytest.approx(0.25 - 0.10)  # bn at 1e-2 vs ln at 1e-3
+    assert "winner at the edge of the grid** for bn_mlp" in md
+    assert "| ln_mlp ★ |" in md and "lr=0.001 |" in md
+
+
+def test_tune_on_the_command_line(tmp_path):
+    val = {"ln_mlp": {1e-4: 0.5, 1e-3: 0.1, 1e-2: 0.2}, "bn_mlp": {1e-4: 0.4, 1e-3: 0.3, 1e-2: 0.25}}
+    tuned_sweep(tmp_path, val, {m: {lr: 0.5 for lr in v} for m, v in val.items()})
+    for job in tmp_path.iterdir():  # no `tune:` in the configs
+        cfg = yaml.safe_load((job / ".hydra" / "config.yaml").read_text())
+        cfg["tune"] = []
+        (job / ".hydra" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    assert report.layout(report.load_runs(tmp_path)).panels == ["optim.lr"]
+    assert report.main([str(tmp_path), "--tune", "optim.lr"]) == 0
+    saved = json.loads((tmp_path / "report" / "claims.json").read_text())
+    assert saved[0]["verdict"] == "held" and saved[0]["n_seeds"] == 3
+
+
+class _Poisoned(dict):
+    def __init__(self, log):
+        super().__init__()
+        self.log = log
+
+    def get(self, *a, **k):
+        self.log.append(a)
+        return super().get(*a, **k)
+
+    def __getitem__(self, k):
+        self.log.append(k)
+        raise KeyError(k)
+
+
+def test_where_matches_a_value_the_sweep_did_not_vary(tmp_path):
+    only4 = {**CLAIM, "where": {"dataset.batch_size": 4}}
+    sweep(tmp_path, -0.05, seeds=3, batch=4, claim_list=[only4])
+    d = verdict(tmp_path)["ln_beats_bn"]
+    assert d["verdict"] == "held" and d["panels"][0]["panel"] == "all runs"
+    only128 = verdict(sweep(tmp_path / "b", -0.05, seeds=3, batch=4, claim_list=[{**CLAIM, "where": {"dataset.batch_size": 128}}]))
+    assert only128["ln_beats_bn"]["verdict"] == "inconclusive" and "no panel" in only128["ln_beats_bn"]["reason"]

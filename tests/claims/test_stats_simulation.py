@@ -1,0 +1,142 @@
+"""The statistics of a verdict: numbers against scipy and hand computations, and the error rates of the
+whole procedures under simulated nulls (lnbench/claims/simulate.py runs lnbench/tuning.pick and lnbench/stats).
+
+The fast versions use a few thousand vectorized trials (well under a second each); `-m slow` reruns them
+with 50,000. A rate passes if it is below its nominal level plus three binomial standard errors; the
+procedures before issue 23 are shown to fail the same bound."""
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sst
+
+from lnbench.claims import simulate
+from lnbench.claims import stats
+
+FAST, SLOW = 4000, 50_000
+
+
+def bound(nominal: float, trials: int) -> float:
+    return nominal + 3 * math.sqrt(nominal * (1 - nominal) / trials)
+
+
+# ---- numbers against references ------------------------------------------------------------------
+def test_paired_t_p_values_are_scipys_one_sided_tests_shifted_by_the_margin():
+    rng = np.random.default_rng(1)
+    d = rng.normal(0.3, 1.0, (50, 5))
+    ph, pc, pe, mean, se, df = stats.paired_t(d, margin=0.1)
+    assert np.allclose(ph, sst.ttest_1samp(d - 0.1, 0, axis=-1, alternative="greater").pvalue)
+    assert np.allclose(pc, sst.ttest_1samp(d + 0.1, 0, axis=-1, alternative="less").pvalue)
+    tost = np.maximum(sst.ttest_1samp(d + 0.1, 0, axis=-1, alternative="greater").pvalue,
+                      sst.ttest_1samp(d - 0.1, 0, axis=-1, alternative="less").pvalue)
+    assert np.allclose(pe, tost) and np.allclose(df, 4)
+    lo, hi = stats.interval(mean, se, df)
+    ref = sst.t.interval(0.95, 4, loc=d.mean(-1), scale=sst.sem(d, axis=-1))
+    assert np.allclose(lo, ref[0]) and np.allclose(hi, ref[1])
+
+
+def test_a_decision_at_95_percent_is_the_interval_beyond_the_margin():
+    rng = np.random.default_rng(2)
+    d = rng.normal(0.5, 1.0, (2000, 4))
+    ph, pc, pe, mean, se, df = stats.paired_t(d, margin=0.2)
+    p, kind = stats.decide(ph, pc, pe)
+    lo, hi = stats.interval(mean, se, df)
+    decided = p <= 0.05
+    assert np.array_equal(decided & (kind == stats.HELD), lo > 0.2)
+    assert np.array_equal(decided & (kind == stats.CONTRA), hi < -0.2)
+    assert np.array_equal(decided & (kind == stats.EQUIV), (lo > -0.2) & (hi < 0.2))
+
+
+def test_identical_differences_decide_nothing_unless_a_resolution_bounds_their_spread():
+    p = stats.paired_t([30.0, 30.0, 30.0])[:3]
+    assert all(x == 1.0 for x in p)  # a zero-width interval is no evidence
+    ph = stats.paired_t([30.0, 30.0, 30.0], resolution=10.0)[0]  # measured to 10 steps: spread >= 10/sqrt(6)
+    assert ph == pytest.approx(sst.t.sf(30 / (10 / math.sqrt(6) / math.sqrt(3)), 2))
+
+
+def test_the_sign_test_is_scipys_binomial_test_on_the_pairs_whose_order_is_known():
+    lo = np.array([1.0, 2.0, 0.5, -np.inf, 3.0, 1.0])
+    hi = np.array([1.0, np.inf, np.inf, np.inf, 3.0, 1.0])  # pair 3: both diverged, order unknown
+    ph, pc, pe = stats.sign_test(lo, hi)
+    assert ph == pytest.approx(sst.binomtest(5, 5, 0.5, alternative="greater").pvalue) and pc == 1.0 and pe == 1.0
+
+
+def test_holm_and_bh_adjusted_p_values_by_hand():
+    p = np.array([0.01, 0.04, 0.03, 0.005])
+    # Holm: sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1, running max
+    assert np.allclose(stats.holm(p), [0.03, 0.06, 0.06, 0.02])
+    # BH: sorted times 4/1, 4/2, 4/3, 4/4, running min from the top
+    assert np.allclose(stats.bh(p), [0.02, 0.04, 0.04, 0.02])
+    assert np.allclose(stats.holm_levels(p), [0.05 / 3, 0.05 / 1, 0.05 / 2, 0.05 / 4])
+
+
+def test_panels_combine_by_intersection_union_for_held_and_bonferroni_for_contradicted():
+    ph, pc, pe = stats.combine_panels(np.array([0.01, 0.2]), np.array([0.3, 0.02]), np.array([0.5, 0.4]))
+    assert (ph, pc, pe) == (0.2, pytest.approx(0.04), 0.5)
+
+
+def test_spending_is_linear_in_seeds_and_the_sequential_p_is_the_smallest_spent_share():
+    assert np.allclose(stats.spending([3, 6, 9]), [1 / 3, 1 / 3, 1 / 3])
+    assert np.allclose(stats.spending([3, 10]), [0.3, 0.7])
+    assert stats.sequential([0.02, 0.01, 0.5], stats.spending([3, 6, 9])) == pytest.approx(0.03)
+
+
+def test_the_minimum_detectable_effect_has_80_percent_power_by_simulation():
+    mde = stats.mde(1.0, 5, level=0.05)
+    rng = np.random.default_rng(3)
+    d = rng.normal(mde, 1.0, (20000, 5))
+    power = (2 * stats.paired_t(d)[0] <= 0.05).mean()
+    assert power == pytest.approx(0.8, abs=0.015)
+    assert stats.mde(1.0, 3) == pytest.approx(3.3, abs=0.1) and stats.mde(1.0, 10) == pytest.approx(1.0, abs=0.05)
+
+
+def test_the_bootstrap_is_reproducible_and_p_improvement_counts_ties_half():
+    d = [0.1, -0.05, 0.2, 0.3]
+    assert stats.bootstrap_interval(d) == stats.bootstrap_interval(d)
+    lo, hi = stats.bootstrap_interval(d)
+    assert lo < np.mean(d) < hi
+    assert stats.p_improvement(np.array([1.0, -1.0, 0.0, 2.0]), np.array([1.0, -1.0, 0.0, 2.0])) == pytest.approx(0.625)
+
+
+# ---- error rates under the null ---------------------------------------------------------------
+def _selection(trials):
+    for ratio in (5, 10):
+        before_held, _ = simulate.tuning(trials, ratio, "same")
+        test_held, _ = simulate.tuning(trials, ratio, "test")
+        after_held, after_contra = simulate.tuning(trials, ratio, "fresh")
+        assert before_held > bound(0.025, trials), (ratio, before_held)  # today's procedure fails the test...
+        assert test_held > bound(0.025, trials), (ratio, test_held)  # ...and judging on test does not fix it
+        assert after_held <= bound(0.025, trials) and after_contra <= bound(0.025, trials), (ratio, after_held, after_contra)
+
+
+def _family(trials):
+    _, any_before = simulate.family(trials, procedure="before")
+    _, any_raw = simulate.family(trials, adjust="none")
+    _, any_holm = simulate.family(trials, adjust="holm")
+    _, any_bh = simulate.family(trials, adjust="bh")
+    assert any_before > 0.4 and any_raw > 0.6
+    assert any_holm <= bound(0.05, trials) and any_bh <= bound(0.05, trials)  # all null: FDR is the family-wise rate
+
+
+def _panels(trials):
+    for k in (2, 3):
+        _, before = simulate.panels(trials, k, "before")
+        held, contra = simulate.panels(trials, k, "after")
+        assert before > bound(0.025, trials) and held <= bound(0.025, trials) and contra <= bound(0.025, trials)
+
+
+def _stopping(trials):
+    for looks in ([3, 6, 9], [3, 4, 5, 6, 7]):
+        assert simulate.stopping(trials, looks, "before") > bound(0.05, trials)
+        assert simulate.stopping(trials, looks, "after") <= bound(0.05, trials)
+
+
+@pytest.mark.parametrize("check", [_selection, _family, _panels, _stopping])
+def test_error_rates_under_the_null(check):
+    check(FAST if check is not _family else FAST // 4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("check", [_selection, _family, _panels, _stopping])
+def test_error_rates_under_the_null_many_trials(check):
+    check(SLOW if check is not _family else SLOW // 10)
