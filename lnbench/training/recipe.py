@@ -277,9 +277,6 @@ class Recipe:
 
     # ---- the loop ----
     def loop(self, summary: dict[str, Any], stop) -> None:
-        self._steps(summary, stop)
-
-    def _steps(self, summary: dict[str, Any], stop) -> None:
         # Plain values: reading a DictConfig costs ~10 us, and the loop reads these every step.
         cfg = self.cfg
         steps, log_every, eval_every, checkpoint_every, clip = cfg.steps, cfg.log_every, cfg.eval_every, cfg.checkpoint_every, cfg.clip_grad_norm

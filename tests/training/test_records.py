@@ -12,7 +12,7 @@ import pytest
 
 from conftest import REPO, TINY_CLI, run_cli, summary_of, tiny
 from lnbench.training import provenance
-from lnbench.cli import CONF_DIR
+from lnbench.launch.entry import CONF_DIR
 from lnbench.launch.sweep_end import end_of_sweep_block, job_statuses, json_table
 from lnbench.training.sinks.wandb_run import wandb_summary
 from lnbench.training.tracker import Console, end_of_run_block, run_group, run_name, swept_keys
