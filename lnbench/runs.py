@@ -58,12 +58,11 @@ class Run:
 
     @property
     def primary(self) -> str:
-        """The metric the run ranks by: its summary says; a running run has none yet, so the rule of
-        lnbench.training.tasks.primary_metric is applied to the names it logged (mse: regression, bpc: characters)."""
+        """The metric the run ranks by: its summary says; a running run has none yet, so the one rule
+        (primary_of) is applied to the names it logged."""
         if self.summary.get("primary_metric"):
             return self.summary["primary_metric"]
-        logged = self.metrics("val") | self.metrics("train")
-        return next((m for m in ("mse", "bpc", "error") if m in logged), "loss")
+        return primary_of(self.metrics("val") | self.metrics("train"))
 
     def value(self, key: str) -> Any:
         """The run's value of a config key: as overridden, else its group choice, else from its config.
@@ -142,6 +141,17 @@ class Run:
 SOURCE_KEY = "dir"
 # Fields of a metrics.jsonl record that are not metrics.
 RECORD_AXES = {"step", "epoch", "samples", "time", "lr", "eval_seq_len"}
+
+
+# The metric a run ranks by (lower is better) is the first of these its task computes: mse (regression), bound
+# (a generative model's), bpc (characters), error (classes). The one rule, for a live run (lnbench.training.tasks)
+# and for a run read from its files while it is still running (Run.primary), so the two never disagree.
+PRIMARY_METRICS = ("mse", "bound", "bpc", "error")
+
+
+def primary_of(metric_names: Iterable[str]) -> str:
+    names = set(metric_names)
+    return next((m for m in PRIMARY_METRICS if m in names), "loss")
 
 
 def lookup(config: dict[str, Any], key: str) -> Any:

@@ -24,7 +24,8 @@ Kind = Literal["flat", "sequence"]
 # classify: y is (B,) long, predicted from the flat input or the last step of the sequence
 # regress:  y is (B,) float, predicted from the last step (MSE)
 # tagging:  y is (B, T) long, one class per step, IGNORE_INDEX where nothing is asked
-Task = Literal["classify", "regress", "tagging"]
+# bound:    y is the binary images (B, P); the model's negative variational bound (lnbench.models.draw)
+Task = Literal["classify", "regress", "tagging", "bound"]
 
 
 @dataclass(frozen=True)
