@@ -11,7 +11,7 @@ from typing import Optional
 
 import torch
 
-from lnbench.bench.kernels import _stats, _sync
+from lnbench.bench.timing import summarize, sync
 
 # What the runner's overhead is measured on: the default run, and Figure 6's MLP where MNIST is found.
 OVERHEAD_RUNS = {
@@ -55,7 +55,7 @@ def runner_overhead_rows(reps: int, steps: int, device: torch.device, log) -> li
         log(f"  {name}: {reps} x (lnbench train, bare loop) of {steps} steps")
         pairs = [(runner(), bare_loop_ms(cfg, dataset, steps, device)) for _ in range(reps)]
         run_ts, bare_ts = [p[0] for p in pairs], [p[1] for p in pairs]
-        st = _stats(run_ts)
+        st = summarize(run_ts)
         rows.append({
             "section": "runner", "model": name, "impl": "lnbench train", "batch": dataset.batch_size,
             "seq_len": dataset.spec.seq_len or None, "hidden": None, "input_size": None, "reps": reps, **st,
@@ -73,11 +73,11 @@ def bare_loop_ms(cfg, dataset, steps: int, device: torch.device) -> float:
     seed_everything(cfg.seed)
     model = setup_model(cfg.model, dataset.spec, device)
     optimizer, scheduler = setup_optimizer(cfg.optim, cfg.schedule, model, device)
-    _sync(device)
+    sync(device)
     t0 = time.perf_counter()
     for step in range(steps):
         train_step(model, optimizer, scheduler, dataset.spec, dataset.train_batch(step), device, None)
-    _sync(device)
+    sync(device)
     return (time.perf_counter() - t0) / steps * 1e3
 
 
@@ -118,7 +118,7 @@ def train_rows(shape: tuple[int, int, int], reps: int, steps: int, device: torch
     rows = []
     for name, ts in times.items():
         base = "gru" if "gru" in name else "lstm"
-        st = _stats(ts)
+        st = summarize(ts)
         rows.append({
             "section": "train", "model": name.split("/")[0], "impl": "lnbench train" + (f", {name.split('/')[1]}" if "/" in name else ""),
             "batch": B, "seq_len": T, "hidden": H, "input_size": 2, "reps": reps, **st,
@@ -166,7 +166,7 @@ def sweep_rows(reps: int, epochs: Optional[float], log) -> list[dict]:
             walls[name].append(wall)
             loads[name].append(round(os.getloadavg()[0], 2))
             log(f"    {name:6s} {wall:6.1f} s  (load average {loads[name][-1]:.1f})")
-    st = _stats([w * 1e3 for w in walls["joblib"]])
+    st = summarize([w * 1e3 for w in walls["joblib"]])
     return [{
         "section": "sweep", "model": "fig6_mnist (8 jobs)", "impl": "joblib launcher", "batch": None,
         "seq_len": None, "hidden": None, "input_size": None, "reps": reps, **st, "samples_per_s": None,
