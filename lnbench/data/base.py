@@ -86,17 +86,17 @@ def epoch_permutation_batch(n: int, batch_size: int, seed: int, step: int) -> Te
     """
     per_epoch = max(n // batch_size, 1)
     epoch, pos = divmod(step, per_epoch)
-    g = torch.Generator().manual_seed(_mix(seed, epoch))
+    g = torch.Generator().manual_seed(mix(seed, epoch))
     perm = torch.randperm(n, generator=g)
     return perm[pos * batch_size : (pos + 1) * batch_size]
 
 
 def step_generator(seed: int, step: int, stream: int = 0) -> torch.Generator:
     """A generator private to one step (and stream) of one seed, for freshly generated batches."""
-    return torch.Generator().manual_seed(_mix(seed, step, stream))
+    return torch.Generator().manual_seed(mix(seed, step, stream))
 
 
-def _mix(*xs: int) -> int:
+def mix(*xs: int) -> int:
     # Distinct, well-spread seeds for each (seed, epoch/step, stream) tuple; torch seeds are 64-bit.
     h = 0x9E3779B97F4A7C15
     for x in xs:
