@@ -27,9 +27,11 @@ import torch
 
 from lnbench.atomic import replacing
 from lnbench.errors import ConfigError, DataError, Interrupted
+from lnbench.runs import CHECKPOINT, LOCK, read_summary
 
-FILE = "checkpoint.pt"
-# Keys a resume may change: they decide where and how fast the run goes, not what it computes.
+FILE = CHECKPOINT
+# Keys a resume may change: they decide where and how fast the run goes, not what it computes. `threads` is
+# accepted and has no effect: a resume keeps the thread count its run began with (the checkpoint's "threads").
 MAY_CHANGE = ("resume", "device", "threads", "progress", "checkpoint_every", "logger", "dataset.data_dir", "dataset.download",
               "claims", "tune", "stage",  # these three: read by `lnbench report` only, never by training
               "imports")  # where the user's modules are found (older checkpoints have no such key)
@@ -80,10 +82,7 @@ def rng_state() -> dict[str, Any]:
 
 def completed_summary(run_dir: Path, ckpt: dict[str, Any], steps: int) -> dict[str, Any] | None:
     """The summary of a run that already completed all its steps (so re-running a sweep skips it)."""
-    try:
-        summary = json.loads((run_dir / "summary.json").read_text())
-    except (OSError, ValueError):
-        return None
+    summary = read_summary(run_dir)
     done = ckpt["step"] == steps and summary.get("status") == "completed" and summary.get("steps") == steps
     return summary if done else None
 
@@ -141,7 +140,7 @@ class RunLock:
     def __init__(self, run_dir: Path):
         import fcntl
 
-        self.path = Path(run_dir) / ".lock"
+        self.path = Path(run_dir) / LOCK
         while True:
             self._f = open(self.path, "a+")
             try:

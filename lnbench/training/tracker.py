@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from lnbench.atomic import write_json
+from lnbench.runs import Summary, write_summary
 from lnbench.training.sinks import RunInfo, Sink
 from lnbench.training.sinks.jsonl import KEY as RECORD_KEY
 from lnbench.training.sinks.jsonl import MetricsJsonl
@@ -118,10 +118,10 @@ class Tracker:
         sink = self.sinks.get(key)
         return None if sink is None else getattr(sink, "where", None)
 
-    def finish(self, summary: dict[str, Any]) -> None:
+    def finish(self, summary: Summary) -> None:
         self.console.close()
-        write_json(self.run_dir / "summary.json", summary)
-        self._each("finish", summary, when="at the end")
+        write_summary(self.run_dir, summary)
+        self._each("finish", summary.as_dict(), when="at the end")
 
     def _each(self, method: str, *args: Any, when: str) -> dict[str, Any]:
         """{key: what `method` returned} over the sinks. metrics.jsonl's errors are the run's own; a chosen

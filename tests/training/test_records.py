@@ -222,3 +222,58 @@ def test_a_sweep_with_a_failed_job_ends_with_its_block_names_and_report_run(tmp_
     assert (job.name, job.group, job.job_type) == ("ln_lstm", "sweep 2026-11-22 13:05:01", "train")
     assert (report_run.group, report_run.job_type) == (job.group, "report")
     assert report_run.history[0]["report/table/nrows"] == 2
+
+
+# ---- the run directory's records: the thread count, the resolved config ------------------------
+def test_the_thread_count_is_a_record_of_the_run_never_written_into_its_config(tmp_path, monkeypatch):
+    """The launcher's count goes to the summary, the provenance and the checkpoint; the config (config.yaml,
+    the checkpoint's, what W&B shows) keeps what the user set (here nothing)."""
+    import torch
+    import yaml
+
+    from lnbench.training.recipe import run
+
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # keep this process's count for the other tests
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    summary = run(tiny("ln_lstm", "adding"), tmp_path, threads=(1, "1 usable cores"))
+    assert summary["threads"] == 1 and summary_of(tmp_path)["threads"] == 1
+    assert summary["provenance"]["threads_chosen_by"] == "1 usable cores"
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    assert ckpt["threads"] == 1 and ckpt["config"]["threads"] is None
+    assert yaml.safe_load((tmp_path / "config.yaml").read_text()) == ckpt["config"]
+
+
+def test_a_resume_keeps_the_thread_count_its_run_began_with():
+    from lnbench.training.recipe import keep_threads
+
+    assert keep_threads((2, "2 usable cores"), None) == (2, "2 usable cores")  # a new run: the launcher's
+    assert keep_threads((2, "2 usable cores"), {"threads": 2, "config": {}}) == (2, "2 usable cores")
+    kept, why = keep_threads((1, "threads=1 as configured"), {"threads": 2, "config": {"threads": None}})
+    assert kept == 2 and "as this run began" in why
+    assert keep_threads((1, "x"), {"config": {"threads": 3}})[0] == 3  # a checkpoint from before the record
+
+
+def test_the_report_reads_the_resolved_config_from_config_yaml_and_old_runs_from_the_checkpoint(tmp_path, monkeypatch):
+    import torch
+
+    from lnbench.runs import Run
+
+    run_dir = tmp_path / "run"
+    train(tiny("ln_lstm", "adding", "threads=1"), run_dir)
+    with monkeypatch.context() as m:
+        m.setattr(torch, "load", lambda *a, **k: pytest.fail("the report loaded checkpoint.pt"))
+        written = Run(run_dir, ".").resolved
+    assert written["model"]["hidden_size"] == 16 and written["threads"] == 1
+    (run_dir / "config.yaml").unlink()  # a run directory from before config.yaml
+    assert Run(run_dir, ".").resolved == written
+
+
+def test_summary_json_has_one_shape_that_keeps_what_it_does_not_know(tmp_path):
+    from lnbench.runs import Summary, read_summary, write_summary
+
+    write_summary(tmp_path, Summary("failed", error="ValueError: x"))
+    assert read_summary(tmp_path) == {"status": "failed", "steps": 0, "error": "ValueError: x"}  # unset: left out
+    newer = {"status": "completed", "steps": 3, "wandb": None, "from_a_newer_lnbench": [1, 2]}
+    assert Summary.from_dict(newer).as_dict() == newer  # None is written; unknown keys kept
+    (tmp_path / "summary.json").write_text("{not json")
+    assert read_summary(tmp_path)["status"] == "unreadable"
