@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Optional
@@ -23,8 +26,6 @@ OVERHEAD_RUNS = {
 def runner_overhead_rows(reps: int, steps: int, device: torch.device, log) -> list[dict]:
     """A `lnbench train` step (logging, metrics file, checkpoints, progress) against the same model,
     optimizer and batches in a bare loop, interleaved run by run. The ratio should stay within 1.1."""
-    import tempfile
-
     from hydra import compose, initialize_config_dir
 
     from lnbench.config.schema import CONF_DIR, register_configs
@@ -92,8 +93,6 @@ TRAIN_RUNS = {
 def train_rows(shape: tuple[int, int, int], reps: int, steps: int, device: torch.device, log) -> list[dict]:
     """`lnbench train` on the adding task at `shape` (batch, seq_len, hidden), every run of TRAIN_RUNS in
     turn, `reps` rounds: ms per training step from each run's summary (evaluation and checkpoints apart)."""
-    import tempfile
-
     from hydra import compose, initialize_config_dir
 
     from lnbench.config.schema import CONF_DIR, register_configs
@@ -139,10 +138,6 @@ def sweep_rows(reps: int, epochs: Optional[float], log) -> list[dict]:
     every job would time a different sweep, one that the batch-128 jobs dominate. Each run records the
     machine's 1-minute load average after it: with a neighbour on one of 2 cores, joblib's two workers
     share one core and the ratio says more about the neighbour than about the launcher."""
-    import subprocess
-    import sys
-    import tempfile
-
     # One learning rate and one seed: the preset's model x batch size grid, as many jobs as a small sweep has.
     cmd = [sys.executable, "-m", "lnbench.cli", "train", "-m", "+experiment=fig6_mnist", "optim.lr=0.001", "seed=0",
            "logger=none", "progress=false"]

@@ -3,11 +3,15 @@ description, read from conf/ (each preset's first comment line; an experiment's 
 hydra.sweeper.params), so the list never goes stale and nothing is typed twice."""
 from __future__ import annotations
 
+import shutil
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+
+from lnbench import CONF_DIR
 
 GROUPS = {
     "experiment": "lnbench train -m +experiment=NAME",
@@ -49,9 +53,6 @@ def description(text: str) -> str:
 
 
 def render(presets: list[Preset], width: int | None = None) -> str:
-    import shutil
-    import textwrap
-
     width = width or min(shutil.get_terminal_size((100, 20)).columns, 120)
     out = []
     for group, usage in GROUPS.items():
@@ -70,8 +71,6 @@ def render(presets: list[Preset], width: int | None = None) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from lnbench import CONF_DIR
-
     if argv and argv[0] in ("-h", "--help"):
         print("usage: lnbench presets\n\n" + __doc__.split("\n\n")[0])
         return 0

@@ -6,6 +6,7 @@ data-loader state, and two runs with the same seed see the same batches in the s
 """
 from __future__ import annotations
 
+import copy
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -65,8 +66,6 @@ class Dataset(ABC):
     def few_cases(self, n: int) -> tuple[Tensor, Tensor]:
         """n training cases, made as a batch of step 0 is but without making the whole batch (the checks
         before a run measure a batch on these)."""
-        import copy
-
         few = copy.copy(self)  # shallow: the splits are shared, only the batch size differs
         few.batch_size = min(n, self.batch_size)
         return few.train_batch(0)

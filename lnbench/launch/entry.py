@@ -9,8 +9,10 @@ other jobs. Each job's status is in its own summary.json.
 from __future__ import annotations
 
 import logging
+import shutil
 import signal
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -196,9 +198,7 @@ class Job:
         """A single run that did not complete: its summary says why, then the process exits with its code."""
         failure = failures.classify(error)
         if isinstance(error, UserError) and self.plan.new_dir:
-            import shutil  # bad input found only now: the run directory this process made goes again
-
-            shutil.rmtree(run_dir, ignore_errors=True)
+            shutil.rmtree(run_dir, ignore_errors=True)  # bad input found only now: the directory this process made goes
         elif failure.status == "failed":
             failures.record(run_dir, error, started)
         if failures.full_error():
@@ -225,6 +225,4 @@ class Job:
 
 
 def _main_thread() -> bool:
-    import threading
-
     return threading.current_thread() is threading.main_thread()

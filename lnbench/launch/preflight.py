@@ -8,9 +8,14 @@ Each refusal is a ConfigError: one paragraph naming the override as typed and wh
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
+import importlib
 import itertools
+import logging
 import math
 import re
+import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,9 +97,6 @@ def launcher_kind(master) -> str:
     """Which launcher runs the jobs, by its class and the classes it derives from (lnbench's SLURM launcher is
     Hydra's). By their qualified names: Hydra's plugin scan may import a plugin module twice, and the two
     copies' classes are not each other's subclasses."""
-    import importlib
-    import logging
-
     module, _, name = str(master.hydra.launcher._target_).rpartition(".")
     try:
         cls = getattr(importlib.import_module(module), name)
@@ -138,8 +140,6 @@ def claim(plan: Plan, cfg) -> None:
 
 def check_output_dir(folder: Path, key: str) -> None:
     """The directory, or the nearest folder above it that exists, can be written into; nothing is created."""
-    import tempfile
-
     existing = folder.absolute()
     while not existing.exists():
         existing = existing.parent
@@ -157,8 +157,6 @@ def check_output_dir(folder: Path, key: str) -> None:
 
 def without_hydra(config):
     """The job's config as the task function gets it (typed by its schema, unlike OmegaConf.masked_copy)."""
-    import copy
-
     from omegaconf import open_dict, read_write
 
     cfg = copy.deepcopy(config)
@@ -216,8 +214,6 @@ def build_check(cfg) -> None:
 @contextmanager
 def composing(overrides: list[str], sweep: bool = False):
     """Hydra's and OmegaConf's composition errors as one ConfigError naming the override as typed."""
-    import dataclasses
-
     from hydra.errors import HydraException, MissingConfigException, OverrideParseException
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 

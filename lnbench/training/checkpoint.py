@@ -19,6 +19,7 @@ import os
 import random
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ import numpy as np
 import torch
 
 from lnbench.atomic import replacing
+from lnbench.config.renamed import RENAMED
 from lnbench.errors import ConfigError, DataError, Interrupted
 from lnbench.runs import CHECKPOINT, LOCK, read_summary
 
@@ -90,8 +92,6 @@ def completed_summary(run_dir: Path, ckpt: dict[str, Any], steps: int) -> dict[s
 def check_same_config(saved: dict[str, Any], current: dict[str, Any], run_dir: Path) -> None:
     a, b = _flatten(saved), _flatten(current)
     diff = [k for k in sorted(a.keys() | b.keys()) if a.get(k, "<unset>") != b.get(k, "<unset>") and not _may_change(k)]
-    from lnbench.config.renamed import RENAMED
-
     if moved := [k for k in diff if k in RENAMED and k in a]:
         raise ConfigError(
             f"{run_dir} holds a checkpoint written by an older lnbench, whose config has keys that have moved "
@@ -138,7 +138,7 @@ class RunLock:
     """
 
     def __init__(self, run_dir: Path):
-        import fcntl
+        import fcntl  # Unix only: imported here so that the module itself loads on a machine without it
 
         self.path = Path(run_dir) / LOCK
         while True:
@@ -199,8 +199,6 @@ class StopSignals:
     SAME_REQUEST_S = 1.0
 
     def _handle(self, signum: int, frame: Any) -> None:
-        import time
-
         if self.requested is not None:  # asked twice: stop now, from the last periodic checkpoint
             if time.monotonic() - self._first < self.SAME_REQUEST_S:
                 return
