@@ -20,6 +20,7 @@ from typing import Any, Iterable
 import yaml
 
 from lnbench.atomic import read_jsonl, write_bytes, write_json
+from lnbench.config.presets import Sweep
 
 # ---- the files of a run directory -------------------------------------------------------------
 SUMMARY = "summary.json"  # how the run ended and its numbers (Summary); written when it ends, or fails to start
@@ -376,18 +377,9 @@ def _pid_alive(path: Path) -> bool:
 
 
 def sweep_total(root: Path) -> int | None:
-    """How many jobs the sweep in `root` launches: Hydra's basic sweeper's product of the preset's
-    `hydra.sweeper.params` and the command line's sweep overrides (a key on the command line replaces the
-    preset's), as multirun.yaml records them. None if there is no multirun.yaml or it cannot be expanded."""
-    cfg = _load_yaml(root / "multirun.yaml")
-    hydra_cfg = (cfg or {}).get("hydra") if isinstance(cfg, dict) else None
-    if not isinstance(hydra_cfg, dict):
-        return None
+    """How many jobs the sweep in `root` launches (lnbench.config.presets.Sweep, as multirun.yaml records it).
+    None if there is no multirun.yaml or it cannot be expanded."""
     try:
-        from lnbench.config.overrides import expand
-
-        params = (hydra_cfg.get("sweeper") or {}).get("params") or {}
-        task = ((hydra_cfg.get("overrides") or {}).get("task")) or []
-        return len(expand([f"{k}={v}" for k, v in params.items()] + list(task)))
-    except Exception:  # a sweep this parser cannot expand without the config (glob choices, other sweepers)
+        return len(Sweep.recorded(root).jobs())
+    except Exception:  # no record, or a sweep this parser cannot expand without the config (glob choices, other sweepers)
         return None

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lnbench.config import overrides as hydra_args
+from lnbench.config.presets import Sweep
 from lnbench.errors import ConfigError
 
 ALL_JOBS_UP_TO = 24  # sweeps up to this many jobs compose every job before the first starts
@@ -175,7 +176,8 @@ def sweep_jobs(master) -> list[list[str]]:
     if not str(OmegaConf.select(master, "hydra.sweeper._target_", default="")).endswith(".BasicSweeper"):
         return []
     params = OmegaConf.select(master, "hydra.sweeper.params", default=None) or {}
-    axes = list(hydra_args.axes([*(f"{k}={v}" for k, v in params.items()), *master.hydra.overrides.task]).values())
+    sweep = Sweep({str(k): str(v) for k, v in params.items()}, tuple(master.hydra.overrides.task))
+    axes = list(sweep.axes().values())
     if math.prod(len(values) for values in axes) <= ALL_JOBS_UP_TO:
         return [list(job) for job in itertools.product(*axes)]
     first = [values[0] for values in axes]

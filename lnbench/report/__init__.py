@@ -12,7 +12,7 @@ The submodules import each other by name, never this package face: it only re-ex
 call (`main` for lnbench.cli), so importing it loads each submodule once, with no loop back.
 """
 from lnbench.report.analysis import (X_AXES, Group, Layout, default_target, group_runs, layout, panel_title,  # noqa: F401
-                                     swept_keys, tune_groups)
+                                     varied_keys, tune_groups)
 from lnbench.report.cli import ReportError, main, parse_targets  # noqa: F401
 from lnbench.report.make import PRIMARY, Report, make_report  # noqa: F401
 from lnbench.report.page import render_html, render_markdown, write_report  # noqa: F401

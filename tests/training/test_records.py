@@ -15,7 +15,8 @@ from lnbench.training import provenance
 from lnbench.launch.entry import CONF_DIR
 from lnbench.launch.sweep_end import end_of_sweep_block, job_statuses, json_table
 from lnbench.training.sinks.wandb_run import wandb_summary
-from lnbench.training.tracker import Console, end_of_run_block, run_group, run_name, swept_keys
+from lnbench.config.presets import Sweep
+from lnbench.training.tracker import Console, end_of_run_block, run_group, run_name
 from lnbench.training.recipe import train
 
 
@@ -58,12 +59,18 @@ def test_run_name_is_the_model_and_the_swept_values_and_stable_across_resume():
     assert run_name("ln_lstm", ["logger.wandb.mode=online", "threads=2", "device=cpu"]) == "ln_lstm"
 
 
-def test_swept_keys_come_from_the_preset_and_the_command_line(tmp_path):
+def test_a_sweeps_axes_come_from_the_preset_and_the_command_line(tmp_path):
     (tmp_path / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n    - seed=0,1\n    - steps=5\n    - optim.lr=range(1,3)\n"
                                            "    - dataset.seq_len=10\n")
     preset = {"model": "lstm,ln_lstm", "dataset.seq_len": "10,25,50"}  # the command line fixes seq_len
-    assert swept_keys(str(tmp_path), preset) == {"model", "seed", "optim.lr"}
-    assert swept_keys(str(tmp_path / "none"), None) == set()
+    assert Sweep.job_axes(str(tmp_path), preset) == {"model", "seed", "optim.lr"}
+    assert Sweep.job_axes(str(tmp_path / "none"), None) == set()
+    # the same model counts the sweep's jobs (the report's progress line) and its axes (preflight's checks)
+    (tmp_path / "multirun.yaml").write_text("hydra:\n  sweeper:\n    params:\n      model: lstm,ln_lstm\n"
+                                           "      seed: 0,1,2\n  overrides:\n    task:\n    - seed=7\n")
+    sweep = Sweep.recorded(tmp_path)
+    assert sweep.axes() == {"model": ["model=lstm", "model=ln_lstm"], "seed": ["seed=7"]}
+    assert len(sweep.jobs()) == 2 and sweep.swept() == {"model"}
 
 
 def test_group_is_the_experiment_and_the_sweeps_start_not_a_path():
