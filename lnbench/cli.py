@@ -16,9 +16,6 @@ commands:
   --version           lnbench's version
 """
 
-CONF_DIR = str(lnbench.CONF_DIR)  # Hydra takes config_path as a string
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in ("train", "bench", "check"):
@@ -29,9 +26,7 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return 0
     if argv[0] in ("-V", "--version"):
-        from lnbench import __version__
-
-        print(f"lnbench {__version__}")
+        print(f"lnbench {lnbench.__version__}")
         return 0
     cmd, rest = argv[0], argv[1:]
     if cmd == "train":

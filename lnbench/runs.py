@@ -1,8 +1,9 @@
-"""What a run directory says about its run: config, overrides, metrics, summary, and whether it is still running.
+"""The run directory: the names of its files, summary.json written and read in one place, and a Run, what a
+directory says about its run (config, overrides, metrics, summary, whether it is still running).
 
 Read from files alone (a report needs no network and works on a sweep that is still running): each job's
-`.hydra/{overrides,config,hydra}.yaml`, `metrics.jsonl`, `summary.json`, `checkpoint.pt` and `.lock`, and a
-sweep's `multirun.yaml` for how many jobs it has in all.
+`.hydra/{overrides,config,hydra}.yaml`, `config.yaml` (the config as the run resolved it), `metrics.jsonl`,
+`summary.json` and `.lock`, and a sweep's `multirun.yaml` for how many jobs it has in all.
 """
 from __future__ import annotations
 
@@ -11,18 +12,29 @@ import math
 import os
 import re
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
 
-from lnbench.atomic import read_jsonl
+from lnbench.atomic import read_jsonl, write_bytes, write_json
+from lnbench.config.presets import Sweep
+
+# ---- the files of a run directory -------------------------------------------------------------
+SUMMARY = "summary.json"  # how the run ended and its numbers (Summary); written when it ends, or fails to start
+METRICS = "metrics.jsonl"  # every logged value, one JSON object per line (lnbench.training.sinks.jsonl)
+CONFIG = "config.yaml"  # the config as the run resolved it when it started (environment variables as it saw them)
+CHECKPOINT = "checkpoint.pt"  # what a resume continues from (lnbench.training.checkpoint)
+CRASH_LOG = "crash.log"  # a bug's traceback, and the native one of a segfault
+LOCK = ".lock"  # held by the process that runs it (lnbench.training.checkpoint.RunLock)
+TRAIN_LOG = "train.log"  # Hydra's log of the job
+HYDRA = ".hydra"  # Hydra's record of the job: overrides.yaml, config.yaml (as written), hydra.yaml
 
 OUT_DIR = "report"
 # Directories inside a run that hold no runs of their own.
-SKIP_DIRS = {OUT_DIR, "wandb", ".submitit", ".hydra"}
+SKIP_DIRS = {OUT_DIR, "wandb", ".submitit", HYDRA}
 # Statuses of a job that has ended, whatever the outcome.
 ENDED = ("completed", "diverged", "failed", "interrupted", "unreadable")
 # What Hydra leaves for a value it resolves only when the job runs (${oc.env:...}, ${lnbench.epochs:...}).
@@ -58,12 +70,11 @@ class Run:
 
     @property
     def primary(self) -> str:
-        """The metric the run ranks by: its summary says; a running run has none yet, so the rule of
-        lnbench.training.tasks.primary_metric is applied to the names it logged (mse: regression, bpc: characters)."""
+        """The metric the run ranks by: its summary says; a running run has none yet, so the one rule
+        (primary_of) is applied to the names it logged."""
         if self.summary.get("primary_metric"):
             return self.summary["primary_metric"]
-        logged = self.metrics("val") | self.metrics("train")
-        return next((m for m in ("mse", "bpc", "error") if m in logged), "loss")
+        return primary_of(self.metrics("val") | self.metrics("train"))
 
     def value(self, key: str) -> Any:
         """The run's value of a config key: as overridden, else its group choice, else from its config.
@@ -101,20 +112,10 @@ class Run:
 
     @cached_property
     def resolved(self) -> dict[str, Any]:
-        """The config as the run resolved it when it started: Hydra's `.hydra/config.yaml` keeps
-        interpolations as written, but the checkpoint records the resolved config (environment
-        variables as the job saw them). Read only when an interpolation has to be shown."""
-        path = self.path / "checkpoint.pt"
-        if not path.is_file():
-            return {}
-        try:
-            import torch
-
-            # mmap: the weights are never read, only the small config beside them
-            ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-            return ckpt.get("config") or {}
-        except Exception:  # a damaged or foreign file: nothing recorded
-            return {}
+        """The config as the run resolved it when it started (config.yaml; Hydra's `.hydra/config.yaml` keeps
+        interpolations as written). Read only when an interpolation has to be shown."""
+        written = _load_yaml(self.path / CONFIG)
+        return written if isinstance(written, dict) else config_from_checkpoint(self.path / CHECKPOINT)
 
     def points(self, split: str, metric: str, x: str) -> dict[int, tuple[float, float]]:
         """step -> (x, metric) of every finite logged value of one split."""
@@ -142,6 +143,17 @@ class Run:
 SOURCE_KEY = "dir"
 # Fields of a metrics.jsonl record that are not metrics.
 RECORD_AXES = {"step", "epoch", "samples", "time", "lr", "eval_seq_len"}
+
+
+# The metric a run ranks by (lower is better) is the first of these its task computes: mse (regression), bound
+# (a generative model's), bpc (characters), error (classes). The one rule, for a live run (lnbench.training.tasks)
+# and for a run read from its files while it is still running (Run.primary), so the two never disagree.
+PRIMARY_METRICS = ("mse", "bound", "bpc", "error")
+
+
+def primary_of(metric_names: Iterable[str]) -> str:
+    names = set(metric_names)
+    return next((m for m in PRIMARY_METRICS if m in names), "loss")
 
 
 def lookup(config: dict[str, Any], key: str) -> Any:
@@ -179,18 +191,90 @@ def _load_yaml(path: Path) -> Any:
         return None
 
 
-def read_summary(run_dir: Path) -> dict[str, Any]:
-    """A run's summary.json, or {} where it left none (killed, never started) or it cannot be read."""
+def config_from_checkpoint(path: Path) -> dict[str, Any]:
+    """The resolved config a checkpoint holds: the one record of it in run directories older than config.yaml."""
+    if not path.is_file():
+        return {}
     try:
-        return json.loads((Path(run_dir) / "summary.json").read_text())
-    except (OSError, ValueError):
+        import torch  # only for such old runs: a report never imports torch otherwise
+
+        # mmap: the weights are never read, only the small config beside them
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        return ckpt.get("config") or {}
+    except Exception:  # a damaged or foreign file: nothing recorded
         return {}
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def write_config(run_dir: Path, config: dict[str, Any]) -> None:
+    """config.yaml: the resolved config, written when the run starts (the report reads it, never the checkpoint)."""
+    write_bytes(Path(run_dir) / CONFIG, yaml.safe_dump(config, sort_keys=False).encode())
+
+
+# ---- summary.json: one shape, one writer, one reader ------------------------------------------
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+UNSET: Any = _Unset()  # a field the writer never set stays out of the file (None is written as null)
+
+
+@dataclass
+class Summary:
+    """What summary.json holds. The train loop fills it as the run goes; a run that failed before its loop
+    (lnbench.launch.failures) or a SLURM job that never answered (lnbench.launch.slurm) writes the few
+    fields it knows. Keys this version does not know (a newer lnbench's) are kept in `extra`."""
+
+    status: str  # running, completed, diverged, failed, interrupted
+    steps: int = 0
+    error: Any = UNSET  # "Type: message" of what ended a failed or interrupted run
+    params: Any = UNSET
+    device: Any = UNSET
+    primary_metric: Any = UNSET  # what the run ranks by (primary_of)
+    baseline: Any = UNSET  # a trivial predictor's loss
+    threads: Any = UNSET  # the torch threads the run computed with (a resume keeps them)
+    provenance: Any = UNSET  # lnbench.training.provenance.collect
+    test: Any = UNSET
+    final_val: Any = UNSET
+    best_val: Any = UNSET
+    test_at_len: Any = UNSET  # {sequence length: test metrics}
+    flags: Any = UNSET  # why a completed run's numbers are suspect
+    diverged_at_step: Any = UNSET
+    wall_time: Any = UNSET
+    time_per_step: Any = UNSET
+    eval_time: Any = UNSET
+    checkpoint_time: Any = UNSET
+    resumed_at: Any = UNSET  # the steps the run was resumed at
+    wandb: Any = UNSET  # where its W&B run is (None: no W&B)
+    slurm_job: Any = UNSET
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        return {**self.extra, **{k: v for k, v in out.items() if v is not UNSET}}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Summary":
+        known = {f.name for f in fields(cls)} - {"extra"}
+        return cls(**{k: v for k, v in data.items() if k in known and k != "extra"},
+                   extra={k: v for k, v in data.items() if k not in known})
+
+
+def write_summary(run_dir: Path, summary: Summary) -> None:
+    """summary.json, written atomically (a killed writer leaves the last one whole)."""
+    write_json(Path(run_dir) / SUMMARY, summary.as_dict())
+
+
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    """A run's summary.json as a dict: {} where it left none (killed, never started), status `unreadable`
+    where the file is not one (summaries are written atomically, so it is a foreign file)."""
+    path = Path(run_dir) / SUMMARY
     try:
         return json.loads(path.read_text()) if path.is_file() else {}
-    except (OSError, ValueError) as e:  # summaries are written atomically; this is a foreign file
+    except (OSError, ValueError) as e:
         return {"status": "unreadable", "error": f"{path.name}: {e}"}
 
 
@@ -207,7 +291,7 @@ def _override_pairs(lines: Iterable[str]) -> dict[str, str]:
 
 def find_run_dirs(root: Path) -> list[Path]:
     """Every directory under root (root included) that a job wrote into."""
-    markers = ("summary.json", "metrics.jsonl", ".hydra/overrides.yaml")
+    markers = (SUMMARY, METRICS, f"{HYDRA}/overrides.yaml")
     found = set()
     for dirpath, dirnames, filenames in os.walk(root):
         here = Path(dirpath)
@@ -222,7 +306,7 @@ def _natural(part: str) -> tuple:
 
 
 def load_run(path: Path, root: Path, source: str | None = None) -> Run:
-    hydra_dir = path / ".hydra"
+    hydra_dir = path / HYDRA
     hydra_cfg = _load_yaml(hydra_dir / "hydra.yaml") or {}
     choices = ((hydra_cfg.get("hydra") or {}).get("runtime") or {}).get("choices") or {}
     rel = str(path.relative_to(root))
@@ -232,12 +316,12 @@ def load_run(path: Path, root: Path, source: str | None = None) -> Run:
         overrides=_override_pairs(_load_yaml(hydra_dir / "overrides.yaml")),
         choices={k: str(v) for k, v in choices.items() if not k.startswith("hydra")},
         config=_load_yaml(hydra_dir / "config.yaml") or {},
-        summary=_read_json(path / "summary.json"),
+        summary=read_summary(path),
         source=source,
-        running=lock_held(path / ".lock"),
+        running=lock_held(path / LOCK),
     )
-    if (path / "metrics.jsonl").is_file():
-        run.records, run.torn = read_jsonl(path / "metrics.jsonl")
+    if (path / METRICS).is_file():
+        run.records, run.torn = read_jsonl(path / METRICS)
     return run
 
 
@@ -293,18 +377,9 @@ def _pid_alive(path: Path) -> bool:
 
 
 def sweep_total(root: Path) -> int | None:
-    """How many jobs the sweep in `root` launches: Hydra's basic sweeper's product of the preset's
-    `hydra.sweeper.params` and the command line's sweep overrides (a key on the command line replaces the
-    preset's), as multirun.yaml records them. None if there is no multirun.yaml or it cannot be expanded."""
-    cfg = _load_yaml(root / "multirun.yaml")
-    hydra_cfg = (cfg or {}).get("hydra") if isinstance(cfg, dict) else None
-    if not isinstance(hydra_cfg, dict):
-        return None
+    """How many jobs the sweep in `root` launches (lnbench.config.presets.Sweep, as multirun.yaml records it).
+    None if there is no multirun.yaml or it cannot be expanded."""
     try:
-        from lnbench.config.overrides import expand
-
-        params = (hydra_cfg.get("sweeper") or {}).get("params") or {}
-        task = ((hydra_cfg.get("overrides") or {}).get("task")) or []
-        return len(expand([f"{k}={v}" for k, v in params.items()] + list(task)))
-    except Exception:  # a sweep this parser cannot expand without the config (glob choices, other sweepers)
+        return len(Sweep.recorded(root).jobs())
+    except Exception:  # no record, or a sweep this parser cannot expand without the config (glob choices, other sweepers)
         return None

@@ -5,7 +5,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from lnbench.cli import CONF_DIR
+from lnbench.launch.entry import CONF_DIR
 from lnbench.config.schema import model_presets, register_configs
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,60 +1,15 @@
-"""`lnbench bench`'s timing of layers and optimizer steps (the rnn and mlp rows; lnbench.bench.cli describes them),
-and the way every candidate is timed: interleaved, rotating, after untimed warm-up steps."""
+"""`lnbench bench`'s timing of layers and optimizer steps (the rnn and mlp rows; lnbench.bench.cli describes them);
+how each candidate is timed is lnbench.bench.timing's."""
 from __future__ import annotations
 
 import functools
 import statistics
-import time
-from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable
 
 import torch
 from torch import nn
 
-# --------------------------------------------------------------------------------------------------
-# Timing
-# --------------------------------------------------------------------------------------------------
-@dataclass
-class Candidate:
-    name: str  # model name as shown
-    impl: str
-    step: Callable[[], None]  # one training step
-    mem: Callable[[], Optional[float]]  # MB, see the module doc
-    is_baseline: bool = False
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _time_interleaved(cands: list[Candidate], reps: int, warmup: int, device: torch.device) -> dict[str, list[float]]:
-    """Each candidate's step times, one step of each per round. The order rotates from round to round:
-    a step's time depends on what ran just before it (the same C LSTM measured 1.07x nn.LSTM right
-    after it and 1.00x one place later), so every candidate takes every place equally often."""
-    for c in cands:
-        for _ in range(warmup):
-            c.step()
-    _sync(device)
-    times: dict[str, list[float]] = {c.name + "/" + c.impl: [] for c in cands}
-    for r in range(reps):
-        for c in cands[r % len(cands):] + cands[:r % len(cands)]:
-            _sync(device)
-            t0 = time.perf_counter()
-            c.step()
-            _sync(device)
-            times[c.name + "/" + c.impl].append((time.perf_counter() - t0) * 1e3)
-    return times
-
-
-def _stats(ts: list[float]) -> dict:
-    q = statistics.quantiles(ts, n=4, method="inclusive") if len(ts) > 1 else [ts[0]] * 3
-    return {
-        "ms_median": statistics.median(ts),
-        "ms_iqr": q[2] - q[0],
-        "ms_min": min(ts),
-        "ms_max": max(ts),
-    }
+from lnbench.bench.timing import Candidate, summarize, time_interleaved
 
 
 def _saved_mb(fn: Callable[[], torch.Tensor]) -> float:
@@ -179,11 +134,11 @@ def bench_rnn(models: list[str], shapes, reps: int, warmup: int, F: int, device,
                         continue  # BN cannot train at batch 1
                     cands.append(_rnn_candidate(m, impl, _rnn_layer(m, impl, F, H, T, device, dtype), x, device))
             log(f"  B={B} T={T} H={H}: {', '.join(c.name + '/' + c.impl for c in cands)}")
-            times = _time_interleaved(cands, reps, warmup, device)
+            times = time_interleaved(cands, reps, warmup, device)
             base_ts = times[base_name + "/torch"]
             for c in cands:
                 ts = times[c.name + "/" + c.impl]
-                st = _stats(ts)
+                st = summarize(ts)
                 rows.append({
                     "section": "rnn", "model": c.name, "impl": c.impl, "batch": B, "seq_len": T, "hidden": H,
                     "input_size": F, "reps": reps, **st,
@@ -236,12 +191,12 @@ def bench_mlp(reps: int, warmup: int, device, dtype, batches, log) -> list[dict]
             if not cands:
                 continue
             log(f"  B={B} {cands[0].name}: {', '.join(c.impl for c in cands)}")
-            times = _time_interleaved(cands, reps, warmup, device)
+            times = time_interleaved(cands, reps, warmup, device)
             base = cands[0]
             base_ts = times[base.name + "/" + base.impl]
             for c in cands:
                 ts = times[c.name + "/" + c.impl]
-                st = _stats(ts)
+                st = summarize(ts)
                 rows.append({
                     "section": "mlp", "model": c.name, "impl": c.impl, "batch": B, "seq_len": None,
                     "hidden": 1000, "input_size": 784, "reps": reps, **st,

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Optional
 
 import torch
 
-from lnbench.bench.kernels import _stats, _sync
+from lnbench.bench.timing import summarize, sync
 
 # What the runner's overhead is measured on: the default run, and Figure 6's MLP where MNIST is found.
 OVERHEAD_RUNS = {
@@ -23,8 +26,6 @@ OVERHEAD_RUNS = {
 def runner_overhead_rows(reps: int, steps: int, device: torch.device, log) -> list[dict]:
     """A `lnbench train` step (logging, metrics file, checkpoints, progress) against the same model,
     optimizer and batches in a bare loop, interleaved run by run. The ratio should stay within 1.1."""
-    import tempfile
-
     from hydra import compose, initialize_config_dir
 
     from lnbench.config.schema import CONF_DIR, register_configs
@@ -55,7 +56,7 @@ def runner_overhead_rows(reps: int, steps: int, device: torch.device, log) -> li
         log(f"  {name}: {reps} x (lnbench train, bare loop) of {steps} steps")
         pairs = [(runner(), bare_loop_ms(cfg, dataset, steps, device)) for _ in range(reps)]
         run_ts, bare_ts = [p[0] for p in pairs], [p[1] for p in pairs]
-        st = _stats(run_ts)
+        st = summarize(run_ts)
         rows.append({
             "section": "runner", "model": name, "impl": "lnbench train", "batch": dataset.batch_size,
             "seq_len": dataset.spec.seq_len or None, "hidden": None, "input_size": None, "reps": reps, **st,
@@ -73,11 +74,11 @@ def bare_loop_ms(cfg, dataset, steps: int, device: torch.device) -> float:
     seed_everything(cfg.seed)
     model = setup_model(cfg.model, dataset.spec, device)
     optimizer, scheduler = setup_optimizer(cfg.optim, cfg.schedule, model, device)
-    _sync(device)
+    sync(device)
     t0 = time.perf_counter()
     for step in range(steps):
         train_step(model, optimizer, scheduler, dataset.spec, dataset.train_batch(step), device, None)
-    _sync(device)
+    sync(device)
     return (time.perf_counter() - t0) / steps * 1e3
 
 
@@ -92,8 +93,6 @@ TRAIN_RUNS = {
 def train_rows(shape: tuple[int, int, int], reps: int, steps: int, device: torch.device, log) -> list[dict]:
     """`lnbench train` on the adding task at `shape` (batch, seq_len, hidden), every run of TRAIN_RUNS in
     turn, `reps` rounds: ms per training step from each run's summary (evaluation and checkpoints apart)."""
-    import tempfile
-
     from hydra import compose, initialize_config_dir
 
     from lnbench.config.schema import CONF_DIR, register_configs
@@ -118,7 +117,7 @@ def train_rows(shape: tuple[int, int, int], reps: int, steps: int, device: torch
     rows = []
     for name, ts in times.items():
         base = "gru" if "gru" in name else "lstm"
-        st = _stats(ts)
+        st = summarize(ts)
         rows.append({
             "section": "train", "model": name.split("/")[0], "impl": "lnbench train" + (f", {name.split('/')[1]}" if "/" in name else ""),
             "batch": B, "seq_len": T, "hidden": H, "input_size": 2, "reps": reps, **st,
@@ -139,10 +138,6 @@ def sweep_rows(reps: int, epochs: Optional[float], log) -> list[dict]:
     every job would time a different sweep, one that the batch-128 jobs dominate. Each run records the
     machine's 1-minute load average after it: with a neighbour on one of 2 cores, joblib's two workers
     share one core and the ratio says more about the neighbour than about the launcher."""
-    import subprocess
-    import sys
-    import tempfile
-
     # One learning rate and one seed: the preset's model x batch size grid, as many jobs as a small sweep has.
     cmd = [sys.executable, "-m", "lnbench.cli", "train", "-m", "+experiment=fig6_mnist", "optim.lr=0.001", "seed=0",
            "logger=none", "progress=false"]
@@ -166,7 +161,7 @@ def sweep_rows(reps: int, epochs: Optional[float], log) -> list[dict]:
             walls[name].append(wall)
             loads[name].append(round(os.getloadavg()[0], 2))
             log(f"    {name:6s} {wall:6.1f} s  (load average {loads[name][-1]:.1f})")
-    st = _stats([w * 1e3 for w in walls["joblib"]])
+    st = summarize([w * 1e3 for w in walls["joblib"]])
     return [{
         "section": "sweep", "model": "fig6_mnist (8 jobs)", "impl": "joblib launcher", "batch": None,
         "seq_len": None, "hidden": None, "input_size": None, "reps": reps, **st, "samples_per_s": None,

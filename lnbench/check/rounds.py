@@ -135,10 +135,6 @@ def commands(base: list[str], directory: Path, round_name: str, cells: list[Cell
             for seeds, names in by_seeds.items()]
 
 
-def rounds_done(directory: Path, prefix: str) -> int:
-    return len(list(directory.glob(f"{prefix}-*/multirun.yaml")))
-
-
 def counts(runs: list) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in runs:

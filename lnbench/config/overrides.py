@@ -36,6 +36,13 @@ def axes(overrides: list[str]) -> dict[str, list[str]]:
     return found
 
 
+def sweeping(overrides: list[str]) -> dict[str, bool]:
+    """Each key (or group) the overrides set -> whether they sweep it (a,b / range() / choice())."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return {o.key_or_group: o.is_sweep_override() for o in OverridesParser.create().parse_overrides(overrides)}
+
+
 def expand(overrides: list[str]) -> list[list[str]]:
     """Every job's overrides, in the basic sweeper's order: the product of the axes."""
     return [list(job) for job in itertools.product(*axes(overrides).values())]

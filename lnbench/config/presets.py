@@ -1,13 +1,20 @@
-"""`lnbench presets`: the experiment, model, dataset and optimizer presets, each with its one-line
-description, read from conf/ (each preset's first comment line; an experiment's axes from its
-hydra.sweeper.params), so the list never goes stale and nothing is typed twice."""
+"""The presets of conf/ and the one model of a sweep's axes (`Sweep`), and `lnbench presets`: the experiment,
+model, dataset and optimizer presets, each with its one-line description, read from conf/ (each preset's first
+comment line; an experiment's axes from its hydra.sweeper.params), so the list never goes stale and nothing is
+typed twice."""
 from __future__ import annotations
 
+import shutil
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
+
+from lnbench import CONF_DIR
+from lnbench.config import overrides
 
 GROUPS = {
     "experiment": "lnbench train -m +experiment=NAME",
@@ -32,9 +39,67 @@ def read_presets(conf_dir: Path) -> list[Preset]:
     for group in GROUPS:
         for path in sorted((conf_dir / group).glob("*.yaml")):
             text = path.read_text()
-            params = (((yaml.safe_load(text) or {}).get("hydra") or {}).get("sweeper") or {}).get("params") or {}
-            found.append(Preset(group, path.stem, description(text), {k: str(v) for k, v in params.items()}))
+            found.append(Preset(group, path.stem, description(text), sweeper_params(yaml.safe_load(text))))
     return found
+
+
+# ---- a sweep's axes: one model -----------------------------------------------------------------
+def read_experiment(name: str, conf_dir: Path = CONF_DIR) -> dict[str, Any]:
+    """conf/experiment/<name>.yaml as written (the preset's own keys, before Hydra composes it)."""
+    return yaml.safe_load((Path(conf_dir) / "experiment" / f"{name}.yaml").read_text()) or {}
+
+
+def sweeper_params(config: Any) -> dict[str, str]:
+    """hydra.sweeper.params of a preset or of what multirun.yaml recorded: key -> its values as written."""
+    node: Any = config
+    for part in ("hydra", "sweeper", "params"):
+        node = node.get(part) if hasattr(node, "get") else None
+    return {str(k): str(v) for k, v in (node or {}).items()}
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A basic sweep: its preset's axes (hydra.sweeper.params) and the command line's overrides, which Hydra's
+    basic sweeper combines (a key on the command line replaces the preset's)."""
+
+    params: dict[str, str]
+    task: tuple[str, ...] = ()
+
+    @classmethod
+    def recorded(cls, sweep_dir: Path) -> "Sweep":
+        """The sweep as Hydra recorded it when it started (multirun.yaml: a job sees only its own values).
+        Raises OSError or ValueError where there is no such record."""
+        cfg = yaml.safe_load((Path(sweep_dir) / "multirun.yaml").read_text())
+        if not isinstance(cfg, dict) or not isinstance(cfg.get("hydra"), dict):
+            raise ValueError(f"{sweep_dir}/multirun.yaml is not Hydra's record of a sweep")
+        task = (cfg["hydra"].get("overrides") or {}).get("task") or []
+        return cls(sweeper_params(cfg), tuple(map(str, task)))
+
+    def overrides(self) -> list[str]:
+        return [*(f"{k}={v}" for k, v in self.params.items()), *self.task]
+
+    def axes(self) -> dict[str, list[str]]:
+        """Each key's overrides, one per value, in the basic sweeper's order."""
+        return overrides.axes(self.overrides())
+
+    def jobs(self) -> list[list[str]]:
+        return overrides.expand(self.overrides())
+
+    @classmethod
+    def job_axes(cls, sweep_dir: Path | str, params: Any) -> set[str]:
+        """The keys a job's sweep varies, from the job's own preset axes and the command line's sweeps that
+        multirun.yaml recorded (without one, as some launchers leave: the preset's axes only)."""
+        own = {str(k): str(v) for k, v in (params or {}).items()}
+        try:
+            return cls(own, cls.recorded(Path(sweep_dir)).task).swept()
+        except Exception:  # no multirun.yaml, or one this parser cannot read: the preset's axes only
+            return set(own)
+
+    def swept(self) -> set[str]:
+        """The keys it varies: the preset's axes the command line does not set to one value, and the command
+        line's sweeps."""
+        given = overrides.sweeping(list(self.task))
+        return {k for k in self.params if given.get(k, True)} | {k for k, sweeps in given.items() if sweeps}
 
 
 def description(text: str) -> str:
@@ -49,9 +114,6 @@ def description(text: str) -> str:
 
 
 def render(presets: list[Preset], width: int | None = None) -> str:
-    import shutil
-    import textwrap
-
     width = width or min(shutil.get_terminal_size((100, 20)).columns, 120)
     out = []
     for group, usage in GROUPS.items():
@@ -70,8 +132,6 @@ def render(presets: list[Preset], width: int | None = None) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from lnbench import CONF_DIR
-
     if argv and argv[0] in ("-h", "--help"):
         print("usage: lnbench presets\n\n" + __doc__.split("\n\n")[0])
         return 0

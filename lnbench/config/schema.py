@@ -259,7 +259,7 @@ class TrainConfig:
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    threads: Optional[int] = None  # torch intra-op threads; null: torch's default
+    threads: Optional[int] = None  # torch threads; null: the cores the job may use (lnbench.launch.threads)
     steps: int = 1000
     eval_every: int = 250
     log_every: int = 10

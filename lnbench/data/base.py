@@ -6,6 +6,7 @@ data-loader state, and two runs with the same seed see the same batches in the s
 """
 from __future__ import annotations
 
+import copy
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -24,7 +25,8 @@ Kind = Literal["flat", "sequence"]
 # classify: y is (B,) long, predicted from the flat input or the last step of the sequence
 # regress:  y is (B,) float, predicted from the last step (MSE)
 # tagging:  y is (B, T) long, one class per step, IGNORE_INDEX where nothing is asked
-Task = Literal["classify", "regress", "tagging"]
+# bound:    y is the binary images (B, P); the model's negative variational bound (lnbench.models.draw)
+Task = Literal["classify", "regress", "tagging", "bound"]
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,6 @@ class Dataset(ABC):
     def few_cases(self, n: int) -> tuple[Tensor, Tensor]:
         """n training cases, made as a batch of step 0 is but without making the whole batch (the checks
         before a run measure a batch on these)."""
-        import copy
-
         few = copy.copy(self)  # shallow: the splits are shared, only the batch size differs
         few.batch_size = min(n, self.batch_size)
         return few.train_batch(0)
@@ -85,17 +85,17 @@ def epoch_permutation_batch(n: int, batch_size: int, seed: int, step: int) -> Te
     """
     per_epoch = max(n // batch_size, 1)
     epoch, pos = divmod(step, per_epoch)
-    g = torch.Generator().manual_seed(_mix(seed, epoch))
+    g = torch.Generator().manual_seed(mix(seed, epoch))
     perm = torch.randperm(n, generator=g)
     return perm[pos * batch_size : (pos + 1) * batch_size]
 
 
 def step_generator(seed: int, step: int, stream: int = 0) -> torch.Generator:
     """A generator private to one step (and stream) of one seed, for freshly generated batches."""
-    return torch.Generator().manual_seed(_mix(seed, step, stream))
+    return torch.Generator().manual_seed(mix(seed, step, stream))
 
 
-def _mix(*xs: int) -> int:
+def mix(*xs: int) -> int:
     # Distinct, well-spread seeds for each (seed, epoch/step, stream) tuple; torch seeds are 64-bit.
     h = 0x9E3779B97F4A7C15
     for x in xs:

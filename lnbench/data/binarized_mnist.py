@@ -25,7 +25,7 @@ from lnbench.data.base import (
     SPLIT_STREAM,
     DataSpec,
     Dataset,
-    _mix,
+    mix,
     check_bool,
     check_int,
     check_split,
@@ -33,7 +33,7 @@ from lnbench.data.base import (
     resolve_data_dir,
     step_generator,
 )
-from lnbench.data.mnist import _HOW_TO_GET, PIXELS, _check_carve, _download, _load_pair
+from lnbench.data.mnist_files import HOW_TO_GET, PIXELS, check_carve, fetch, load_pair
 from lnbench.errors import ConfigError, DataError
 
 FILES = {"train": 0, "t10k": 1}  # each source file's stream of the binarization
@@ -52,7 +52,7 @@ def _splitmix64(z: np.ndarray) -> np.ndarray:
 
 def uniforms(seed: int, stream: int, start: int, count: int) -> np.ndarray:
     """`count` uniforms in [0, 1) at counters start.. of (seed, stream): 53 random bits each."""
-    base = np.uint64(_mix(seed, stream))
+    base = np.uint64(mix(seed, stream))
     with np.errstate(over="ignore"):
         z = np.arange(start, start + count, dtype=np.uint64) + base
     return (_splitmix64(z) >> np.uint64(11)).astype(np.float64) * 2.0**-53
@@ -101,7 +101,7 @@ class BinarizedMNIST(Dataset):
         check_int("dataset.val_size", val_size, w)
         check_int("dataset.limit_train", limit_train, w, optional=True)
         check_bool("dataset.download", download, w)
-        carve = _check_carve(carve, w)
+        carve = check_carve(carve, w)
         self.batch_size, self.eval_batch_size, self.seed, self.binarize_seed = batch_size, eval_batch_size, seed, binarize_seed
 
         self._splits, self.source = self._read_splits(resolve_data_dir(data_dir, w) / "MNIST" / "raw", download, val_size, carve)
@@ -117,12 +117,12 @@ class BinarizedMNIST(Dataset):
     def _read_splits(self, raw_dir: Path, download: bool, val_size: int, carve: tuple[int, int, int]) -> tuple[dict, str]:
         """The train / val / test splits of binarized images, and where they came from."""
         w = self.name
-        train, test = _load_pair(raw_dir, "train"), _load_pair(raw_dir, "t10k")
+        train, test = load_pair(raw_dir, "train"), load_pair(raw_dir, "t10k")
         if train is None and test is None and download:
-            _download(raw_dir.parent.parent)
-            train, test = _load_pair(raw_dir, "train"), _load_pair(raw_dir, "t10k")
+            fetch(raw_dir.parent.parent)
+            train, test = load_pair(raw_dir, "train"), load_pair(raw_dir, "t10k")
         if test is None:
-            raise DataError(f"no t10k-*-ubyte[.gz] files under {raw_dir}; {_HOW_TO_GET}.")
+            raise DataError(f"no t10k-*-ubyte[.gz] files under {raw_dir}; {HOW_TO_GET}.")
         bits = {name: binarize(pair[0], self.binarize_seed, FILES[name]) for name, pair in (("train", train), ("t10k", test)) if pair}
         if train is not None:
             n = len(bits["train"])

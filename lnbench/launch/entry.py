@@ -9,8 +9,10 @@ other jobs. Each job's status is in its own summary.json.
 from __future__ import annotations
 
 import logging
+import shutil
 import signal
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +22,7 @@ import lnbench
 from lnbench.launch import failures
 from lnbench.launch import sweep_stop
 from lnbench.errors import UserError
+from lnbench.runs import CRASH_LOG
 from lnbench.launch.preflight import Plan, preflight, resume_overrides
 
 log = logging.getLogger("lnbench")
@@ -175,8 +178,9 @@ class Job:
         from lnbench.training.tracker import job_name, run_tags, sweep_group
         from lnbench.training.recipe import run
 
-        cfg.threads = threads.apply(cfg.threads, hc)[0]  # the cores the job may use, never the load; logged
-        kw = dict(name=job_name(hc), group=sweep_group(hc) if self.plan.multirun else None, tags=run_tags(dict(hc.runtime.choices), cfg))
+        n, why = threads.apply(cfg.threads, hc)  # the cores the job may use, never the load; a record, not config
+        kw = dict(name=job_name(hc), group=sweep_group(hc) if self.plan.multirun else None,
+                  tags=run_tags(dict(hc.runtime.choices), cfg), threads=(n, why))
         # A segfault or an OOM kill bypasses every except clause: crash.log keeps the native traceback in
         # the run's own directory, where the report looks for it; a bug's traceback is added to it.
         with crash_log(run_dir):
@@ -194,14 +198,12 @@ class Job:
         """A single run that did not complete: its summary says why, then the process exits with its code."""
         failure = failures.classify(error)
         if isinstance(error, UserError) and self.plan.new_dir:
-            import shutil  # bad input found only now: the run directory this process made goes again
-
-            shutil.rmtree(run_dir, ignore_errors=True)
+            shutil.rmtree(run_dir, ignore_errors=True)  # bad input found only now: the directory this process made goes
         elif failure.status == "failed":
             failures.record(run_dir, error, started)
         if failures.full_error():
             raise error
-        sys.exit(failures.say(error, run_dir / "crash.log" if failure.bug else None))
+        sys.exit(failures.say(error, run_dir / CRASH_LOG if failure.bug else None))
 
     def job_ended(self, error: BaseException, run_dir: Path, started: float, hc, record: bool = True) -> dict:
         """A sweep job that did not complete. Interrupted: it answers, so that the launcher waits for every
@@ -223,6 +225,4 @@ class Job:
 
 
 def _main_thread() -> bool:
-    import threading
-
     return threading.current_thread() is threading.main_thread()

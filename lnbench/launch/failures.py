@@ -16,6 +16,7 @@ from pathlib import Path
 from hydra.errors import CompactHydraException
 
 from lnbench.errors import Diverged, Interrupted, UserError
+from lnbench.runs import CRASH_LOG, SUMMARY, Summary, read_summary, write_summary
 
 REPORT_BUGS = ("this is a bug, not a mistake in your input: in lnbench, or in the component named by a _target_ or "
                "an `imports` module if it is your own. Report it to lnbench's maintainers (their issue tracker) with")
@@ -82,14 +83,15 @@ def say(error: BaseException, crash_log: Path | None = None) -> int:
 def one_line(job: int, overrides: list[str], error: BaseException, run_dir: Path) -> str:
     """A failed sweep job, as the sweep reports it."""
     what = "diverged" if isinstance(error, Diverged) else "failed"
-    said = f"{type(error).__name__}: {error}; {REPORT_BUGS} {run_dir / 'crash.log'}" if classify(error).bug else str(error)
+    bug = classify(error).bug
+    said = f"{type(error).__name__}: {error}; {REPORT_BUGS} {run_dir / CRASH_LOG}" if bug else str(error)
     return f"lnbench: job {job} ({' '.join(overrides)}) {what}: {said}"
 
 
 def keep_traceback(run_dir: Path, error: BaseException) -> None:
     """A bug's traceback, appended to the run's crash.log (faulthandler's native tracebacks go there too)."""
     try:
-        with open(run_dir / "crash.log", "a") as f:
+        with open(run_dir / CRASH_LOG, "a") as f:
             f.write(traceback_text(error))
     except OSError:
         pass  # the directory is gone or unwritable: stderr still has it
@@ -98,14 +100,11 @@ def keep_traceback(run_dir: Path, error: BaseException) -> None:
 def record(run_dir: Path, error: BaseException, started: float = 0.0) -> None:
     """A run that failed before its train loop wrote a summary still leaves one saying why (replacing one an
     earlier attempt left, but not the one this attempt's loop wrote)."""
-    from lnbench.atomic import write_json
-    from lnbench.runs import read_summary
-
-    summary = run_dir / "summary.json"
+    summary = run_dir / SUMMARY
     running = read_summary(run_dir).get("status") == "running"  # its process died mid-run
     if running or not summary.exists() or summary.stat().st_mtime < started:
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
-            write_json(summary, {"status": classify(error).status, "error": f"{type(error).__name__}: {error}", "steps": 0})
+            write_summary(run_dir, Summary(classify(error).status, error=f"{type(error).__name__}: {error}"))
         except OSError:
             pass  # an unwritable directory: the error itself says so

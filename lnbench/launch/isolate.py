@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from lnbench.launch.failures import JobCrashed
+from lnbench.runs import CRASH_LOG
 
 log = logging.getLogger("lnbench")
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -26,7 +27,7 @@ def crash_log(run_dir: Path):
     """faulthandler writes a native traceback to <run dir>/crash.log on a segfault; an empty one is removed
     at the end (also one an attempt killed before its clean-up left). Called under the run's lock, so the
     file is never another process's."""
-    path = run_dir / "crash.log"
+    path = run_dir / CRASH_LOG
     f = open(path, "a")
     faulthandler.enable(f)
     try:
@@ -138,9 +139,9 @@ def _answer(data: bytes, status: int, received: list[int], run_dir: Path):
     why = (f"its process was killed by {signal.Signals(-os.waitstatus_to_exitcode(status)).name}"
            if os.WIFSIGNALED(status) else f"its process exited with code {os.waitstatus_to_exitcode(status)}")
     hint = " (the kernel's OOM killer sends SIGKILL when memory runs out; see `dmesg`)" if "SIGKILL" in why else ""
-    with open(run_dir / "crash.log", "a") as f:
+    with open(run_dir / CRASH_LOG, "a") as f:
         f.write(f"lnbench: {why}{hint} before the job finished.\n")
-    raise JobCrashed(f"{why}{hint}: see {run_dir / 'crash.log'}; re-run the sweep to retry it from its last checkpoint")
+    raise JobCrashed(f"{why}{hint}: see {run_dir / CRASH_LOG}; re-run the sweep to retry it from its last checkpoint")
 
 
 def warm_up() -> None:

@@ -8,15 +8,21 @@ Each refusal is a ConfigError: one paragraph naming the override as typed and wh
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
+import importlib
 import itertools
+import logging
 import math
 import re
+import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lnbench.config import overrides as hydra_args
+from lnbench.config.presets import Sweep
 from lnbench.errors import ConfigError
 
 ALL_JOBS_UP_TO = 24  # sweeps up to this many jobs compose every job before the first starts
@@ -92,9 +98,6 @@ def launcher_kind(master) -> str:
     """Which launcher runs the jobs, by its class and the classes it derives from (lnbench's SLURM launcher is
     Hydra's). By their qualified names: Hydra's plugin scan may import a plugin module twice, and the two
     copies' classes are not each other's subclasses."""
-    import importlib
-    import logging
-
     module, _, name = str(master.hydra.launcher._target_).rpartition(".")
     try:
         cls = getattr(importlib.import_module(module), name)
@@ -138,8 +141,6 @@ def claim(plan: Plan, cfg) -> None:
 
 def check_output_dir(folder: Path, key: str) -> None:
     """The directory, or the nearest folder above it that exists, can be written into; nothing is created."""
-    import tempfile
-
     existing = folder.absolute()
     while not existing.exists():
         existing = existing.parent
@@ -157,8 +158,6 @@ def check_output_dir(folder: Path, key: str) -> None:
 
 def without_hydra(config):
     """The job's config as the task function gets it (typed by its schema, unlike OmegaConf.masked_copy)."""
-    import copy
-
     from omegaconf import open_dict, read_write
 
     cfg = copy.deepcopy(config)
@@ -177,7 +176,8 @@ def sweep_jobs(master) -> list[list[str]]:
     if not str(OmegaConf.select(master, "hydra.sweeper._target_", default="")).endswith(".BasicSweeper"):
         return []
     params = OmegaConf.select(master, "hydra.sweeper.params", default=None) or {}
-    axes = list(hydra_args.axes([*(f"{k}={v}" for k, v in params.items()), *master.hydra.overrides.task]).values())
+    sweep = Sweep({str(k): str(v) for k, v in params.items()}, tuple(master.hydra.overrides.task))
+    axes = list(sweep.axes().values())
     if math.prod(len(values) for values in axes) <= ALL_JOBS_UP_TO:
         return [list(job) for job in itertools.product(*axes)]
     first = [values[0] for values in axes]
@@ -216,8 +216,6 @@ def build_check(cfg) -> None:
 @contextmanager
 def composing(overrides: list[str], sweep: bool = False):
     """Hydra's and OmegaConf's composition errors as one ConfigError naming the override as typed."""
-    import dataclasses
-
     from hydra.errors import HydraException, MissingConfigException, OverrideParseException
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 

@@ -36,7 +36,7 @@ from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from omegaconf import OmegaConf, open_dict
 
-from lnbench.runs import read_summary
+from lnbench.runs import HYDRA, Summary, read_summary, write_summary
 from lnbench.launch.slurm_status import GONE, QuietJob, job_info, queued, seconds
 
 log = logging.getLogger("lnbench")
@@ -231,16 +231,14 @@ def record_lost(job_dir: Path, cfg, job_id: str, why: str) -> None:
     """A job that ended without a result is failed in its own summary.json (keeping what its run wrote, so a
     re-run of the sweep continues it from its checkpoint); one that never started gets its .hydra/overrides.yaml
     too, so that the end-of-sweep block and the report list it."""
-    from lnbench.atomic import write_json
-
-    summary = read_summary(job_dir)
-    if summary.get("status") in ("completed", "failed", "diverged"):
+    found = read_summary(job_dir)
+    if found.get("status") in ("completed", "failed", "diverged"):
         return  # the run said how it ended
-    (job_dir / ".hydra").mkdir(parents=True, exist_ok=True)
-    if not (job_dir / ".hydra" / "overrides.yaml").exists():
-        OmegaConf.save(cfg.hydra.overrides.task, job_dir / ".hydra" / "overrides.yaml")
-    write_json(job_dir / "summary.json", {**summary, "status": "failed", "error": why, "slurm_job": job_id,
-                                          "steps": summary.get("steps", 0)})
+    (job_dir / HYDRA).mkdir(parents=True, exist_ok=True)
+    if not (job_dir / HYDRA / "overrides.yaml").exists():
+        OmegaConf.save(cfg.hydra.overrides.task, job_dir / HYDRA / "overrides.yaml")
+    lost = {"steps": 0, **found, "status": "failed", "error": why, "slurm_job": job_id}
+    write_summary(job_dir, Summary.from_dict(lost))
 
 
 def raised(message: str) -> str:

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from lnbench.launch.isolate import STOP_SIGNALS
-from lnbench.runs import lock_held, read_summary
+from lnbench.runs import CHECKPOINT, LOCK, lock_held, read_summary
 
 log = logging.getLogger("lnbench")
 MARK = ".stopped"
@@ -95,7 +95,7 @@ def wait_for_jobs(sweep_dir: Path, timeout: float = 120.0) -> None:
     """Until no job of the sweep holds its run's lock (a job ends by writing its checkpoint and summary,
     then letting go of the lock), or `timeout` seconds."""
     deadline = time.monotonic() + timeout
-    while any(lock_held(p) for p in Path(sweep_dir).glob("*/.lock")) and time.monotonic() < deadline:
+    while any(lock_held(p) for p in Path(sweep_dir).glob(f"*/{LOCK}")) and time.monotonic() < deadline:
         time.sleep(0.1)
 
 
@@ -106,7 +106,7 @@ def job_states(sweep_dir: Path) -> dict[str, str]:
     for job in sorted(p.parent.parent for p in Path(sweep_dir).glob("*/.hydra/overrides.yaml")):
         status = read_summary(job).get("status")
         if status == "interrupted":
-            status = "interrupted" if (job / "checkpoint.pt").exists() else "stopped early"
+            status = "interrupted" if (job / CHECKPOINT).exists() else "stopped early"
         states[job.name] = {"completed": "completed", "interrupted": "interrupted", "stopped early": "stopped early",
                             None: "not started"}.get(status, "failed")
     return states

@@ -49,11 +49,12 @@ class BatchNorm(nn.Module):
             var = a.var(dim=-2, unbiased=self.unbiased)
             self._update_running(mean.detach(), a.var(dim=-2, unbiased=True).detach(), per_step, t)
         else:
-            mean, var = self._running(a.shape[0] if per_step else None, t)
+            mean, var = self.running_stats(a.shape[0] if per_step else None, t)
         y = (a - mean.unsqueeze(-2)) * torch.rsqrt(var + self.eps).unsqueeze(-2) * self.weight
         return y + self.bias if self.bias is not None else y
 
-    def _running(self, steps: int | None, t: int | None) -> tuple[Tensor, Tensor]:
+    def running_stats(self, steps: int | None, t: int | None) -> tuple[Tensor, Tensor]:
+        """(mean, var) of time step t, or of steps 0..steps-1 (the last slot serves the steps past it)."""
         if not self.time_steps:
             return self.running_mean, self.running_var
         last = self.time_steps - 1

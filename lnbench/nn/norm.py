@@ -9,9 +9,9 @@ own parametrization of a Linear's weight, with lnbench.nn.weight_norm's data-dep
 """
 from __future__ import annotations
 
-from torch import Tensor, nn
+from torch import nn
 
-from lnbench.nn.batch_norm import BatchNorm
+from lnbench.nn.batch_norm import BatchNorm  # noqa: F401 (re-exported)
 from lnbench.nn.group_norm import GroupNorm  # noqa: F401 (re-exported)
 from lnbench.nn.weight_norm import weight_norm_data_init  # noqa: F401 (re-exported)
 from lnbench.nn.normalizers import NormConfig, NormKind, Normalizer, normalizer, register  # noqa: F401 (re-exported)
@@ -24,7 +24,7 @@ def as_norm_config(cfg: NormConfig | dict | None) -> NormConfig:
     if not isinstance(cfg, NormConfig):
         cfg = NormConfig(**dict(cfg))
     name = normalizer(cfg.kind).name  # KeyError naming the registered kinds
-    cfg.kind = NormKind(name) if name in NormKind._value2member_map_ else name
+    cfg.kind = NormKind(name) if name in {k.value for k in NormKind} else name
     return cfg
 
 
@@ -40,9 +40,4 @@ def make_norm(cfg: NormConfig, num_features: int, *, bias: bool = True, time_ste
     time_steps: for BN in a recurrent layer, keep separate statistics for this many time steps.
     """
     return normalizer(cfg.kind).module(cfg, num_features, bias=bias, time_steps=time_steps)
-
-
-def apply_norm(norm: nn.Module, a: Tensor, t: int | None = None) -> Tensor:
-    """Call a normalizer; only batch norm needs to know the time step."""
-    return norm(a, t) if isinstance(norm, BatchNorm) else norm(a)
 

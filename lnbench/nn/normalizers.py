@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Optional
 
+from lnbench.errors import ConfigError
+
 
 class NormKind(str, Enum):
     """The built-in kinds (`normalizer(kind)` gives each one's object below); a config's `norm.kind` may
@@ -89,8 +91,6 @@ class Normalizer:
     def conv_module(self, cfg: NormConfig, channels: int):
         """The module normalizing a conv layer's summed inputs (B, C, H, W) (lnbench.models.conv); a kind
         without a convolutional form keeps this default, which refuses it."""
-        from lnbench.errors import ConfigError
-
         has = [n for n, z in NORMALIZERS.items() if type(z).conv_module is not Normalizer.conv_module]
         raise ConfigError(f"model.norm.kind={self.name} is not allowed for a convolutional model: it has no "
                           f"convolutional form here. Use one of {', '.join(has)}.")
@@ -124,8 +124,6 @@ def normalizer(kind: "str | NormKind") -> Normalizer:
     try:
         return NORMALIZERS[name]
     except KeyError:
-        from lnbench.errors import ConfigError
-
         raise ConfigError(
             f"model.norm.kind={name} is not allowed: expected one of [{', '.join(NORMALIZERS)}] (the registered "
             f"normalizers; a new one is a Normalizer passed to lnbench.nn.normalizers.register)."
@@ -213,8 +211,6 @@ class _BatchNorm(Normalizer):
         from torch import nn
 
         if cfg.unbiased_var:  # torch's BatchNorm2d has no such option (over B x H x W cases it is ~1 anyway)
-            from lnbench.errors import ConfigError
-
             raise ConfigError("model.norm.unbiased_var=true is not allowed for a convolutional model: its batch norm "
                               "is torch's BatchNorm2d (statistics over batch x height x width). Leave it false.")
         bn = nn.BatchNorm2d(channels, eps=cfg.eps, momentum=cfg.momentum)
@@ -240,8 +236,6 @@ class _GroupNorm(Normalizer):
 
 def _check_groups(groups: int, units: int) -> None:
     if groups < 1 or units % groups:
-        from lnbench.errors import ConfigError
-
         raise ConfigError(f"model.norm.groups={groups} is not allowed here: group norm splits a layer's {units} "
                           f"units (or channels) into equal groups, so it must be an integer >= 1 dividing {units}.")
 

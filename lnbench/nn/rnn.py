@@ -22,6 +22,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from lnbench.errors import ConfigError
 from lnbench.nn.norm import NormConfig, Normalizer, make_linear, make_norm, normalizer
 
 State = tuple[Tensor, ...]
@@ -138,8 +139,6 @@ class CellStateNormLSTMCell(nn.Module):
         self.input_size, self.hidden_size, self.norm_kind = input_size, hidden_size, norm.kind
         self.nz = nz = normalizer(norm.kind)
         if type(nz).linear is not Normalizer.linear:
-            from lnbench.errors import ConfigError
-
             raise ConfigError(
                 f"model.norm.kind={nz.name} is not allowed with the {CELL_STATE_NORM} cell: that cell normalizes only "
                 "its cell state (the paper's DRAW LSTM), and this kind re-parametrizes the weights instead."

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import torch
+from contextlib import nullcontext
 from torch import Tensor, nn
 
 from lnbench.errors import ConfigError
@@ -19,8 +20,6 @@ def weight_norm_data_init(model: nn.Module, x: Tensor) -> int:
     calling the Linear layers, so no hook would fire there. Returns the number of layers initialised;
     raises ConfigError if a weight-normed layer was never reached.
     """
-    from contextlib import nullcontext
-
     done: set[nn.Module] = set()
 
     def hook(module: nn.Module, inputs: tuple[Tensor], output: Tensor):

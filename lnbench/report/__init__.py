@@ -8,9 +8,11 @@ report/claims.json and the top of report.md/report.html.
 By layer: analysis (runs -> axes, groups, tuned values, numbers), tables, make (a Report: the analysis
 with its tables, verdicts and figures), plots (matplotlib), page (a Report as a page, and its files),
 render (Markdown, HTML and the terminal from one page of blocks; `lnbench check`'s page uses it too), cli.
+The submodules import each other by name, never this package face: it only re-exports what tests and users
+call (`main` for lnbench.cli), so importing it loads each submodule once, with no loop back.
 """
 from lnbench.report.analysis import (X_AXES, Group, Layout, default_target, group_runs, layout, panel_title,  # noqa: F401
-                                     swept_keys, tune_groups)
+                                     varied_keys, tune_groups)
 from lnbench.report.cli import ReportError, main, parse_targets  # noqa: F401
 from lnbench.report.make import PRIMARY, Report, make_report  # noqa: F401
 from lnbench.report.page import render_html, render_markdown, write_report  # noqa: F401

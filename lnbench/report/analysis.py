@@ -47,9 +47,10 @@ def panel_title(keys: list[str], panel: tuple) -> str:
     return ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(keys, panel) if v is not None) or "all runs"
 
 
-def swept_keys(runs: list[Run]) -> list[str]:
+def varied_keys(runs: list[Run]) -> list[str]:
     """Override keys (in command-line order) and config groups whose values differ between runs: a sweep's
-    axes, or what a folder of single runs varied. Keys that say where or how a run went, not what it
+    axes as its runs show them (lnbench.config.presets.Sweep is the sweep's own, before it runs), or what a
+    folder of single runs varied. Keys that say where or how a run went, not what it
     computed, are none (NOT_AXES); `dir` is one when runs of several directories would otherwise mix."""
     keys = dict.fromkeys(k for run in runs for k in (*run.overrides, *run.choices) if not not_axis(k))
     axes = [k for k in keys if _varies(runs, k)]
@@ -77,7 +78,7 @@ def _collide(runs: list[Run], axes: list[str]) -> bool:
 
 
 def layout(runs: list[Run], line: str | None = None, panels: list[str] | None = None, tune: list[str] | None = None) -> Layout:
-    axes = swept_keys(runs)
+    axes = varied_keys(runs)
     seeds = [k for k in axes if k in SEED_KEYS]
     tuned = [k for k in (tune if tune is not None else tune_keys(runs)) if k in axes]
     rest = [k for k in axes if k not in seeds and k not in tuned]

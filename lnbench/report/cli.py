@@ -15,7 +15,7 @@ from typing import Any
 
 from lnbench.atomic import unwritable
 from lnbench.errors import UserError
-from lnbench.report.analysis import swept_keys
+from lnbench.report.analysis import varied_keys
 from lnbench.report.make import PRIMARY, make_report
 from lnbench.report.page import summary, write_report
 from lnbench.runs import OUT_DIR, Run, load_runs, source_names
@@ -143,7 +143,7 @@ def parse_targets(items: list[str]) -> dict[str, float]:
 def check_options(runs: list[Run], line: str | None, panels: list[str] | None, tune: list[str] | None, targets: dict[str, float]) -> None:
     """Refuse a --lines/--panels/--tune key no run has and a --target metric no run logged, naming those that
     exist: a misspelt key would otherwise give one panel of everything, silently."""
-    axes = swept_keys([r for r in runs if r.trained] or runs)
+    axes = varied_keys([r for r in runs if r.trained] or runs)
     for option, keys in (("--lines", [] if line is None else [line]), ("--panels", panels or []), ("--tune", tune or [])):
         for key in keys:
             if not any(r.has(key) for r in runs):

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from lnbench.claims import judge
-from lnbench.report import plots
 from lnbench.report.analysis import X_AXES, Group, Layout, arrange, panel_metrics, primary_metric, tune_groups
+from lnbench.report.plots import claims_figure, figure_png, plot_curves
 from lnbench.report.render import Table
 from lnbench.report.tables import Provenance, build_table, provenance_of
 from lnbench.runs import ENDED, Run, source_names, sweep_total
@@ -50,9 +50,9 @@ def make_report(root: Path, runs: list[Run], targets: dict[str, float], line: st
     design = judge.read_design(root) if len(roots) == 1 else None
     verdicts, claim_errors = judge.judge_claims(groups, lay, design, adjust)
     targets = {metric if k == PRIMARY else k: v for k, v in targets.items()}
-    images = {f"curves_{x}.png": png for x in x_axes if (png := plots.plot_curves(groups, lay, x)) is not None}
-    if verdicts and tuple(x_axes) and (fig := plots.claims_figure(verdicts)) is not None:
-        images["claims.png"] = plots.figure_png(fig)
+    images = {f"curves_{x}.png": png for x in x_axes if (png := plot_curves(groups, lay, x)) is not None}
+    if verdicts and tuple(x_axes) and (fig := claims_figure(verdicts)) is not None:
+        images["claims.png"] = figure_png(fig)
     return Report(root, runs, lay, metric, targets, target_note(metric, targets), build_table(groups, lay, metric, targets), images,
                   verdicts, claim_errors, groups, progress_lines(root, roots, runs), roots, provenance_of(runs), aside, adjust)
 

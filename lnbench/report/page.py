@@ -8,17 +8,16 @@ from pathlib import Path
 
 from lnbench.claims import judge
 from lnbench.atomic import write_files
-from lnbench.report import render
 from lnbench.report.analysis import not_axis, run_problem
 from lnbench.report.make import Report
-from lnbench.report.render import Heading, Image, Items, Page
+from lnbench.report.render import Block, Heading, Image, Items, Page, html_page, markdown, terminal
 from lnbench.report.tables import claims_table, names_text
 
 PROVENANCE_TITLE = "Provenance that differs between runs"
 
 
 def report_page(rep: Report) -> Page:
-    blocks: list[render.Block] = [Heading(f"lnbench report: {title(rep)}", 1)]
+    blocks: list[Block] = [Heading(f"lnbench report: {title(rep)}", 1)]
     if rep.verdicts or rep.claim_errors:
         blocks += [Heading("Claims"), Items(claims_lines(rep))]
         blocks += [claims_table(rep.verdicts), Heading("Runs")] if rep.verdicts else []
@@ -32,28 +31,28 @@ def report_page(rep: Report) -> Page:
 
 
 def render_markdown(rep: Report) -> str:
-    return render.markdown(report_page(rep))
+    return markdown(report_page(rep))
 
 
 def render_html(rep: Report) -> str:
-    return render.html_page(report_page(rep))
+    return html_page(report_page(rep))
 
 
 def summary(rep: Report) -> str:
     """What `lnbench report` prints: the claims, the table and the lists of runs that need a look."""
-    blocks: list[render.Block] = [claims_table(rep.verdicts)] if rep.verdicts else []
+    blocks: list[Block] = [claims_table(rep.verdicts)] if rep.verdicts else []
     blocks += [Items([f"claim error: {e}" for e in rep.claim_errors])] if rep.claim_errors else []
     blocks.append(rep.table)
     for head, items in sections(rep):
         blocks += [Heading(head), Items(items)]
-    return render.terminal(blocks)
+    return terminal(blocks)
 
 
 def write_report(rep: Report, out: Path) -> list[Path]:
     """Every file rendered first, then all written together (lnbench.atomic.write_files): a report is never
     half old, half new."""
     page = report_page(rep)
-    files = {**rep.images, "report.md": render.markdown(page).encode(), "report.html": render.html_page(page).encode(),
+    files = {**rep.images, "report.md": markdown(page).encode(), "report.html": html_page(page).encode(),
              "claims.json": (json.dumps(rep.verdicts, indent=2) + "\n").encode()}
     out.mkdir(parents=True, exist_ok=True)
     write_files(out, files)

@@ -19,6 +19,7 @@ import os
 import random
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +27,13 @@ import numpy as np
 import torch
 
 from lnbench.atomic import replacing
+from lnbench.config.renamed import RENAMED
 from lnbench.errors import ConfigError, DataError, Interrupted
+from lnbench.runs import CHECKPOINT, LOCK, read_summary
 
-FILE = "checkpoint.pt"
-# Keys a resume may change: they decide where and how fast the run goes, not what it computes.
+FILE = CHECKPOINT
+# Keys a resume may change: they decide where and how fast the run goes, not what it computes. `threads` is
+# accepted and has no effect: a resume keeps the thread count its run began with (the checkpoint's "threads").
 MAY_CHANGE = ("resume", "device", "threads", "progress", "checkpoint_every", "logger", "dataset.data_dir", "dataset.download",
               "claims", "tune", "stage",  # these three: read by `lnbench report` only, never by training
               "imports")  # where the user's modules are found (older checkpoints have no such key)
@@ -80,10 +84,7 @@ def rng_state() -> dict[str, Any]:
 
 def completed_summary(run_dir: Path, ckpt: dict[str, Any], steps: int) -> dict[str, Any] | None:
     """The summary of a run that already completed all its steps (so re-running a sweep skips it)."""
-    try:
-        summary = json.loads((run_dir / "summary.json").read_text())
-    except (OSError, ValueError):
-        return None
+    summary = read_summary(run_dir)
     done = ckpt["step"] == steps and summary.get("status") == "completed" and summary.get("steps") == steps
     return summary if done else None
 
@@ -91,8 +92,6 @@ def completed_summary(run_dir: Path, ckpt: dict[str, Any], steps: int) -> dict[s
 def check_same_config(saved: dict[str, Any], current: dict[str, Any], run_dir: Path) -> None:
     a, b = _flatten(saved), _flatten(current)
     diff = [k for k in sorted(a.keys() | b.keys()) if a.get(k, "<unset>") != b.get(k, "<unset>") and not _may_change(k)]
-    from lnbench.config.renamed import RENAMED
-
     if moved := [k for k in diff if k in RENAMED and k in a]:
         raise ConfigError(
             f"{run_dir} holds a checkpoint written by an older lnbench, whose config has keys that have moved "
@@ -139,9 +138,9 @@ class RunLock:
     """
 
     def __init__(self, run_dir: Path):
-        import fcntl
+        import fcntl  # Unix only: imported here so that the module itself loads on a machine without it
 
-        self.path = Path(run_dir) / ".lock"
+        self.path = Path(run_dir) / LOCK
         while True:
             self._f = open(self.path, "a+")
             try:
@@ -200,8 +199,6 @@ class StopSignals:
     SAME_REQUEST_S = 1.0
 
     def _handle(self, signum: int, frame: Any) -> None:
-        import time
-
         if self.requested is not None:  # asked twice: stop now, from the last periodic checkpoint
             if time.monotonic() - self._first < self.SAME_REQUEST_S:
                 return

@@ -24,9 +24,10 @@ RUNTIME_ENV = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS", "LD_PRELO
 SOURCE = Path(__file__).resolve().parents[2]  # the checkout's root when lnbench runs from one
 
 
-def collect(device: str | None = None, kernels: str | None = None) -> dict[str, Any]:
+def collect(device: str | None = None, kernels: str | None = None, threads_why: str | None = None) -> dict[str, Any]:
     """Flat keys (the W&B summary shows them as provenance/<key>); values a JSON file can hold. `kernels`:
-    what runs the model's recurrence (lnbench.models.sequence), which decides its last bits."""
+    what runs the model's recurrence (lnbench.models.sequence), which decides its last bits; `threads_why`: how
+    the thread count (torch_threads) was decided (lnbench.launch.threads), since it decides them too."""
     import torch  # already imported by whoever trains
 
     info: dict[str, Any] = {**git_state(SOURCE)}
@@ -39,6 +40,8 @@ def collect(device: str | None = None, kernels: str | None = None) -> dict[str, 
         cpu_count=os.cpu_count(),
         torch_threads=torch.get_num_threads(),
     )
+    if threads_why is not None:
+        info["threads_chosen_by"] = threads_why
     info.update({k.lower(): os.environ[k] for k in RUNTIME_ENV if os.environ.get(k)})
     from lnbench.launch import heap
 

@@ -25,6 +25,7 @@ from lnbench.training import tasks
 from lnbench.config.validate import validate
 from lnbench.errors import ConfigError, Diverged, Interrupted, refused_while_building
 from lnbench.nn.norm import normalizer
+from lnbench.runs import Summary, write_config
 from lnbench.training.sinks import sink_state_from_checkpoint
 from lnbench.training.tracker import Tracker, end_of_run_block
 
@@ -156,37 +157,42 @@ def train(cfg: DictConfig, run_dir: Path, name: str = "default", group: str | No
 
 
 def run(cfg: DictConfig, run_dir: Path, name: str = "default", group: str | None = None, tags: list[str] = (),
-        ckpt: dict[str, Any] | None | str = UNREAD) -> dict[str, Any]:
+        ckpt: dict[str, Any] | None | str = UNREAD, threads: tuple[int, str] | None = None) -> dict[str, Any]:
     """`train` for a caller that has validated `cfg` and holds the run directory's lock (lnbench.launch.entry).
 
     `ckpt`: the run directory's checkpoint when the caller has already read it and checked it against
     this config (lnbench.launch.preflight does, before Hydra writes into the directory), None when it has none;
-    by default it is read here."""
+    by default it is read here. `threads`: (count, why) the launcher chose for this job (lnbench.launch.threads);
+    None: cfg.threads, else torch's own count. A runtime record (summary, provenance, checkpoint), never written
+    into the config."""
     device = resolve_device(str(cfg.device))
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
     config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     if ckpt is UNREAD:
         ckpt = checkpoint.load(run_dir, config)  # None for a new run; a resume may not change the config
-    if ckpt is not None:
-        keep_threads(cfg, config, ckpt)
+    configured = (cfg.threads, f"threads={cfg.threads} as configured") if cfg.threads else (None, "torch's default")
+    asked = threads or configured
+    n, why = keep_threads(asked, ckpt)
+    if n:
+        torch.set_num_threads(n)
     if ckpt is not None and (done := checkpoint.completed_summary(run_dir, ckpt, cfg.steps)):
         log.info("%s already completed its %d steps: nothing to do.", run_dir, cfg.steps)
         return done
     seed_everything(cfg.seed)
-    return Recipe(cfg, run_dir, device, config, ckpt).run(name, group, list(tags))
+    write_config(run_dir, config)
+    return Recipe(cfg, run_dir, device, config, ckpt).run(name, group, list(tags), threads_why=why)
 
 
-def keep_threads(cfg: DictConfig, config: dict[str, Any], ckpt: dict[str, Any]) -> None:
-    """A resumed run keeps the thread count it began with: torch's reductions round differently on
-    other counts, and the resumed steps must compute what the uninterrupted run would have."""
-    began = ckpt["config"].get("threads")
-    if not began or began == cfg.threads:
-        return
+def keep_threads(chosen: tuple[int | None, str], ckpt: dict[str, Any] | None) -> tuple[int | None, str]:
+    """The thread count of this attempt: a resumed run keeps the count it began with (its checkpoint's record;
+    its config's, from versions that wrote it there), since torch's reductions round differently on other
+    counts and the resumed steps must compute what the uninterrupted run would have."""
+    began = None if ckpt is None else ckpt.get("threads") or ckpt["config"].get("threads")
+    now = chosen[0] or torch.get_num_threads()
+    if not began or began == now:
+        return chosen
     log.warning("threads: %d, as this run began (not %s): a resume keeps the thread count, since torch's "
-                "sums round differently on another", began, cfg.threads)
-    cfg.threads = config["threads"] = began
-    torch.set_num_threads(began)
+                "sums round differently on another", began, now)
+    return began, f"as this run began (not {now}: a resume keeps its thread count)"
 
 
 class Recipe:
@@ -230,7 +236,7 @@ class Recipe:
             "step": self.step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(), "best": self.best, "val": self.val, "window": self.window,
             "sinks": self.tracker.state(), "elapsed": self.tracker.elapsed(), "resumed_at": self.resumed_at, "config": self.config,
-            "kernels": getattr(self.model, "kernels", None),
+            "kernels": getattr(self.model, "kernels", None), "threads": torch.get_num_threads(),
         })
         self.checkpoint_time += time.perf_counter() - t0
 
@@ -262,24 +268,21 @@ class Recipe:
             self.best[k] = min(self.best.get(k, math.inf), v)
         self.tracker.show(self.step, "val " + fmt(self.val), line=True)
 
-    def test(self, summary: dict[str, Any]) -> None:
+    def test(self, summary: Summary) -> None:
         test = evaluate(self.model, self.dataset, "test", self.device)
         self.tracker.log("test", self.step, test)
-        summary.update(test=test, final_val=self.val, best_val=self.best)
+        summary.test, summary.final_val, summary.best_val = test, self.val, self.best
         for n in self.cfg.test_seq_lens:  # BN's per-step statistics vs LN on sequences longer than trained on
             at_len = evaluate(self.model, setup_data(self.cfg.dataset, eval_seq_len=n), "test", self.device)
             self.tracker.log("test", self.step, at_len, eval_seq_len=n)
-            summary.setdefault("test_at_len", {})[str(n)] = at_len
-        summary["status"] = "completed"  # only now: a run whose last test failed is not skipped as done
+            summary.test_at_len = {**(summary.test_at_len or {}), str(n): at_len}
+        summary.status = "completed"  # only now: a run whose last test failed is not skipped as done
         if said := suspect(self.cfg, self.val, self.spec.baseline):
-            summary["flags"] = said
+            summary.flags = said
             log.warning("flagged: %s", "; ".join(said))
 
     # ---- the loop ----
-    def loop(self, summary: dict[str, Any], stop) -> None:
-        self._steps(summary, stop)
-
-    def _steps(self, summary: dict[str, Any], stop) -> None:
+    def loop(self, summary: Summary, stop) -> None:
         # Plain values: reading a DictConfig costs ~10 us, and the loop reads these every step.
         cfg = self.cfg
         steps, log_every, eval_every, checkpoint_every, clip = cfg.steps, cfg.log_every, cfg.eval_every, cfg.checkpoint_every, cfg.clip_grad_norm
@@ -291,7 +294,7 @@ class Recipe:
             last = self.step == steps
             if self.step % log_every == 0 or last:
                 if (bad_step := self.log_train(grad_norm)) is not None:
-                    summary.update(status="diverged", diverged_at_step=bad_step)
+                    summary.status, summary.diverged_at_step = "diverged", bad_step
                     log.error("loss is not finite at step %d: stopping (status diverged).", bad_step)
                     return
             if self.step % eval_every == 0 or last:
@@ -299,7 +302,7 @@ class Recipe:
             if self.step % checkpoint_every == 0 or last or stop.requested:
                 self.save_checkpoint()
             if stop.requested:
-                summary.update(status="interrupted")
+                summary.status = "interrupted"
                 raise Interrupted(stop.requested, self.step, self.run_dir)
 
     def start_tracker(self, name: str, group: str | None, tags: list[str]) -> Tracker:
@@ -307,12 +310,13 @@ class Recipe:
         return Tracker(cfg.logger, self.run_dir, name=name, group=group, tags=tags, run_config=self.config, steps=cfg.steps,
                        progress=cfg.progress, resume=self.sinks_resume, elapsed=self.elapsed_before, step=self.step)
 
-    def run(self, name: str, group: str | None, tags: list[str]) -> dict[str, Any]:
+    def run(self, name: str, group: str | None, tags: list[str], threads_why: str | None = None) -> dict[str, Any]:
         self.tracker = self.start_tracker(name, group, tags)
         primary = tasks.primary_metric(self.spec)
-        summary: dict[str, Any] = {"status": "running", "params": self.n_params, "device": str(self.device), "primary_metric": primary,
-                                   "baseline": self.spec.baseline,
-                                   "provenance": provenance.collect(str(self.device), getattr(self.model, "kernels", None))}
+        summary = Summary("running", params=self.n_params, device=str(self.device), primary_metric=primary,
+                          baseline=self.spec.baseline, threads=torch.get_num_threads(),
+                          provenance=provenance.collect(str(self.device), getattr(self.model, "kernels", None),
+                                                        threads_why))
         start_step, loop_start = self.step, time.perf_counter()
         self.model.train()
         try:
@@ -320,25 +324,25 @@ class Recipe:
                 if not self.resumed_at:
                     self.save_checkpoint()  # step 0: from here on the run can always be resumed
                 self.loop(summary, stop)
-            if summary["status"] == "running":
+            if summary.status == "running":
                 self.test(summary)
                 self.tracker.close_console()  # the log lines below go under the finished bar, not over it
         except BaseException as e:
-            if summary["status"] == "running":
+            if summary.status == "running":
                 stopped = isinstance(e, (Interrupted, KeyboardInterrupt))
-                summary.update(status="interrupted" if stopped else "failed", error=f"{type(e).__name__}: {e}")
+                summary.status, summary.error = "interrupted" if stopped else "failed", f"{type(e).__name__}: {e}"
             raise
         finally:
             # time_per_step counts training steps with their logging; evaluations and checkpoints are timed apart.
             train_time = time.perf_counter() - loop_start - self.eval_time - self.checkpoint_time
-            summary.update(steps=self.step, wall_time=round(self.tracker.elapsed(), 3),
-                           time_per_step=round(train_time / max(self.step - start_step, 1), 6),
-                           eval_time=round(self.eval_time, 3), checkpoint_time=round(self.checkpoint_time, 3))
+            summary.steps, summary.wall_time = self.step, round(self.tracker.elapsed(), 3)
+            summary.time_per_step = round(train_time / max(self.step - start_step, 1), 6)
+            summary.eval_time, summary.checkpoint_time = round(self.eval_time, 3), round(self.checkpoint_time, 3)
             if self.resumed_at:
-                summary["resumed_at"] = self.resumed_at
-            summary["wandb"] = self.tracker.where("wandb")  # the W&B run's location (None without W&B), as before
+                summary.resumed_at = self.resumed_at
+            summary.wandb = self.tracker.where("wandb")  # the W&B run's location (None without W&B), as before
             self.tracker.finish(summary)
-            log.info(end_of_run_block(summary, self.run_dir, primary))
-        if summary["status"] == "diverged":
-            raise Diverged(summary["diverged_at_step"], self.run_dir)
-        return summary
+            log.info(end_of_run_block(summary.as_dict(), self.run_dir, primary))
+        if summary.status == "diverged":
+            raise Diverged(summary.diverged_at_step, self.run_dir)
+        return summary.as_dict()

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from lnbench.data.base import IGNORE_INDEX, DataSpec
+from lnbench.runs import primary_of
 
 
 def metric_names(spec: DataSpec) -> list[str]:
@@ -20,8 +21,8 @@ def metric_names(spec: DataSpec) -> list[str]:
 
 
 def primary_metric(spec: DataSpec) -> str:
-    """The metric a report ranks runs by (lower is better)."""
-    return {"regress": "mse", "bound": "bound"}.get(spec.task, "bpc" if spec.bits else "error")
+    """The metric a report ranks runs by (lower is better): lnbench.runs.primary_of, the one rule."""
+    return primary_of(metric_names(spec))
 
 
 def loss_and_metrics(spec: DataSpec, out: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:

@@ -14,7 +14,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from lnbench.atomic import write_json
+from lnbench.config.presets import Sweep
+from lnbench.runs import Summary, write_summary
 from lnbench.training.sinks import RunInfo, Sink
 from lnbench.training.sinks.jsonl import KEY as RECORD_KEY
 from lnbench.training.sinks.jsonl import MetricsJsonl
@@ -118,10 +119,10 @@ class Tracker:
         sink = self.sinks.get(key)
         return None if sink is None else getattr(sink, "where", None)
 
-    def finish(self, summary: dict[str, Any]) -> None:
+    def finish(self, summary: Summary) -> None:
         self.console.close()
-        write_json(self.run_dir / "summary.json", summary)
-        self._each("finish", summary, when="at the end")
+        write_summary(self.run_dir, summary)
+        self._each("finish", summary.as_dict(), when="at the end")
 
     def _each(self, method: str, *args: Any, when: str) -> dict[str, Any]:
         """{key: what `method` returned} over the sinks. metrics.jsonl's errors are the run's own; a chosen
@@ -178,23 +179,8 @@ def job_name(hydra_cfg: DictConfig) -> str:
 
     swept = None
     if hydra_cfg.mode == RunMode.MULTIRUN:
-        swept = swept_keys(hydra_cfg.sweep.dir, OmegaConf.select(hydra_cfg, "sweeper.params"))
+        swept = Sweep.job_axes(hydra_cfg.sweep.dir, OmegaConf.select(hydra_cfg, "sweeper.params"))
     return run_name(hydra_cfg.runtime.choices.get("model", "run"), list(hydra_cfg.overrides.task), swept)
-
-
-def swept_keys(sweep_dir: str, preset_axes: Any) -> set[str]:
-    """The keys a sweep varies: its preset's axes (hydra.sweeper.params) unless the command line sets
-    one to a single value, and the command line's sweeps (a,b / range() / choice()), read from the
-    multirun.yaml Hydra writes when the sweep starts (a job sees only its own values), parsed by
-    Hydra's own override parser."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    keys = set(preset_axes or {})
-    try:
-        given = OverridesParser.create().parse_overrides(list(OmegaConf.load(Path(sweep_dir) / "multirun.yaml").hydra.overrides.task))
-    except Exception:  # no multirun.yaml (a launcher that writes none): the preset's axes only
-        return keys
-    return (keys - {o.key_or_group for o in given if not o.is_sweep_override()}) | {o.key_or_group for o in given if o.is_sweep_override()}
 
 
 def run_group(experiment: str | None, sweep_dir: str) -> str:

@@ -13,6 +13,7 @@ import torch
 from lnbench.bench import cli as bench
 from lnbench.bench import kernels as bench_kernels
 from lnbench.bench import runs as bench_runs
+from lnbench.bench.timing import Candidate, time_interleaved
 from lnbench.nn.fast import native
 
 
@@ -159,8 +160,8 @@ def test_interleaved_rounds_rotate_the_order():
     """What runs just before a step changes its time, so over len(cands) rounds every candidate takes every
     place once, and each round still times every candidate once (the ratios are per round)."""
     order = []
-    cands = [bench_kernels.Candidate(n, "x", lambda n=n: order.append(n), lambda: None) for n in "abc"]
-    times = bench_kernels._time_interleaved(cands, 6, 0, torch.device("cpu"))
+    cands = [Candidate(n, "x", lambda n=n: order.append(n), lambda: None) for n in "abc"]
+    times = time_interleaved(cands, 6, 0, torch.device("cpu"))
     rounds = [order[i:i + 3] for i in range(0, 18, 3)]
     assert all(sorted(r) == ["a", "b", "c"] for r in rounds)
     for name in "abc":

@@ -262,7 +262,7 @@ def test_ctrl_c_while_a_submitit_job_warms_up_is_an_interrupted_job(tmp_path, mo
     from omegaconf import open_dict, read_write
 
     from lnbench.launch import isolate
-    from lnbench.cli import CONF_DIR
+    from lnbench.launch.entry import CONF_DIR
     from lnbench.config.schema import register_configs
     from lnbench.launch.entry import Job
     from lnbench.launch.preflight import Plan, without_hydra

@@ -12,7 +12,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from lnbench import report
-from lnbench.cli import CONF_DIR
+from lnbench.launch.entry import CONF_DIR
 from lnbench.launch.threads import parallel_job_threads
 from lnbench.config.validate import validate
 from lnbench.config.schema import register_configs

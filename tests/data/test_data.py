@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from lnbench.data import IGNORE_INDEX, MNIST, Adding, Copy, SeqMNIST, Shakespeare
-from lnbench.data.mnist import read_idx
+from lnbench.data.mnist_files import read_idx
 from lnbench.errors import ConfigError, DataError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -130,7 +130,7 @@ def test_each_launcher_is_known_by_its_class(launcher, kind):
     from conftest import compose_train
     from hydra import compose, initialize_config_dir
 
-    from lnbench.cli import CONF_DIR
+    from lnbench.launch.entry import CONF_DIR
     from lnbench.launch.preflight import launcher_kind
 
     compose_train()  # registers the schemas

@@ -100,7 +100,7 @@ def test_the_slurm_preset_is_lnbench_launcher_with_requeue_settings():
     from hydra import compose, initialize_config_dir
     from hydra.core.plugins import Plugins
 
-    from lnbench.cli import CONF_DIR
+    from lnbench.launch.entry import CONF_DIR
     from lnbench.config.schema import register_configs
 
     register_configs()

@@ -34,8 +34,8 @@ def backend(request):
 
 def _grad_fn_name(cls, backend="torch"):
     if cls is GRUCell:
-        return "_GRURecurrenceBackward"
-    return "_NativeLSTMRecurrenceBackward" if backend == "native" else "_LSTMRecurrenceBackward"
+        return "GRURecurrenceBackward"
+    return "NativeLSTMRecurrenceBackward" if backend == "native" else "LSTMRecurrenceBackward"
 
 
 def _cell(cls, kind, unbiased=False, seed=0, time_steps=STEPS, hid=HID):

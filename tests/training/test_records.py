@@ -12,10 +12,11 @@ import pytest
 
 from conftest import REPO, TINY_CLI, run_cli, summary_of, tiny
 from lnbench.training import provenance
-from lnbench.cli import CONF_DIR
+from lnbench.launch.entry import CONF_DIR
 from lnbench.launch.sweep_end import end_of_sweep_block, job_statuses, json_table
 from lnbench.training.sinks.wandb_run import wandb_summary
-from lnbench.training.tracker import Console, end_of_run_block, run_group, run_name, swept_keys
+from lnbench.config.presets import Sweep
+from lnbench.training.tracker import Console, end_of_run_block, run_group, run_name
 from lnbench.training.recipe import train
 
 
@@ -58,12 +59,18 @@ def test_run_name_is_the_model_and_the_swept_values_and_stable_across_resume():
     assert run_name("ln_lstm", ["logger.wandb.mode=online", "threads=2", "device=cpu"]) == "ln_lstm"
 
 
-def test_swept_keys_come_from_the_preset_and_the_command_line(tmp_path):
+def test_a_sweeps_axes_come_from_the_preset_and_the_command_line(tmp_path):
     (tmp_path / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n    - seed=0,1\n    - steps=5\n    - optim.lr=range(1,3)\n"
                                            "    - dataset.seq_len=10\n")
     preset = {"model": "lstm,ln_lstm", "dataset.seq_len": "10,25,50"}  # the command line fixes seq_len
-    assert swept_keys(str(tmp_path), preset) == {"model", "seed", "optim.lr"}
-    assert swept_keys(str(tmp_path / "none"), None) == set()
+    assert Sweep.job_axes(str(tmp_path), preset) == {"model", "seed", "optim.lr"}
+    assert Sweep.job_axes(str(tmp_path / "none"), None) == set()
+    # the same model counts the sweep's jobs (the report's progress line) and its axes (preflight's checks)
+    (tmp_path / "multirun.yaml").write_text("hydra:\n  sweeper:\n    params:\n      model: lstm,ln_lstm\n"
+                                           "      seed: 0,1,2\n  overrides:\n    task:\n    - seed=7\n")
+    sweep = Sweep.recorded(tmp_path)
+    assert sweep.axes() == {"model": ["model=lstm", "model=ln_lstm"], "seed": ["seed=7"]}
+    assert len(sweep.jobs()) == 2 and sweep.swept() == {"model"}
 
 
 def test_group_is_the_experiment_and_the_sweeps_start_not_a_path():
@@ -222,3 +229,58 @@ def test_a_sweep_with_a_failed_job_ends_with_its_block_names_and_report_run(tmp_
     assert (job.name, job.group, job.job_type) == ("ln_lstm", "sweep 2026-11-22 13:05:01", "train")
     assert (report_run.group, report_run.job_type) == (job.group, "report")
     assert report_run.history[0]["report/table/nrows"] == 2
+
+
+# ---- the run directory's records: the thread count, the resolved config ------------------------
+def test_the_thread_count_is_a_record_of_the_run_never_written_into_its_config(tmp_path, monkeypatch):
+    """The launcher's count goes to the summary, the provenance and the checkpoint; the config (config.yaml,
+    the checkpoint's, what W&B shows) keeps what the user set (here nothing)."""
+    import torch
+    import yaml
+
+    from lnbench.training.recipe import run
+
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # keep this process's count for the other tests
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    summary = run(tiny("ln_lstm", "adding"), tmp_path, threads=(1, "1 usable cores"))
+    assert summary["threads"] == 1 and summary_of(tmp_path)["threads"] == 1
+    assert summary["provenance"]["threads_chosen_by"] == "1 usable cores"
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    assert ckpt["threads"] == 1 and ckpt["config"]["threads"] is None
+    assert yaml.safe_load((tmp_path / "config.yaml").read_text()) == ckpt["config"]
+
+
+def test_a_resume_keeps_the_thread_count_its_run_began_with():
+    from lnbench.training.recipe import keep_threads
+
+    assert keep_threads((2, "2 usable cores"), None) == (2, "2 usable cores")  # a new run: the launcher's
+    assert keep_threads((2, "2 usable cores"), {"threads": 2, "config": {}}) == (2, "2 usable cores")
+    kept, why = keep_threads((1, "threads=1 as configured"), {"threads": 2, "config": {"threads": None}})
+    assert kept == 2 and "as this run began" in why
+    assert keep_threads((1, "x"), {"config": {"threads": 3}})[0] == 3  # a checkpoint from before the record
+
+
+def test_the_report_reads_the_resolved_config_from_config_yaml_and_old_runs_from_the_checkpoint(tmp_path, monkeypatch):
+    import torch
+
+    from lnbench.runs import Run
+
+    run_dir = tmp_path / "run"
+    train(tiny("ln_lstm", "adding", "threads=1"), run_dir)
+    with monkeypatch.context() as m:
+        m.setattr(torch, "load", lambda *a, **k: pytest.fail("the report loaded checkpoint.pt"))
+        written = Run(run_dir, ".").resolved
+    assert written["model"]["hidden_size"] == 16 and written["threads"] == 1
+    (run_dir / "config.yaml").unlink()  # a run directory from before config.yaml
+    assert Run(run_dir, ".").resolved == written
+
+
+def test_summary_json_has_one_shape_that_keeps_what_it_does_not_know(tmp_path):
+    from lnbench.runs import Summary, read_summary, write_summary
+
+    write_summary(tmp_path, Summary("failed", error="ValueError: x"))
+    assert read_summary(tmp_path) == {"status": "failed", "steps": 0, "error": "ValueError: x"}  # unset: left out
+    newer = {"status": "completed", "steps": 3, "wandb": None, "from_a_newer_lnbench": [1, 2]}
+    assert Summary.from_dict(newer).as_dict() == newer  # None is written; unknown keys kept
+    (tmp_path / "summary.json").write_text("{not json")
+    assert read_summary(tmp_path)["status"] == "unreadable"

@@ -53,3 +53,18 @@ def test_evaluation_weights_every_case_equally_across_uneven_batches():
     model = torch.nn.Identity()
     metrics = evaluate(model, _TwoBatches(), "val", torch.device("cpu"))
     assert metrics["error"] == 0.25  # not the mean of the batch means (0.5)
+
+
+BOUND = DataSpec(kind="flat", task="bound", num_outputs=784, input_size=784)
+
+
+def test_a_running_run_is_ranked_by_the_metric_its_task_ranks_by(tmp_path):
+    """A run read from its files before it wrote summary.json (still running, or killed) has only its logged
+    names to go by; it must rank by what the task says, bound included (a DRAW run once ranked by loss)."""
+    from lnbench.runs import Run
+
+    for spec in (CLASSIFY, LM, REGRESS, BOUND):
+        names = metric_names(spec)
+        records = [{"step": 10, "split": split, **dict.fromkeys(names, 1.0), "time": 0.1} for split in ("train", "val")]
+        assert Run(tmp_path, ".", records=records).primary == primary_metric(spec), spec.task
+    assert primary_metric(BOUND) == "bound"

@@ -22,17 +22,9 @@ from torch import Tensor, _VF, nn
 from torch.nn import functional as F
 
 from lnbench.nn.fast import native
-from lnbench.nn.norm import BatchNorm, apply_norm, normalizer
-from lnbench.nn.fast.recurrence import (  # this layer's internals (a module of their own for length), named as they were
-    _GRURecurrence,
-    _LayerNorm,
-    _LSTMRecurrence,
-    _NativeLSTMRecurrence,
-    _NativeNorms,
-    _Norm,
-    _lstm_scale,
-    _normalize_steps,
-)
+from lnbench.nn.fast.recurrence import GRURecurrence, LSTMRecurrence, NativeLSTMRecurrence, lstm_scale
+from lnbench.nn.fast.step_norms import ColumnLayerNorm, NativeNorms, StepNorm, normalize_steps
+from lnbench.nn.norm import normalizer
 from lnbench.nn.rnn import GRUCell, LSTMCell, RecurrentLayer, State
 
 
@@ -45,49 +37,52 @@ class NormalizedLayer(nn.Module):
         self.cell, self.use_native = cell, use_native
 
     def native(self, x: Tensor) -> bool:
-        """Whether the C++ kernels run this layer on x."""
+        """Whether the C++ kernels run this layer on x (they compute W_x x and W_h h with no Linear bias)."""
         cell = self.cell
         return (self.use_native and isinstance(cell, LSTMCell) and x.device.type == "cpu"
-                and x.dtype in (torch.float32, torch.float64) and cell.weight_x.bias is None
-                and cell.weight_h.bias is None and native.ops() is not None)
+                and x.dtype in (torch.float32, torch.float64) and not cell.nz.linear_bias
+                and native.ops() is not None)
 
     def forward(self, x: Tensor, state: Optional[State] = None) -> tuple[Tensor, State]:
         cell = self.cell
         if x.shape[0] == 0:  # nothing to run: the reference's own answer
             return RecurrentLayer(cell)(x, state)
         T, B = x.shape[:2]
-        if B < 2 and normalizer(cell.norm_kind).batch_stats and cell.training:
-            apply_norm(cell.norm_h if isinstance(cell, LSTMCell) else cell.norm_h_n, x.new_zeros(1, B, cell.hidden_size))
+        if B < 2 and cell.nz.batch_stats and cell.training:  # the normalizer's own refusal of a batch of one
+            probe = cell.norm_h if isinstance(cell, LSTMCell) else cell.norm_h_n
+            cell.nz.apply(probe, x.new_zeros(1, B, cell.hidden_size))
         Wh = cell.weight_h.weight
         if isinstance(cell, LSTMCell) and self.native(x):
             h0, c0 = cell.initial_state(B, x) if state is None else state
             args = (x, h0, c0, cell.weight_x.weight, Wh, cell.bias, *_wb(cell.norm_x), *_wb(cell.norm_h), *_wb(cell.norm_c))
-            norms, fn = _NativeNorms(cell, T), _NativeLSTMRecurrence
+            norms, fn = NativeNorms(cell, T), NativeLSTMRecurrence
         elif isinstance(cell, LSTMCell):
             xp = self._project_lstm(x)
             h0, c0 = cell.initial_state(B, xp) if state is None else state
             args = (xp, h0, c0, Wh, *_wb(cell.norm_h), *_wb(cell.norm_c))
             two = torch.tensor(2.0, dtype=xp.dtype, device=xp.device)
-            norms = (_Norm(cell.norm_h, T, _lstm_scale(cell.hidden_size, xp)), _Norm(cell.norm_c, T, two))
-            fn = _LSTMRecurrence
+            kernel = cell.nz.fast_kernel
+            norms = (StepNorm(cell.norm_h, kernel, T, lstm_scale(cell.hidden_size, xp)),
+                     StepNorm(cell.norm_c, kernel, T, two))
+            fn = LSTMRecurrence
         else:
             xp_rz, xp_n = self._project_gru(x)
             (h0,) = cell.initial_state(B, xp_n) if state is None else state
-            norms = (_Norm(cell.norm_h_rz, T), _Norm(cell.norm_h_n, T))
+            norms = (StepNorm(cell.norm_h_rz, cell.nz.fast_kernel, T), StepNorm(cell.norm_h_n, cell.nz.fast_kernel, T))
             args = (xp_rz, xp_n, h0, Wh, *_wb(cell.norm_h_rz), *_wb(cell.norm_h_n))
-            fn = _GRURecurrence
+            fn = GRURecurrence
         need_grad = torch.is_grad_enabled() and any(a is not None and a.requires_grad for a in args)
         out, *final = fn.apply(norms, need_grad, *args)
         return out, tuple(final)
 
     def _project_lstm(self, x: Tensor) -> Tensor:
         """cell.project_input(x); for LN the gate bias b is folded into LN's own bias (one pass less)."""
-        cell = self.cell
+        cell, nz = self.cell, self.cell.nz
         a = F.linear(x, cell.weight_x.weight, cell.weight_x.bias)
         ln = cell.norm_x
-        if not isinstance(ln, BatchNorm) and ln.bias is not None and cell.bias is not None:
-            return _LayerNorm.apply(a, ln.weight, ln.bias + cell.bias, ln.eps)
-        a = _normalize_steps(ln, a)
+        if nz.fast_kernel == "layer" and nz.norm_bias and nz.cell_gate_bias:
+            return ColumnLayerNorm.apply(a, ln.weight, ln.bias + cell.bias, ln.eps)
+        a = normalize_steps(ln, nz.fast_kernel, a)
         return a + cell.bias if cell.bias is not None else a
 
     def _project_gru(self, x: Tensor) -> tuple[Tensor, Tensor]:
@@ -97,7 +92,7 @@ class NormalizedLayer(nn.Module):
         W, b = cell.weight_x.weight, cell.weight_x.bias
         parts = []
         for rows, norm in ((slice(0, 2 * H), cell.norm_x_rz), (slice(2 * H, 3 * H), cell.norm_x_n)):
-            a = _normalize_steps(norm, F.linear(x, W[rows], None if b is None else b[rows]))
+            a = normalize_steps(norm, cell.nz.fast_kernel, F.linear(x, W[rows], None if b is None else b[rows]))
             parts.append(a if cell.bias is None else a + cell.bias[rows])
         return parts[0], parts[1]
 

@@ -1,6 +1,6 @@
 """The recurrences of lnbench's fast normalized layers (lnbench.nn.fast.layers.NormalizedLayer), each ONE
 autograd.Function with a hand-written backward through time on torch's ops, or on lnbench's C++ kernels
-(lnbench.nn.fast.native) for the LN/BN LSTM; the per-step normalizers they run (`_Norm`).
+(lnbench.nn.fast.native) for the LN/BN LSTM; the per-step normalizers they run are lnbench.nn.fast.step_norms.
 
 - The input side (W_x x, its normalizer, the gate bias) runs for all steps at once under ordinary autograd
   (fast_rnn); the recurrence here writes a few aten ops per step into preallocated (T, B, .) buffers. That
@@ -9,160 +9,15 @@ autograd.Function with a hand-written backward through time on torch's ops, or o
 - tanh is computed as 2 sigmoid(2x) - 1 (the factor 2 folded into the normalizers' gains and biases):
   torch's float tanh costs 3x its sigmoid on CPU, and the recurrence takes two per step
   (docs/performance.md).
-- LN's gain and bias gradients are summed over all steps and rows after the loop, by reductions that
-  split over the output columns: native_layer_norm_backward's own sums split the rows over the threads,
-  so their rounding would follow the thread count.
+- What the C++ kernels take and return is named (lnbench.nn.fast.kernels: NativeSaved, NativeGrads), never
+  unpacked by position here.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
-from torch import Tensor, nn
-from torch.nn import functional as F
+from torch import Tensor
 
-from lnbench.nn.fast import native
-from lnbench.nn.norm import BatchNorm, apply_norm, normalizer
-from lnbench.nn.rnn import LSTMCell
-
-_ln = torch.native_layer_norm
-_ln_bwd = torch.ops.aten.native_layer_norm_backward.default
-_bn = torch.native_batch_norm
-_bn_bwd = torch.ops.aten.native_batch_norm_backward.default
-_DX_ONLY = [True, False, False]
-
-
-class _Norm:
-    """One normalizer of the recurrence (LN or BN_t) as the torch-op loops use it.
-
-    `fwd(a, t) -> y` normalizes one step (B, G) with its gain and bias times the `scale` it was made with;
-    `bwd(dy, a, t) -> da` is the input gradient of the unscaled normalizer; after the backward loop
-    `param_grads(DY, A)` gives the gain and bias gradients from every step's dy and input at once. BN's
-    batch statistics are reductions over the batch dim, which torch computes per unit on one thread
-    (torch.native_batch_norm's own statistics split the batch over the threads, so their rounding would
-    follow the thread count).
-    """
-
-    def __init__(self, mod: nn.Module, steps: int, scale: Optional[Tensor] = None):
-        self.w, self.b, self.eps = mod.weight, mod.bias, mod.eps
-        self.ws = self.w if scale is None else self.w * scale
-        self.bs = None if self.b is None else (self.b if scale is None else self.b * scale)
-        self.bn = isinstance(mod, BatchNorm)
-        self.G = mod.weight.shape[0]
-        self.means: list[Tensor] = []
-        self.rstds: list[Tensor] = []
-        self.vars: list[Tensor] = []  # BN in training: each step's biased batch variance
-        if self.bn:
-            self.mod, self.train = mod, mod.training
-            if not self.train:
-                self.run_mean, self.run_var = _bn_eval_stats(mod, steps)
-
-    def fwd(self, a: Tensor, t: int) -> Tensor:
-        if not self.bn:
-            y, mean, rstd = _ln(a, (self.G,), self.ws, self.bs, self.eps)
-        elif self.train:
-            B = self.batch = a.shape[0]
-            mean, var_b = a.mean(0), a.var(0, unbiased=False)
-            rstd = ((var_b * (B / (B - 1)) if self.mod.unbiased else var_b) + self.eps).rsqrt_()
-            y = (a - mean).mul_(rstd * self.ws)
-            y = y.add_(self.bs) if self.bs is not None else y
-            self.vars.append(var_b)
-        else:  # the rstd slot holds the running variance: native_batch_norm_backward takes it so
-            mean, rstd = self.run_mean[t], self.run_var[t]
-            y = _bn(a, self.ws, self.bs, mean, rstd, False, 0.0, self.eps)[0]
-        self.means.append(mean)
-        self.rstds.append(rstd)
-        return y
-
-    def stats(self) -> tuple[Tensor, Tensor]:
-        return torch.stack(self.means), torch.stack(self.rstds)
-
-    def finish(self) -> None:
-        """BN's running averages from the per-step batch statistics, as BatchNorm updates them."""
-        if self.bn and self.train and self.means:
-            B = self.batch
-            _bn_update_running(self.mod, torch.stack(self.means), torch.stack(self.vars) * (B / (B - 1)))
-
-    def bwd(self, dy: Tensor, a: Tensor, mean: Tensor, rstd: Tensor) -> Tensor:
-        if not self.bn:
-            return _ln_bwd(dy, a, (self.G,), mean, rstd, self.w, self.b, _DX_ONLY)[0]
-        if not self.train:
-            return _bn_bwd(dy, a, self.w, mean, rstd, None, None, False, self.eps, _DX_ONLY)[0]
-        B = a.shape[0]
-        g = dy * self.w
-        xhat = (a - mean).mul_(rstd)
-        s2 = (g * xhat).sum(0).div_(B - 1 if self.mod.unbiased else B)  # the unbiased variance divides by B - 1
-        return g.sub_(g.mean(0)).sub_(xhat.mul_(s2)).mul_(rstd)
-
-    def param_grads(self, dy: Tensor, a: Tensor, mean: Tensor, rstd: Tensor) -> tuple[Tensor, Optional[Tensor]]:
-        """(dgain, dbias) from every step: dy, a (T, B, G), mean/rstd as `stats()` stacked them (LN's
-        (T, B, 1) per row; BN's (T, G) per unit)."""
-        if self.bn:
-            mean, rstd = mean.unsqueeze(1), (rstd if self.train else (rstd + self.eps).rsqrt()).unsqueeze(1)
-        xhat = (a - mean).mul_(rstd)
-        dw = (xhat.mul_(dy)).sum((0, 1))
-        return dw, (dy.sum((0, 1)) if self.b is not None else None)
-
-
-class _LayerNorm(torch.autograd.Function):
-    """F.layer_norm over the last dim whose gain and bias gradients are column sums (so, like the
-    recurrences', their rounding does not follow the thread count)."""
-
-    @staticmethod
-    def forward(ctx, a, w, b, eps):
-        y, mean, rstd = _ln(a, (a.shape[-1],), w, b, eps)
-        ctx.save_for_backward(a, w, b, mean, rstd)
-        return y
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, dy):
-        a, w, b, mean, rstd = ctx.saved_tensors
-        da = _ln_bwd(dy, a, (a.shape[-1],), mean, rstd, w, b, _DX_ONLY)[0]
-        rows = tuple(range(a.dim() - 1))
-        dw = (a - mean).mul_(rstd).mul_(dy).sum(rows)
-        return da, dw, (dy.sum(rows) if b is not None else None), None
-
-
-def _normalize_steps(norm: nn.Module, a: Tensor) -> Tensor:
-    """apply_norm(norm, a) for a (T, B, G), under autograd; LN's gain and bias gradients as column sums.
-    BN_t in training normalizes the T*G columns of a (B, T*G) copy (each column is one unit at one step:
-    per-step statistics), since reductions over the middle (batch) dim of (T, B, G) are slow strided
-    passes; its statistics are reductions over dim 0, which torch computes per column on one thread."""
-    if not isinstance(norm, BatchNorm):
-        return _LayerNorm.apply(a, norm.weight, norm.bias, norm.eps)
-    T, B, G = a.shape
-    if not (norm.training and B >= 2):
-        return apply_norm(norm, a)
-    a2 = a.transpose(0, 1).reshape(B, T * G)
-    mean, var_b = a2.mean(0), a2.var(0, unbiased=False)
-    rstd = ((var_b * (B / (B - 1)) if norm.unbiased else var_b) + norm.eps).rsqrt()
-    y = (a2 - mean) * (rstd * norm.weight.repeat(T))
-    if norm.bias is not None:
-        y = y + norm.bias.repeat(T)
-    _bn_update_running(norm, mean.detach().view(T, G), var_b.detach().view(T, G) * (B / (B - 1)))
-    return y.view(B, T, G).transpose(0, 1).contiguous()
-
-
-def _bn_eval_stats(mod: BatchNorm, steps: int) -> tuple[Tensor, Tensor]:
-    """(mean, var) of each step (steps, G) from the running averages (the last slot past time_steps)."""
-    if mod.time_steps:
-        return mod._running(steps, None)
-    return mod.running_mean.expand(steps, -1), mod.running_var.expand(steps, -1)
-
-
-def _bn_update_running(mod: BatchNorm, means: Tensor, vars_u: Tensor) -> None:
-    """BatchNorm._update_running for the per-step batch means / unbiased variances (T, G) of one sequence."""
-    m = mod.momentum
-    with torch.no_grad():
-        if not mod.time_steps:  # one set of statistics, updated at every step in turn
-            for mean, var in zip(means, vars_u):
-                mod.running_mean.lerp_(mean, m)
-                mod.running_var.lerp_(var, m)
-            return
-        n = min(len(means), mod.time_steps)  # steps past the last slot do not update it
-        mod.running_mean[:n].lerp_(means[:n], m)
-        mod.running_var[:n].lerp_(vars_u[:n], m)
+from lnbench.nn.fast import kernels
 
 
 def _shifted(first: Tensor, seq: Tensor) -> Tensor:
@@ -175,7 +30,7 @@ def _tanh_from_sigmoid_(s: Tensor) -> Tensor:
     return s.mul_(2).sub_(1)
 
 
-def _lstm_scale(H: int, like: Tensor) -> Tensor:
+def lstm_scale(H: int, like: Tensor) -> Tensor:
     """2 on g's slot of [i, f, g, o], 1 elsewhere: one sigmoid over all four gates gives tanh(g) too."""
     k = like.new_ones(4 * H)
     k[2 * H : 3 * H] = 2
@@ -185,13 +40,13 @@ def _lstm_scale(H: int, like: Tensor) -> Tensor:
 # --------------------------------------------------------------------------------------------------
 # LSTM: a = xp_t + N_h(W_h h_{t-1}); c_t = sf c_{t-1} + si tanh(g); h_t = so tanh(N_c(c_t))
 # --------------------------------------------------------------------------------------------------
-class _LSTMRecurrence(torch.autograd.Function):
+class LSTMRecurrence(torch.autograd.Function):
     @staticmethod
     def forward(ctx, norms, need_grad, xp, h0, c0, Wh, wh, bh, wc, bc):
         nh, nc = norms
         T, B, G = xp.shape
         H = G // 4
-        k = _lstm_scale(H, xp)  # xp's and N_h's g slot doubled: sigmoid(2 a_g) -> tanh(a_g)
+        k = lstm_scale(H, xp)  # xp's and N_h's g slot doubled: sigmoid(2 a_g) -> tanh(a_g)
         WhT = Wh.t()
         L = T if need_grad else 1
         out = xp.new_empty(T, B, H)
@@ -252,7 +107,7 @@ class _LSTMRecurrence(torch.autograd.Function):
 # --------------------------------------------------------------------------------------------------
 # GRU: [r, z] = sigmoid(xp_rz + N_rz(W_h h)); n = tanh(xp_n + r N_n(U h)); h_t = h + z (n - h)
 # --------------------------------------------------------------------------------------------------
-class _GRURecurrence(torch.autograd.Function):
+class GRURecurrence(torch.autograd.Function):
     @staticmethod
     def forward(ctx, norms, need_grad, xp_rz, xp_n, h0, Wh, w_rz, b_rz, w_n, b_n):
         n_rz, n_n = norms
@@ -309,57 +164,27 @@ class _GRURecurrence(torch.autograd.Function):
         return None, None, dXRZ, dXN, dh, dWh, dw_rz, db_rz, dw_n, db_n
 
 
-class _NativeNorms:
-    """The cell's three normalizers (N_x, N_h, N_c) as the C++ kernels take them: one mode (per-row
-    statistics for LN; per-column over the batch for BN in training; BN's running averages at evaluation)
-    and, for BN in training, the running averages to update from the statistics the kernel returns."""
-
-    LAYER, BATCH, FIXED = 0, 1, 2
-
-    def __init__(self, cell: LSTMCell, steps: int):
-        self.mods = (cell.norm_x, cell.norm_h, cell.norm_c)
-        first = self.mods[0]
-        self.eps = first.eps
-        self.bn = isinstance(first, BatchNorm)
-        self.unbiased = self.bn and first.unbiased
-        self.mode = self.LAYER if not self.bn else self.BATCH if first.training else self.FIXED
-        self.fixed: list[Tensor] = []
-        if self.mode == self.FIXED:
-            for mod in self.mods:
-                mean, var = _bn_eval_stats(mod, steps)
-                self.fixed += [mean.contiguous(), (var + mod.eps).rsqrt().contiguous()]
-
-    def finish(self, stats: list[Tensor], batch: int) -> None:
-        """BN's running averages from each step's batch mean and (biased) variance, as BatchNorm updates them."""
-        if self.mode == self.BATCH:
-            for mod, (mean, _, var_b) in zip(self.mods, (stats[0:3], stats[3:6], stats[6:9])):
-                G = mod.weight.shape[0]
-                _bn_update_running(mod, mean, var_b.view(-1, G) * (batch / (batch - 1)))
-
-
-class _NativeLSTMRecurrence(torch.autograd.Function):
+class NativeLSTMRecurrence(torch.autograd.Function):
     """The whole LN/BN LSTM layer, its input projection W_x x and N_x included, in lnbench's C++ kernels
     (lnbench/nn/fast/csrc/lstm_norm.cpp): one call each way."""
 
     @staticmethod
     def forward(ctx, norms, need_grad, x, h0, c0, Wx, Wh, b, wx, bx, wh, bh, wc, bc):
-        out, hT, cT, *saved = native.ops().lstm_norm_fwd(
-            x, h0, c0, Wx, Wh, b, [wx, wh, wc], [bx, bh, bc], norms.mode, norms.eps, norms.unbiased, norms.fixed,
-            need_grad)
-        norms.finish(saved[5:], x.shape[1])
+        out, hT, cT, kept = kernels.lstm_norm_fwd(x, h0, c0, Wx, Wh, b, (wx, wh, wc), (bx, bh, bc), norms.mode,
+                                                  norms.eps, norms.unbiased, norms.fixed, need_grad)
+        norms.finish(kept.stats, x.shape[1])
         if need_grad:
             ctx.setup = (norms.mode, norms.unbiased, [t is not None for t in (b, bx, bh, bc)])
-            ctx.save_for_backward(x, h0, c0, Wx, Wh, out, wx, wh, wc, *saved)
+            ctx.save_for_backward(*kernels.NativeSaved(x, h0, c0, Wx, Wh, out, wx, wh, wc, kept).flat())
         return out, hT, cT
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dout, dhT, dcT):
         mode, unbiased, (has_b, has_bx, has_bh, has_bc) = ctx.setup
-        x, h0, c0, Wx, Wh, out, wx, wh, wc, X, AH, S, C, TC, *stats = ctx.saved_tensors
-        dx, dh0, dc0, dWx, dWh, dwx, dwh, dwc, da, dbc = native.ops().lstm_norm_bwd(
-            dout, dhT, dcT, x, h0, c0, Wx, Wh, out, X, AH, S, C, TC, stats, [wx, wh, wc], mode, unbiased,
-            ctx.needs_input_grad[2])
+        need_dx = ctx.needs_input_grad[2]
+        saved = kernels.NativeSaved.unflat(ctx.saved_tensors)
+        g = kernels.lstm_norm_bwd(dout, dhT, dcT, saved, mode, unbiased, need_dx)
         bias = lambda has, grad: grad if has else None  # noqa: E731
-        return (None, None, dx if ctx.needs_input_grad[2] else None, dh0, dc0, dWx, dWh, bias(has_b, da), dwx,
-                bias(has_bx, da), dwh, bias(has_bh, da), dwc, bias(has_bc, dbc))
+        return (None, None, g.dx if need_dx else None, g.dh0, g.dc0, g.dWx, g.dWh, bias(has_b, g.da), g.dwx,
+                bias(has_bx, g.da), g.dwh, bias(has_bh, g.da), g.dwc, bias(has_bc, g.dbc))

@@ -6,10 +6,11 @@ import logging
 import os
 from typing import Any
 
+from lnbench.runs import METRICS
 from lnbench.training.sinks import RunInfo
 
 log = logging.getLogger("lnbench")
-FILE = "metrics.jsonl"
+FILE = METRICS
 KEY = "jsonl"  # its name among the sinks (its state in a checkpoint): no logger entry may take it
 
 
