@@ -17,6 +17,10 @@ commands:
 """
 
 CONF_DIR = str(lnbench.CONF_DIR)  # Hydra takes config_path as a string
+NEEDS_CONF = ("train", "check", "bench", "presets")
+NO_CONF = ("lnbench: its config groups are missing: neither {conf} (an installed wheel's) nor {parent} (a checkout's) "
+           "holds train.yaml, so there is no preset to run. Reinstall lnbench (`pip install --force-reinstall "
+           "<path or git URL of lnbench>`), or in a checkout restore conf/ with `git checkout -- conf`.")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lnbench {__version__}")
         return 0
     cmd, rest = argv[0], argv[1:]
+    if cmd in NEEDS_CONF and not (lnbench.CONF_DIR / "train.yaml").is_file():
+        print(NO_CONF.format(conf=lnbench.CONF_DIR, parent=lnbench.CONF_DIR.parent.parent / "conf"), file=sys.stderr)
+        return 2
     if cmd == "train":
         from lnbench.launch.entry import main as train_main
 

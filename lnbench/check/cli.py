@@ -179,6 +179,17 @@ def sweep_dir(args: Args, preset: str) -> Path:
     return args.out / (preset if args.scale == 1 else f"{preset}-x{args.scale:g}")
 
 
+def basic_launcher_unless_joblib(args: Args) -> None:
+    """The default launcher, joblib, is an extra (lnbench[joblib]): without it the sweeps run on Hydra's basic one."""
+    import importlib.util
+
+    if any(o.startswith("hydra/launcher=") for o in args.overrides) or importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher"):
+        return
+    args.overrides.append("hydra/launcher=basic")
+    print("lnbench check: the joblib launcher is not installed (pip install 'lnbench[joblib]'): each sweep runs its jobs "
+          "one at a time (hydra/launcher=basic).", file=sys.stderr)
+
+
 def sweep_command(args: Args, preset: str) -> list[str]:
     given = {o.split("=", 1)[0].lstrip("+") for o in args.overrides}
     if any(k.startswith("logger.") for k in given):  # logger.wandb.mode=online (or logger.mode=...): that logger, not none
@@ -331,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(argv)
         check_design(args)
+        basic_launcher_unless_joblib(args)
         check_overrides(args)
     except CheckError as e:
         print(f"lnbench check: {e}", file=sys.stderr)
