@@ -181,13 +181,14 @@ def sweep_dir(args: Args, preset: str) -> Path:
 
 def basic_launcher_unless_joblib(args: Args) -> None:
     """The default launcher, joblib, is an extra (lnbench[joblib]): without it the sweeps run on Hydra's basic one."""
-    import importlib.util
+    import importlib.util  # here: this module's one use, kept apart from its imports (issue 31's small edit)
 
-    if any(o.startswith("hydra/launcher=") for o in args.overrides) or importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher"):
+    chosen = any(o.startswith("hydra/launcher=") for o in args.overrides)
+    if chosen or importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher"):
         return
     args.overrides.append("hydra/launcher=basic")
-    print("lnbench check: the joblib launcher is not installed (pip install 'lnbench[joblib]'): each sweep runs its jobs "
-          "one at a time (hydra/launcher=basic).", file=sys.stderr)
+    print("lnbench check: the joblib launcher is not installed (pip install 'lnbench[joblib]'): each sweep runs its "
+          "jobs one at a time (hydra/launcher=basic).", file=sys.stderr)
 
 
 def sweep_command(args: Args, preset: str) -> list[str]:
@@ -195,6 +196,10 @@ def sweep_command(args: Args, preset: str) -> list[str]:
     if any(k.startswith("logger.") for k in given):  # logger.wandb.mode=online (or logger.mode=...): that logger, not none
         given.add("logger")
     defaults = [f"{k}={v}" for k, v in DEFAULTS.items() if k not in given]
+    if any(o.startswith("logger.wandb.") or o.startswith("logger=") and "wandb" in o for o in args.overrides):
+        # W&B: every round of a preset in one group; the round as the job type (lnbench.check.rounds.commands)
+        wandb = {"logger.wandb.group": sweep_dir(args, preset).name, "logger.wandb.job_type": "tune"}
+        defaults += [f"{k}={v}" for k, v in wandb.items() if k not in given]
     return [sys.executable, "-m", "lnbench.cli", "train", "-m", f"+experiment={preset}",
             f"hydra.sweep.dir={sweep_dir(args, preset)}", *defaults, *scaled_overrides(preset, args.scale), *args.overrides]
 

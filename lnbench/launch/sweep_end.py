@@ -13,6 +13,7 @@ import atexit
 import json
 import logging
 import os
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -132,7 +133,7 @@ def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
     wb = config.logger.wandb
     mode = str(getattr(wb.mode, "value", wb.mode))
     try:
-        tables, images = report_contents(sweep_dir)
+        tables, images, rep = report_contents(sweep_dir)
     except Exception as e:  # a report that cannot be made must not hide the sweep's own results
         log.warning("the report for W&B could not be made (%s: %s); `lnbench report %s` says more.", type(e).__name__, e, sweep_dir)
         return None
@@ -162,6 +163,7 @@ def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
                 (Path(tmp) / name).write_bytes(png)
                 payload[f"report/{Path(name).stem}"] = wandb.Image(str(Path(tmp) / name), caption=name)
             run.log(payload)
+        log_pages(run, rep, group)
         where = run.url if mode != "offline" else f"{run.dir.rsplit('/files', 1)[0]} (offline)"
         run.finish()
         wandb.teardown()  # the sweep is over: wait for W&B's core to write everything, then stop it
@@ -171,10 +173,26 @@ def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
         return None
 
 
-def report_contents(sweep_dir: Path) -> tuple[dict[str, tuple[list[str], list[list[Any]]]], dict[str, bytes]]:
-    """({table name: (columns, rows)}, {png name: bytes}) from lnbench.report. Only load_runs, make_report
-    and the Report's `table` (or `tables`), `verdicts` (what claims.json holds) and `images` are relied
-    on: lnbench/report/ changes often. Without verdicts, report/claims.json if an earlier report wrote one."""
+def log_pages(run, rep, group: str) -> None:
+    """The report's files as `lnbench report` writes them (its pages, tables, plots, claims.json), an artifact of
+    type report. Written apart: <sweep>/report/ may hold a fuller report (lnbench check's, with verdicts)."""
+    import tempfile
+
+    import wandb
+
+    from lnbench import report
+
+    with tempfile.TemporaryDirectory() as tmp:
+        report.write_report(rep, Path(tmp))
+        artifact = wandb.Artifact(re.sub(r"[^\w.-]+", "-", f"report-{group}").strip("-"), type="report")
+        artifact.add_dir(tmp)  # copied into W&B's staging area here, before the folder goes
+        run.log_artifact(artifact)
+
+
+def report_contents(sweep_dir: Path) -> tuple[dict[str, tuple[list[str], list[list[Any]]]], dict[str, bytes], Any]:
+    """({table name: (columns, rows)}, {png name: bytes}, the Report) from lnbench.report. Only load_runs,
+    make_report, write_report (log_pages) and the Report's `table` (or `tables`), `verdicts` (what claims.json
+    holds) and `images` are relied on: lnbench/report/ changes often. Without verdicts, report/claims.json if an earlier report wrote one."""
     from lnbench import report
 
     rep = report.make_report(sweep_dir, report.load_runs(sweep_dir), {})
@@ -185,7 +203,7 @@ def report_contents(sweep_dir: Path) -> tuple[dict[str, tuple[list[str], list[li
         claims = json.loads(saved.read_text())
     if claims:
         tables["claims"] = json_table(claims)
-    return tables, dict(rep.images)
+    return tables, dict(rep.images), rep
 
 
 def json_table(data: Any) -> tuple[list[str], list[list[Any]]]:
