@@ -48,7 +48,8 @@ lock:
 	build/lock-venv/bin/pip install -q -c build/lock-venv/torch.txt ".[all]"
 	sed -n '/^# /p' requirements.lock > build/lock-venv/requirements.lock
 	@# a local build label (2.13.0+cpu) would refuse another build of the same release (+cu126)
-	build/lock-venv/bin/pip freeze --exclude lnbench | sed -E 's/^(torch[a-z]*==[^+]+)\+.*$$/\1/' >> build/lock-venv/requirements.lock
+	build/lock-venv/bin/pip freeze --exclude lnbench | sed -E 's/^(torch[a-z]*==[^+]+)\+.*$$/\1/' \
+		>> build/lock-venv/requirements.lock
 	mv build/lock-venv/requirements.lock requirements.lock && rm -rf build/lock-venv
 
 # A one-node SLURM cluster on this machine (root; Debian's slurmctld, slurmd, munge), and the tests that run

@@ -11,8 +11,9 @@ CONF_PACKAGES = ["lnbench.conf"] + sorted(
 )
 
 setup(
-    # hydra_plugins: lnbench's SLURM launcher (Hydra loads launchers from that namespace package only)
-    packages=find_namespace_packages(include=["lnbench", "lnbench.*", "hydra_plugins", "hydra_plugins.*"]) + CONF_PACKAGES,
+    # hydra_plugins: lnbench's SLURM launcher and your defaults' folder (Hydra loads plugins from there only)
+    packages=find_namespace_packages(include=["lnbench", "lnbench.*", "hydra_plugins", "hydra_plugins.*"])
+    + CONF_PACKAGES,
     package_dir={"lnbench.conf": "conf"},
     # the C++ kernels are built on first use, on the user's machine (lnbench/nn/fast/native.py)
     package_data={"lnbench.nn.fast": ["csrc/*.cpp"], **{p: ["*.yaml"] for p in CONF_PACKAGES}},

@@ -24,7 +24,8 @@ if HydraSlurmLauncher is not None:
             return slurm.launch(self, job_overrides, initial_job_idx)
 
         def __call__(self, *args: Any, **kwargs: Any) -> JobReturn:
-            """In the job's process on a node: run the job; after a stop signal, leave or requeue (lnbench.launch.slurm)."""
+            """In the job's process on a node: run the job; after a stop signal, leave or requeue
+            (lnbench.launch.slurm)."""
             from lnbench.launch import slurm
 
             # zero-argument super(): Hydra's plugin scan may run this module again in the job's process, which

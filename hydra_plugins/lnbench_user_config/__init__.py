@@ -20,7 +20,7 @@ PROVIDER = "lnbench-user"
 
 
 def user_config_dir() -> Path | None:
-    """The folder, or None where LNBENCH_CONFIG_DIR is set empty (the tests: a developer's defaults never reach them)."""
+    """The folder, or None where LNBENCH_CONFIG_DIR is set empty (for tests: a developer's defaults stay out)."""
     given = os.environ.get("LNBENCH_CONFIG_DIR")
     if given is not None:
         return Path(given).expanduser() if given else None
@@ -40,7 +40,8 @@ class LnbenchUserConfig(SearchPathPlugin):
 def sources(overrides: list[str]) -> str:
     """Where `lnbench train --cfg job` / `--info` took its values from, in the order they apply (later wins)."""
     folder = user_config_dir()
-    name = next((o.split("=", 1)[1] for o in reversed(overrides) if o.split("=", 1)[0].lstrip("+") == "local"), "default")
+    chosen = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("+") == "local"]
+    name = chosen[-1] if chosen else "default"
     mine = "off (LNBENCH_CONFIG_DIR is empty)" if folder is None else str(folder / "local" / f"{name}.yaml")
     if folder is not None and not (folder / "local" / f"{name}.yaml").is_file():
         mine += " (none there)"

@@ -28,7 +28,8 @@ def sh(*cmd, cwd=None, env=None, timeout=900) -> subprocess.CompletedProcess:
 
 
 def ok(done: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
-    assert done.returncode == 0, f"{' '.join(done.args)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    said = f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, f"{' '.join(done.args)} exited {done.returncode}:\n{said}"
     return done
 
 
@@ -37,7 +38,8 @@ def source_copy(dest: Path) -> Path:
     listed = sh("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=ROOT)
     files = [f for f in listed.stdout.split("\0") if f] if listed.returncode == 0 else None
     if files is None:  # not a git checkout: everything but what is never shipped
-        shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(".git", ".venv", "outputs", "build", "*.egg-info", "__pycache__"))
+        never = (".git", ".venv", "outputs", "build", "*.egg-info", "__pycache__")
+        shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(*never))
         return dest
     for f in files:
         if (ROOT / f).is_file():
@@ -76,8 +78,8 @@ def lnbench(installed, *args) -> subprocess.CompletedProcess:
 
 def test_it_runs_from_its_own_files(installed):
     bin_dir, env, work = installed
-    where = ok(sh(bin_dir / "python", "-c", "import lnbench; print(lnbench.CONF_DIR)", cwd=work, env=env)).stdout.strip()
-    assert Path(where) == next((bin_dir.parent / "lib").glob("python3*")) / "site-packages" / "lnbench" / "conf"
+    where = ok(sh(bin_dir / "python", "-c", "import lnbench; print(lnbench.CONF_DIR)", cwd=work, env=env)).stdout
+    assert Path(where.strip()) == next((bin_dir.parent / "lib").glob("python3*")) / "site-packages" / "lnbench" / "conf"
 
 
 def test_presets_train_sweep_and_report(installed):
@@ -87,8 +89,10 @@ def test_presets_train_sweep_and_report(installed):
     run = ok(lnbench(installed, "train", "steps=5", "eval_every=5", "progress=false", "hydra.run.dir=run"))
     assert "incompatible or buggy" not in run.stderr + run.stdout  # Hydra's plugin scan without the slurm extra
     assert json.loads((work / "run" / "summary.json").read_text())["status"] == "completed"
-    ok(lnbench(installed, "train", "-m", "steps=5", "eval_every=5", "progress=false", "seed=0,1", "hydra.sweep.dir=sweep"))
-    assert sorted(json.loads(p.read_text())["status"] for p in (work / "sweep").glob("*/summary.json")) == ["completed"] * 2
+    ok(lnbench(installed, "train", "-m", "steps=5", "eval_every=5", "progress=false", "seed=0,1",
+               "hydra.sweep.dir=sweep"))
+    statuses = [json.loads(p.read_text())["status"] for p in (work / "sweep").glob("*/summary.json")]
+    assert statuses == ["completed"] * 2
     ok(lnbench(installed, "report", "sweep"))
     assert any((work / "sweep" / "report").iterdir())
 

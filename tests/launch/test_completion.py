@@ -36,7 +36,8 @@ def complete(env, line: str) -> list[str]:
 
 
 def test_install_script_is_for_the_lnbench_command(lnbench_on_path):
-    out = subprocess.run(["lnbench", "train", "-sc", "install=bash"], env=lnbench_on_path, capture_output=True, text=True, timeout=120).stdout
+    out = subprocess.run(["lnbench", "train", "-sc", "install=bash"], env=lnbench_on_path, capture_output=True,
+                         text=True, timeout=120).stdout
     assert out.rstrip().endswith("-F hydra_bash_completion lnbench"), out[-200:]
     assert "lnbench train" not in out  # `train` registered as a command of its own was the bug
 
