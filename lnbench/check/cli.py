@@ -373,5 +373,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     print("\n" + md)
     print(f"{args.out / 'check.md'}\n{args.out / 'check.html'}")
+    if any(o.startswith("logger.wandb.report=") for o in args.overrides):  # the pages as a W&B artifact too
+        from lnbench.launch.sweep_end import log_check_pages  # Hydra and W&B: only when asked
+
+        print(f"W&B {log_check_pages(args.out, args.overrides) or 'not logged (see the warning above)'}")
     # A preset that produced no verdict at all (its sweep could not run) is a failed check, not a quiet gap.
     return 1 if any(not o.verdicts for o in outcomes) else 0

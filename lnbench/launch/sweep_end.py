@@ -189,6 +189,45 @@ def log_pages(run, rep, group: str) -> None:
         run.log_artifact(artifact)
 
 
+def log_check_pages(out: Path, overrides: list[str]) -> str | None:
+    """`lnbench check ... logger.wandb.report=true`: its pages (check.md, check.html, claims.json in --out) as an
+    artifact of type check, in a W&B run of job_type check. W&B's settings are the sweeps': the check's logger
+    overrides over your own defaults, composed as a run's are. Returns where it is (None: not asked, or W&B failed)."""
+    from hydra import compose, initialize_config_dir
+
+    from lnbench import CONF_DIR
+    from lnbench.config.schema import register_configs
+    from lnbench.training.sinks.wandb_run import start_wandb
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=[o for o in overrides if o.lstrip("+~").startswith("logger")])
+    if not wants_report(cfg):
+        return None
+    wb = cfg.logger.wandb
+    run, mode = start_wandb(str(getattr(wb.mode, "value", wb.mode)), dict(
+        project=wb.project, entity=wb.entity, group=wb.group or "check", job_type="check", name=f"check · {out.name}",
+        tags=list(wb.tags), dir=str(out), config={"out": str(out.resolve())},
+    ), kept=f"the pages are in {out}", init_timeout=wb.init_timeout, finish_timeout=wb.finish_timeout)
+    if run is None:
+        return None
+    try:
+        import wandb
+
+        artifact = wandb.Artifact("check", type="check")
+        for name in ("check.md", "check.html", "claims.json"):
+            if (out / name).is_file():
+                artifact.add_file(str(out / name))
+        run.log_artifact(artifact)
+        where = run.url if mode != "offline" else f"{run.dir.rsplit('/files', 1)[0]} (offline)"
+        run.finish()
+        wandb.teardown()
+        return where
+    except Exception as e:
+        log.warning("the W&B check run failed (%s: %s); the pages are in %s.", type(e).__name__, e, out)
+        return None
+
+
 def report_contents(sweep_dir: Path) -> tuple[dict[str, tuple[list[str], list[list[Any]]]], dict[str, bytes], Any]:
     """({table name: (columns, rows)}, {png name: bytes}, the Report) from lnbench.report. Only load_runs,
     make_report, write_report (log_pages) and the Report's `table` (or `tables`), `verdicts` (what claims.json

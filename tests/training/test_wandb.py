@@ -239,3 +239,20 @@ def test_the_checks_runs_are_grouped_by_preset_with_the_round_as_job_type(tmp_pa
     quiet = sweep_command(Args(["fig6_mnist"], out=tmp_path), "fig6_mnist")  # logger=none: no W&B keys to set
     assert not any(a.startswith("logger.wandb.") for a in quiet)
 
+
+
+def test_the_check_page_is_an_artifact_when_the_report_is_asked_for(tmp_path):
+    from lnbench.launch.sweep_end import log_check_pages
+
+    out = tmp_path / "check"
+    out.mkdir()
+    for name in ("check.md", "check.html", "claims.json"):
+        (out / name).write_text("{}" if name.endswith(".json") else f"the {name} page")
+    assert log_check_pages(out, ["logger=wandb", "logger.wandb.mode=offline"]) is None  # not asked: no W&B run
+    assert not (out / "wandb").exists()
+    assert log_check_pages(out, ["logger.wandb.mode=offline", "logger.wandb.report=true"]) is not None
+    run = read_offline_runs(out)
+    assert (run.job_type, run.group, run.exit_code) == ("check", "check", 0)
+    (artifact,) = artifacts(out)
+    assert artifact.type == "check"
+    assert {e.path for e in artifact.manifest.contents} == {"check.md", "check.html", "claims.json"}
