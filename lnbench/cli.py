@@ -48,11 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     if cmd == "train":
         from lnbench.launch.entry import main as train_main
 
-        if any(a in ("--cfg", "-c", "--info", "-i") for a in rest):
+        if any(a in ("--cfg", "-c", "--info", "-i") for a in rest):  # what Hydra shows: which files it came from
             from hydra_plugins.lnbench_user_config import sources
 
             print(sources(rest), file=sys.stderr)
-
         return train_main(rest)
     if cmd == "report":
         from lnbench.report import main as report_main
