@@ -53,19 +53,21 @@ def installed(tmp_path_factory):
     """(the venv's bin folder, the environment to run it in, a working folder outside the checkout)."""
     tmp = tmp_path_factory.mktemp("wheel")
     assert ROOT not in tmp.resolve().parents, "the venv must be outside the checkout"
+    # Nothing of the checkout on the path, for pip too: it would take the checkout's lnbench.egg-info (an editable
+    # install's) for lnbench installed already, and skip the wheel.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(WANDB_MODE="offline", PATH=f"{tmp / 'venv' / 'bin'}{os.pathsep}{env['PATH']}")
     wheel_dir = tmp / "dist"
-    ok(sh(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheel_dir, source_copy(tmp / "src")))
+    ok(sh(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheel_dir, source_copy(tmp / "src"), env=env))
     (wheel,) = wheel_dir.glob("lnbench-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "lnbench/conf/train.yaml" in names and "lnbench/conf/experiment/fig6_mnist.yaml" in names
     assert any(n.startswith("lnbench/nn/fast/csrc/") and n.endswith(".cpp") for n in names)
-    ok(sh(sys.executable, "-m", "venv", tmp / "venv"))
+    ok(sh(sys.executable, "-m", "venv", tmp / "venv", env=env))
     pip = [tmp / "venv" / "bin" / "python", "-m", "pip", "install", "-q", "-c", LOCK]
     index = ["--index-url", os.environ["TORCH_INDEX"]] if os.environ.get("TORCH_INDEX") else []
-    ok(sh(*pip, *index, os.environ.get("TORCH") or f"torch=={torch.__version__.split('+')[0]}"))
-    ok(sh(*pip, wheel))  # no extra: what `pip install <repo>` gives
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(WANDB_MODE="offline", PATH=f"{tmp / 'venv' / 'bin'}{os.pathsep}{env['PATH']}")
+    ok(sh(*pip, *index, os.environ.get("TORCH") or f"torch=={torch.__version__.split('+')[0]}", env=env))
+    ok(sh(*pip, wheel, env=env))  # no extra: what `pip install <repo>` gives
     work = tmp / "elsewhere"
     work.mkdir()
     return tmp / "venv" / "bin", env, work
