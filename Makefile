@@ -8,17 +8,21 @@ BIN := $(VENV)/bin
 # add the CPU wheel index (see README, "Setup") so pip does not fetch GBs of CUDA libraries.
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
+# Every other package at the version the tests passed with (a constraints file: docs/install.md). LOCK= installs
+# the newest versions pyproject.toml allows instead, e.g. with another TORCH.
+LOCK ?= requirements.lock
+CONSTRAIN := $(if $(LOCK),-c $(LOCK),)
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: setup run test test-slow smoke bench check clean slurm-up test-slurm
+.PHONY: setup run test test-slow test-install smoke bench check clean slurm-up test-slurm lock
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),) "$(TORCH)"
-	$(BIN)/pip install -q -e ".[test,launchers]"
+	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),) $(CONSTRAIN) "$(TORCH)"
+	$(BIN)/pip install -q $(CONSTRAIN) -e ".[test,joblib,slurm]"
 	@# lnbench's C++ kernels, built once for this machine's ISA (~20 s; without a compiler: a warning, torch's ops).
 	$(BIN)/python -m lnbench.nn.fast.native
 	@touch $@
@@ -31,6 +35,22 @@ test: setup
 
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
+
+# The wheel, installed with the lock into a fresh venv outside the checkout and run from another folder (a few
+# minutes: most of it installing torch and the rest; tests/install/).
+test-install: setup
+	TORCH="$(TORCH)" TORCH_INDEX="$(TORCH_INDEX)" $(BIN)/python -m pytest -q -m install -rs $(PYTEST_ARGS)
+
+# requirements.lock anew: the newest versions pyproject.toml allows, with TORCH, in a fresh venv (docs/install.md).
+lock:
+	rm -rf build/lock-venv && $(PYTHON) -m venv build/lock-venv && echo "$(TORCH)" > build/lock-venv/torch.txt
+	build/lock-venv/bin/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),) "$(TORCH)"
+	build/lock-venv/bin/pip install -q -c build/lock-venv/torch.txt ".[all]"
+	sed -n '/^# /p' requirements.lock > build/lock-venv/requirements.lock
+	@# a local build label (2.13.0+cpu) would refuse another build of the same release (+cu126)
+	build/lock-venv/bin/pip freeze --exclude lnbench | sed -E 's/^(torch[a-z]*==[^+]+)\+.*$$/\1/' \
+		>> build/lock-venv/requirements.lock
+	mv build/lock-venv/requirements.lock requirements.lock && rm -rf build/lock-venv
 
 # A one-node SLURM cluster on this machine (root; Debian's slurmctld, slurmd, munge), and the tests that run
 # sweeps on it (docs/slurm.md). Where it cannot start, slurm-up says why and the SLURM tests skip.
@@ -59,4 +79,4 @@ check: setup
 	$(BIN)/lnbench check $(CHECK_ARGS)
 
 clean:
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) *.egg-info build

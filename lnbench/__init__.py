@@ -1,8 +1,11 @@
 """lnbench: the Layer Normalization paper's claims, tested with Hydra-composed PyTorch runs."""
 from pathlib import Path
 
-# The Hydra config groups (conf/ beside the package): the one place every module finds them.
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+_HERE = Path(__file__).resolve().parent
+# The Hydra config groups: the one place every module finds them. An installed wheel carries them as package data
+# (lnbench/conf, setup.py); a checkout or an editable install keeps them at the repository's top level, beside the
+# package. The package's own copy comes first: site-packages/conf may be another distribution's folder.
+CONF_DIR = next((d for d in (_HERE / "conf", _HERE.parent / "conf") if (d / "train.yaml").is_file()), _HERE / "conf")
 
 
 def __getattr__(name: str):

@@ -1,6 +1,7 @@
 """`lnbench train|report|bench ...`: dispatch only."""
 from __future__ import annotations
 
+import re
 import sys
 
 import lnbench
@@ -16,6 +17,13 @@ commands:
   --version           lnbench's version
 """
 
+COMPLETION = ("-sc", "--shell-completion")  # Hydra's flag, also in the query its install script makes
+NEEDS_CONF = ("train", "check", "bench", "presets")
+NO_CONF = ("lnbench: its config groups are missing: neither {conf} (an installed wheel's) nor {parent} (a checkout's) "
+           "holds train.yaml, so there is no preset to run. Reinstall lnbench (`pip install --force-reinstall "
+           "<path or git URL of lnbench>`), or in a checkout restore conf/ with `git checkout -- conf`.")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in ("train", "bench", "check"):
@@ -29,9 +37,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lnbench {lnbench.__version__}")
         return 0
     cmd, rest = argv[0], argv[1:]
+    if cmd in COMPLETION or (cmd == "train" and any(a in COMPLETION for a in rest)):
+        return shell_completion(cmd, rest)
+    if cmd in NEEDS_CONF and not (lnbench.CONF_DIR / "train.yaml").is_file():
+        print(NO_CONF.format(conf=lnbench.CONF_DIR, parent=lnbench.CONF_DIR.parent.parent / "conf"), file=sys.stderr)
+        return 2
     if cmd == "train":
         from lnbench.launch.entry import main as train_main
 
+        if any(a in ("--cfg", "-c", "--info", "-i") for a in rest):  # what Hydra shows: which files it came from
+            from hydra_plugins.lnbench_user_config import sources
+
+            print(sources(rest), file=sys.stderr)
         return train_main(rest)
     if cmd == "report":
         from lnbench.report import main as report_main
@@ -51,6 +68,16 @@ def main(argv: list[str] | None = None) -> int:
         return presets_main(rest)
     print(f"lnbench: unknown command {cmd!r}: use one of train, report, bench, check, presets.\n\n{USAGE}", file=sys.stderr)
     return 2
+
+
+def shell_completion(cmd: str, rest: list[str]) -> int:
+    """`lnbench train -sc install=bash` and the query its script makes, `lnbench -sc query=bash`."""
+    from lnbench.launch import completion
+    from lnbench.launch.entry import main as train_main
+
+    if cmd == "train":
+        return completion.install(train_main, rest)
+    return completion.query(train_main, [cmd, *rest], re.findall(r"^  ([a-z]\w*)", USAGE, re.M))
 
 
 if __name__ == "__main__":

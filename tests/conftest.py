@@ -9,6 +9,9 @@ from lnbench.launch.entry import CONF_DIR
 from lnbench.config.schema import model_presets, register_configs
 
 REPO = Path(__file__).resolve().parent.parent
+# A developer's own defaults (~/.config/lnbench/local/default.yaml, docs/install.md) never reach the tests, nor the
+# runs they start; tests/install/test_user_config.py sets a folder of its own.
+os.environ["LNBENCH_CONFIG_DIR"] = ""
 DATA_DIR = Path(os.environ.get("LNBENCH_DATA_DIR", REPO.parent / "shared" / "data")).resolve()
 HAVE_DATA = (DATA_DIR / "MNIST" / "raw").is_dir() and (DATA_DIR / "tinyshakespeare" / "input.txt").is_file()
 needs_data = pytest.mark.skipif(not HAVE_DATA, reason=f"real data not found under {DATA_DIR}")

@@ -179,11 +179,27 @@ def sweep_dir(args: Args, preset: str) -> Path:
     return args.out / (preset if args.scale == 1 else f"{preset}-x{args.scale:g}")
 
 
+def basic_launcher_unless_joblib(args: Args) -> None:
+    """The default launcher, joblib, is an extra (lnbench[joblib]): without it the sweeps run on Hydra's basic one."""
+    import importlib.util  # here: this module's one use, kept apart from its imports (issue 31's small edit)
+
+    chosen = any(o.startswith("hydra/launcher=") for o in args.overrides)
+    if chosen or importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher"):
+        return
+    args.overrides.append("hydra/launcher=basic")
+    print("lnbench check: the joblib launcher is not installed (pip install 'lnbench[joblib]'): each sweep runs its "
+          "jobs one at a time (hydra/launcher=basic).", file=sys.stderr)
+
+
 def sweep_command(args: Args, preset: str) -> list[str]:
     given = {o.split("=", 1)[0].lstrip("+") for o in args.overrides}
     if any(k.startswith("logger.") for k in given):  # logger.wandb.mode=online (or logger.mode=...): that logger, not none
         given.add("logger")
     defaults = [f"{k}={v}" for k, v in DEFAULTS.items() if k not in given]
+    if any(o.startswith("logger.wandb.") or o.startswith("logger=") and "wandb" in o for o in args.overrides):
+        # W&B: every round of a preset in one group; the round as the job type (lnbench.check.rounds.commands)
+        wandb = {"logger.wandb.group": sweep_dir(args, preset).name, "logger.wandb.job_type": "tune"}
+        defaults += [f"{k}={v}" for k, v in wandb.items() if k not in given]
     return [sys.executable, "-m", "lnbench.cli", "train", "-m", f"+experiment={preset}",
             f"hydra.sweep.dir={sweep_dir(args, preset)}", *defaults, *scaled_overrides(preset, args.scale), *args.overrides]
 
@@ -331,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(argv)
         check_design(args)
+        basic_launcher_unless_joblib(args)
         check_overrides(args)
     except CheckError as e:
         print(f"lnbench check: {e}", file=sys.stderr)
@@ -356,5 +373,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     print("\n" + md)
     print(f"{args.out / 'check.md'}\n{args.out / 'check.html'}")
+    if any(o.startswith("logger.wandb.report=") for o in args.overrides):  # the pages as a W&B artifact too
+        from lnbench.launch.sweep_end import log_check_pages  # Hydra and W&B: only when asked
+
+        print(f"W&B {log_check_pages(args.out, args.overrides) or 'not logged (see the warning above)'}")
     # A preset that produced no verdict at all (its sweep could not run) is a failed check, not a quiet gap.
     return 1 if any(not o.verdicts for o in outcomes) else 0

@@ -127,6 +127,8 @@ def commands(base: list[str], directory: Path, round_name: str, cells: list[Cell
     preset's tuning sweep command; its overrides of the keys a cell sets (drop) are left out."""
     search = write_cells(directory, cells).resolve()
     kept = [a for a in base if not a.startswith("hydra.sweep.dir=") and a.split("=", 1)[0].lstrip("+~") not in drop]
+    job_type = f"logger.wandb.job_type={round_name.split('-')[0]}"  # W&B: widen or judge (the base sweep: tune)
+    kept = [job_type if a.startswith("logger.wandb.job_type=") else a for a in kept]
     by_seeds: dict[tuple, list[str]] = {}
     for c in cells:
         by_seeds.setdefault(tuple(c.seeds), []).append(c.name)

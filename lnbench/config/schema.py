@@ -31,6 +31,12 @@ class WandbMode(str, Enum):
     disabled = "disabled"
 
 
+class WandbConsole(str, Enum):
+    """What W&B's Logs tab gets (lnbench.training.sinks.wandb_run.start_wandb says why not redirect)."""
+    wrap = "wrap"
+    off = "off"
+
+
 # ---- model ------------------------------------------------------------------------------------
 @dataclass
 class MLPConfig:
@@ -235,6 +241,8 @@ class WandbConfig:
     init_timeout: float = 30.0  # seconds wandb.init may take before the run goes on offline
     finish_timeout: float = 60.0  # seconds the end of the run may wait for uploads (the rest: `wandb sync`)
     report: bool = False  # after a sweep, one more W&B run in its group with the report's tables and plots
+    job_type: str = "train"  # lnbench check's rounds: tune, widen, judge
+    console: WandbConsole = WandbConsole.wrap  # the Logs tab: the run's console lines (wrap), or nothing (off)
 
 
 @dataclass

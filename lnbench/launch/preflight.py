@@ -25,6 +25,8 @@ from lnbench.config import overrides as hydra_args
 from lnbench.config.presets import Sweep
 from lnbench.errors import ConfigError
 
+# The launchers an extra of lnbench installs (pyproject.toml): refused with the extra to install where it is missing.
+LAUNCHER_EXTRAS = {"joblib": "joblib", "submitit_local": "slurm", "submitit_slurm": "slurm"}
 ALL_JOBS_UP_TO = 24  # sweeps up to this many jobs compose every job before the first starts
 
 
@@ -226,6 +228,9 @@ def composing(overrides: list[str], sweep: bool = False):
         group, _, name = str(e.missing_cfg_file).rpartition("/")
         typed = next((o for o in overrides if o.split("=", 1)[0].lstrip("+~") == group), f"{group}={name}")
         options = ", ".join(o for o in e.options or [] if not o.startswith("base_"))
+        if group == "hydra/launcher" and (extra := LAUNCHER_EXTRAS.get(name)):  # slurm.yaml names submitit_slurm
+            raise ConfigError(f"{typed} is not allowed{job}: the {name} launcher is not installed. Install it with "
+                              f"pip install 'lnbench[{extra}]', or choose one of {options}.") from None
         raise ConfigError(f"{typed} is not allowed{job}: there is no {group} preset {name!r}. The {group} presets are {options}.") from None
     except (HydraException, OmegaConfBaseException) as e:
         cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else e

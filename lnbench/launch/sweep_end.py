@@ -13,6 +13,7 @@ import atexit
 import json
 import logging
 import os
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -132,7 +133,7 @@ def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
     wb = config.logger.wandb
     mode = str(getattr(wb.mode, "value", wb.mode))
     try:
-        tables, images = report_contents(sweep_dir)
+        tables, images, rep = report_contents(sweep_dir)
     except Exception as e:  # a report that cannot be made must not hide the sweep's own results
         log.warning("the report for W&B could not be made (%s: %s); `lnbench report %s` says more.", type(e).__name__, e, sweep_dir)
         return None
@@ -162,6 +163,7 @@ def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
                 (Path(tmp) / name).write_bytes(png)
                 payload[f"report/{Path(name).stem}"] = wandb.Image(str(Path(tmp) / name), caption=name)
             run.log(payload)
+        log_pages(run, rep, group)
         where = run.url if mode != "offline" else f"{run.dir.rsplit('/files', 1)[0]} (offline)"
         run.finish()
         wandb.teardown()  # the sweep is over: wait for W&B's core to write everything, then stop it
@@ -171,10 +173,65 @@ def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
         return None
 
 
-def report_contents(sweep_dir: Path) -> tuple[dict[str, tuple[list[str], list[list[Any]]]], dict[str, bytes]]:
-    """({table name: (columns, rows)}, {png name: bytes}) from lnbench.report. Only load_runs, make_report
-    and the Report's `table` (or `tables`), `verdicts` (what claims.json holds) and `images` are relied
-    on: lnbench/report/ changes often. Without verdicts, report/claims.json if an earlier report wrote one."""
+def log_pages(run, rep, group: str) -> None:
+    """The report's files as `lnbench report` writes them (its pages, tables, plots, claims.json), an artifact of
+    type report. Written apart: <sweep>/report/ may hold a fuller report (lnbench check's, with verdicts)."""
+    import tempfile
+
+    import wandb
+
+    from lnbench import report
+
+    with tempfile.TemporaryDirectory() as tmp:
+        report.write_report(rep, Path(tmp))
+        artifact = wandb.Artifact(re.sub(r"[^\w.-]+", "-", f"report-{group}").strip("-"), type="report")
+        artifact.add_dir(tmp)  # copied into W&B's staging area here, before the folder goes
+        run.log_artifact(artifact)
+
+
+def log_check_pages(out: Path, overrides: list[str]) -> str | None:
+    """`lnbench check ... logger.wandb.report=true`: its pages (check.md, check.html, claims.json in --out) as an
+    artifact of type check, in a W&B run of job_type check. W&B's settings are the sweeps': the check's logger
+    overrides over your own defaults, composed as a run's are. Returns where it is (None: not asked, or W&B failed)."""
+    from hydra import compose, initialize_config_dir
+
+    from lnbench import CONF_DIR
+    from lnbench.config.schema import register_configs
+    from lnbench.training.sinks.wandb_run import start_wandb
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=[o for o in overrides if o.lstrip("+~").startswith("logger")])
+    if not wants_report(cfg):
+        return None
+    wb = cfg.logger.wandb
+    run, mode = start_wandb(str(getattr(wb.mode, "value", wb.mode)), dict(
+        project=wb.project, entity=wb.entity, group=wb.group or "check", job_type="check", name=f"check · {out.name}",
+        tags=list(wb.tags), dir=str(out), config={"out": str(out.resolve())},
+    ), kept=f"the pages are in {out}", init_timeout=wb.init_timeout, finish_timeout=wb.finish_timeout)
+    if run is None:
+        return None
+    try:
+        import wandb
+
+        artifact = wandb.Artifact("check", type="check")
+        for name in ("check.md", "check.html", "claims.json"):
+            if (out / name).is_file():
+                artifact.add_file(str(out / name))
+        run.log_artifact(artifact)
+        where = run.url if mode != "offline" else f"{run.dir.rsplit('/files', 1)[0]} (offline)"
+        run.finish()
+        wandb.teardown()
+        return where
+    except Exception as e:
+        log.warning("the W&B check run failed (%s: %s); the pages are in %s.", type(e).__name__, e, out)
+        return None
+
+
+def report_contents(sweep_dir: Path) -> tuple[dict[str, tuple[list[str], list[list[Any]]]], dict[str, bytes], Any]:
+    """({table name: (columns, rows)}, {png name: bytes}, the Report) from lnbench.report. Only load_runs,
+    make_report, write_report (log_pages) and the Report's `table` (or `tables`), `verdicts` (what claims.json
+    holds) and `images` are relied on: lnbench/report/ changes often. Without verdicts, report/claims.json if an earlier report wrote one."""
     from lnbench import report
 
     rep = report.make_report(sweep_dir, report.load_runs(sweep_dir), {})
@@ -185,7 +242,7 @@ def report_contents(sweep_dir: Path) -> tuple[dict[str, tuple[list[str], list[li
         claims = json.loads(saved.read_text())
     if claims:
         tables["claims"] = json_table(claims)
-    return tables, dict(rep.images)
+    return tables, dict(rep.images), rep
 
 
 def json_table(data: Any) -> tuple[list[str], list[list[Any]]]:

@@ -38,7 +38,7 @@ def parallel_job_threads(hc) -> Optional[int]:
     n_jobs = OmegaConf.select(hc, "launcher.n_jobs", default=None)
     if n_jobs is None:
         return None
-    cores = os.cpu_count() or 1  # as joblib counts them
+    cores = len(usable_cores())  # this process's affinity, which joblib's n_jobs=-1 counts too (not os.cpu_count())
     jobs = cores + 1 + n_jobs if n_jobs < 0 else n_jobs
     return max(1, cores // max(jobs, 1))
 

@@ -185,15 +185,15 @@ def job_name(hydra_cfg: DictConfig) -> str:
 
 def run_group(experiment: str | None, sweep_dir: str) -> str:
     """'seq_len_sweep 2026-11-22 13:05:01': the experiment preset and the sweep's start, read from its
-    directory (outputs/multirun/<date>/<time>), which every job of the sweep shares."""
+    directory (outputs/multirun/<date>/<time>), which every job of the sweep shares. A directory of another
+    name is the group's name, with the preset before it unless the name holds it already (lnbench check's
+    outputs/check/fig6_mnist is `fig6_mnist`, not `fig6_mnist fig6_mnist`)."""
     path = Path(sweep_dir)
     stamp = re.fullmatch(r"(\d\d)-(\d\d)-(\d\d)(-\d+)?", path.name)
-    if stamp and re.fullmatch(r"\d{4}-\d\d-\d\d", path.parent.name):
-        when = f"{path.parent.name} {stamp[1]}:{stamp[2]}:{stamp[3]}"
-    else:
-        when = path.name
     what = (experiment or "sweep").strip("[]").replace(",", "+")
-    return f"{what} {when}"
+    if stamp and re.fullmatch(r"\d{4}-\d\d-\d\d", path.parent.name):
+        return f"{what} {path.parent.name} {stamp[1]}:{stamp[2]}:{stamp[3]}"
+    return path.name if what in path.name else f"{what} {path.name}"
 
 
 def sweep_group(hydra_cfg: DictConfig) -> str:

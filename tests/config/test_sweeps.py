@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from lnbench import report
 from lnbench.launch.entry import CONF_DIR
+from lnbench.launch import threads as threads_module
 from lnbench.launch.threads import parallel_job_threads
 from lnbench.config.validate import validate
 from lnbench.config.schema import register_configs
@@ -82,7 +83,7 @@ def test_preset_composes_for_training(name):
 
 @pytest.mark.parametrize("n_jobs,cores,threads", [(-1, 2, 1), (2, 2, 1), (1, 2, 2), (-1, 8, 1), (4, 8, 2), (-2, 8, 1)])
 def test_parallel_jobs_share_the_cores(n_jobs, cores, threads, monkeypatch):
-    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(threads_module, "usable_cores", lambda: list(range(cores)))  # the process's affinity
     assert parallel_job_threads(OmegaConf.create({"launcher": {"n_jobs": n_jobs}})) == threads
     assert parallel_job_threads(OmegaConf.create({"launcher": {"timeout_min": 60}})) is None
 

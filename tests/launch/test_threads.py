@@ -41,6 +41,12 @@ def test_slurm_and_launcher_share_cap_it(machine, monkeypatch):
     assert threads.choose(None, OmegaConf.create({"launcher": {"cpus_per_task": 3}}))[0] == 3
 
 
+def test_a_launchers_share_is_of_the_cores_the_process_may_use(machine, monkeypatch):
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: 64)  # a big node, of which this job may use 4 cores
+    share = threads.choose(None, OmegaConf.create({"launcher": {"n_jobs": 2}}))
+    assert share == (2, "4 usable cores; the launcher's share per parallel job is 2")
+
+
 def test_apply_logs_the_choice(machine, caplog):
     with caplog.at_level(logging.INFO, logger="lnbench"):
         assert threads.apply(None)[0] == 4

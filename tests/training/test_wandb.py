@@ -9,10 +9,13 @@ import signal
 
 import pytest
 
-from conftest import metrics_without_time, summary_of, tiny
+from conftest import TINY_CLI, metrics_without_time, run_cli, summary_of, tiny
+from lnbench.check import rounds
+from lnbench.check.cli import Args, sweep_command
 from lnbench.errors import Interrupted
+from lnbench.training.tracker import run_group
 from lnbench.training.recipe import train
-from tests.wandb_file import read_offline_runs, read_run
+from tests.wandb_file import payloads, read_offline_runs, read_run
 
 RUN = ["steps=6", "log_every=2", "eval_every=3", "checkpoint_every=4"]
 
@@ -188,3 +191,68 @@ def test_report_run_holds_the_reports_tables_and_plots(tmp_path):
     assert any(k.endswith("/_type") and row[k] == "image-file" for k in row)
     table = json.loads(next((sweep / "wandb").glob("offline-run-*/files/" + row["report/claims/path"])).read_text())
     assert table["columns"] == ["claim", "verdict", "ci"] and table["data"] == [["LN faster", "holds", "[0.1, 0.2]"]]
+    # the pages as `lnbench report` writes them, an artifact of type report; the sweep's own report/ untouched
+    (artifact,) = [a for a in artifacts(sweep) if a.type == "report"]  # (wandb.Table makes run_table ones)
+    assert artifact.name == "report-seq_len_sweep-smoke-2026-11-22-13-05-01"
+    assert {"report.md", "report.html", "claims.json"} <= {e.path for e in artifact.manifest.contents}
+    assert sorted(p.name for p in (sweep / "report").iterdir()) == ["claims.json"]
+
+
+def artifacts(run_dir):
+    """The artifact records of a run's offline W&B files (tests/wandb_file.py reads the rest)."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    found = []
+    for path in (run_dir / "wandb").glob("offline-run-*/run-*.wandb"):
+        for payload in payloads(path):
+            record = pb.Record()
+            record.ParseFromString(payload)
+            if record.WhichOneof("record_type") == "artifact":
+                found.append(record.artifact)
+    return found
+
+
+def test_a_cli_run_has_its_job_type_and_its_console_in_w_and_b(tmp_path):
+    """logger.wandb.job_type as given (lnbench check's rounds give tune, widen, judge); the Logs tab: the run's
+    console lines in files/output.log, offline too, and the run ends (no hang) with console capture on."""
+    done = run_cli("train", *TINY_CLI, "steps=4", "eval_every=2", "logger.wandb.mode=offline",
+                   "logger.wandb.job_type=tune", f"hydra.run.dir={tmp_path}", env={"WANDB_MODE": "offline"})
+    assert done.returncode == 0, done.stderr
+    run = read_offline_runs(tmp_path)
+    assert run.job_type == "tune" and run.exit_code == 0
+    (logs,) = (tmp_path / "wandb").glob("offline-run-*/files/output.log")
+    assert "step 4" in logs.read_text()  # the last val line, written after W&B started
+
+
+def test_the_checks_runs_are_grouped_by_preset_with_the_round_as_job_type(tmp_path):
+    """A group named once: lnbench check's outputs/check/fig6_mnist is `fig6_mnist` (was `fig6_mnist fig6_mnist`),
+    the same group for every round of the preset; each round its job type."""
+    assert run_group("fig6_mnist", "outputs/check/fig6_mnist") == "fig6_mnist"
+    assert run_group("fig6_mnist", "/data/sweeps/lr_scan") == "fig6_mnist lr_scan"
+    base = sweep_command(Args(["fig6_mnist"], out=tmp_path, overrides=["logger=wandb"]), "fig6_mnist")
+    assert {"logger.wandb.group=fig6_mnist", "logger.wandb.job_type=tune"} <= set(base)
+    cell = rounds.Cell({"model": "ln_mlp"}, {"model"}, "widen", [0])
+    for name, job_type in (("widen-1", "widen"), ("judge-2", "judge")):
+        (cmd,) = rounds.commands(base, tmp_path / "fig6_mnist", name, [cell], set())
+        assert f"logger.wandb.job_type={job_type}" in cmd and "logger.wandb.job_type=tune" not in cmd
+        assert "logger.wandb.group=fig6_mnist" in cmd
+    quiet = sweep_command(Args(["fig6_mnist"], out=tmp_path), "fig6_mnist")  # logger=none: no W&B keys to set
+    assert not any(a.startswith("logger.wandb.") for a in quiet)
+
+
+
+def test_the_check_page_is_an_artifact_when_the_report_is_asked_for(tmp_path):
+    from lnbench.launch.sweep_end import log_check_pages
+
+    out = tmp_path / "check"
+    out.mkdir()
+    for name in ("check.md", "check.html", "claims.json"):
+        (out / name).write_text("{}" if name.endswith(".json") else f"the {name} page")
+    assert log_check_pages(out, ["logger=wandb", "logger.wandb.mode=offline"]) is None  # not asked: no W&B run
+    assert not (out / "wandb").exists()
+    assert log_check_pages(out, ["logger.wandb.mode=offline", "logger.wandb.report=true"]) is not None
+    run = read_offline_runs(out)
+    assert (run.job_type, run.group, run.exit_code) == ("check", "check", 0)
+    (artifact,) = artifacts(out)
+    assert artifact.type == "check"
+    assert {e.path for e in artifact.manifest.contents} == {"check.md", "check.html", "claims.json"}

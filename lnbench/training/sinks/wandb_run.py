@@ -33,7 +33,7 @@ class WandbSink:
 
     def __init__(self, *, run: RunInfo, resume: dict[str, Any] | None, mode: Any, project: str, entity: Optional[str],
                  group: Optional[str], tags: list[str], name: Optional[str], init_timeout: float, finish_timeout: float,
-                 report: bool):
+                 report: bool, job_type: str, console: Any):
         # The defaults are WandbConfig's (lnbench.config.schema), the one copy. `report` is for lnbench.launch.sweep_end.
         self.run, self.failed, self.run_dir = None, False, run.run_dir
         self.id = (resume or {}).get("id") or new_run_id()
@@ -47,12 +47,13 @@ class WandbSink:
             group=group or run.group,
             tags=list(dict.fromkeys([*tags, *run.tags])),
             name=name or run.name,
-            job_type="train",
+            job_type=job_type,
             dir=str(run.run_dir),
             config=config,
             id=self.id,
             resume="allow",
-        ), kept=f"metrics are still in {run.run_dir / 'metrics.jsonl'}", init_timeout=init_timeout, finish_timeout=finish_timeout)
+        ), kept=f"metrics are still in {run.run_dir / 'metrics.jsonl'}", init_timeout=init_timeout,
+            finish_timeout=finish_timeout, console=str(getattr(console, "value", console)))
         if self.run is not None:
             try:
                 self._define_metrics()
@@ -136,23 +137,29 @@ def sections(record: dict[str, Any]) -> dict[str, Any]:
     return {k if k in AXES else f"{section}/{k}": v for k, v in record.items() if k not in ("split", "eval_seq_len")}
 
 
-def start_wandb(mode: str, init: dict[str, Any], kept: str, init_timeout: float, finish_timeout: float) -> tuple[Any, str]:
+def start_wandb(mode: str, init: dict[str, Any], kept: str, init_timeout: float, finish_timeout: float,
+                console: str = "off") -> tuple[Any, str]:
     """(run, mode it runs in): wandb.init with lnbench's timeouts, falling back from online to offline,
-    and to (None, mode) -- local files only, which `kept` names for the log -- when W&B cannot start."""
+    and to (None, mode) -- local files only, which `kept` names for the log -- when W&B cannot start.
+
+    console: what the Logs tab gets. "wrap" copies what the process writes through sys.stdout/sys.stderr (the
+    log lines, the end-of-run block), offline too (files/output.log); "redirect" (dup'ed file descriptors, which
+    forked sweep workers inherit) is not offered: lnbench.config.schema.WandbConsole (docs/logging.md)."""
     try:
         import wandb
     except Exception as e:
         log.warning("W&B cannot be imported (%s: %s); %s.", type(e).__name__, e, kept)
         return None, mode
     timeouts = dict(init_timeout=init_timeout, login_timeout=init_timeout, finish_timeout=finish_timeout)
+    timeouts["console"] = console
     try:
-        return wandb.init(**init, mode=mode, settings=wandb.Settings(**timeouts, console="off", silent=True)), mode
+        return wandb.init(**init, mode=mode, settings=wandb.Settings(**timeouts, silent=True)), mode
     except Exception as e:  # W&B must never cost a run: go on offline, or with local files only
         reason = f"{type(e).__name__}: {_one_line(e)}"
     if mode == "online":
         try:
             wandb.teardown()  # forget the failed online attempt, which still holds the run id
-            run = wandb.init(**init, mode="offline", settings=wandb.Settings(**timeouts, console="off", silent=True))
+            run = wandb.init(**init, mode="offline", settings=wandb.Settings(**timeouts, silent=True))
             folder = run.dir.rsplit("/files", 1)[0]
             log.warning("W&B could not go online (%s); logging offline instead: %s (upload later with `wandb sync %s`).", reason, folder, folder)
             return run, "offline"
