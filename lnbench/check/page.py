@@ -17,17 +17,16 @@ from lnbench.claims.decision import ClaimVerdict
 from lnbench.report import claims_text, render
 from lnbench.report.render import Heading, Items, Link, Page, Table
 
-COLUMNS = ["claim", "preset", "verdict (adjusted)", "unadjusted", "effect [interval that decided, its level]", "min_effect",
+COLUMNS = ["claim", "preset", "verdict (adjusted)", "unadjusted", claims_text.EFFECT, "min_effect",
            "means (units of the measure)", "P(better<than)", "seeds: tuning + judging", "chosen on validation (grid)", "curves"]
 
 
 def adjusted(outcomes: list, method: str) -> list[dict[str, Any]]:
     """Every claim of the page, adjusted over its declared family (claims of the family not on the page count
     as not run), as its preset's report does."""
-    verdicts = [ClaimVerdict.from_dict(d) for o in outcomes for d in o.verdicts]
-    familylib.adjust(verdicts, method)
-    return [{**v.as_dict(), "preset": o.preset, "report": o.directory}
-            for o in outcomes for v in verdicts if v.id in {d["id"] for d in o.verdicts}]
+    pairs = [(o, ClaimVerdict.from_dict(d)) for o in outcomes for d in o.verdicts]
+    familylib.adjust([v for _, v in pairs], method)
+    return [{**v.as_dict(), "preset": o.preset, "report": o.directory} for o, v in pairs]
 
 
 def table(outcomes: list, family: list[dict[str, Any]], base) -> Table:
@@ -44,7 +43,7 @@ def table(outcomes: list, family: list[dict[str, Any]], base) -> Table:
                          "—" if d.get("p_improve") is None else f"{d['p_improve']:.2f}", claims_text.seeds_text(d),
                          claims_text.chosen_text(d), link])
             tones.append(d["verdict"])
-    return Table(COLUMNS, rows, tones)
+    return Table(COLUMNS, rows, tones, claims_text.NOWRAP)
 
 
 def header(outcomes: list, family: list[dict[str, Any]], args, seconds: float, extra: list[str]) -> list[str]:

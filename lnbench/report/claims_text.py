@@ -68,8 +68,10 @@ def table_rows(entries: list[dict[str, Any]]) -> list[list[str]]:
              seeds_text(d), chosen_text(d)] for d in entries]
 
 
+EFFECT = "effect [interval that decided, its level]"
+NOWRAP = (EFFECT, "min_effect")
 COLUMNS = ["claim", "paper", "better vs than", "measure", "verdict (adjusted)", "unadjusted",
-           "effect [interval that decided, its level]", "min_effect", "means (units of the measure)", "P(better<than)",
+           EFFECT, "min_effect", "means (units of the measure)", "P(better<than)",
            "seeds: tuning + judging", "chosen (val)"]
 
 

@@ -93,7 +93,7 @@ def status_text(runs: list[Run], width: int = 90) -> str:
 
 def claims_table(verdicts: list[dict[str, Any]]) -> Table:
     """Each claim's row, its HTML row coloured by its (adjusted) verdict."""
-    return Table(claims_text.COLUMNS, claims_text.table_rows(verdicts), [d["verdict"] for d in verdicts])
+    return Table(claims_text.COLUMNS, claims_text.table_rows(verdicts), [d["verdict"] for d in verdicts], claims_text.NOWRAP)
 
 
 # ---- provenance -------------------------------------------------------------------------------

@@ -90,7 +90,7 @@ def _judged(rng, d_noisy_minus_quiet, n_claims=1, **kw):
 
 def scenarios(rng):
     lucky = -0.01 * np.array([1.0, 0.2, 1.5, 0.1, 0.8, 1.2, 0.3, 0.05, 2.0])  # 9 of 9 agree, t about 3.5
-    reversal = _judged(rng, np.r_[-0.05 * np.ones(6), 0.2 * np.ones(3)])  # strong for 6 seeds, then reversed
+    reversal = _judged(rng, np.r_[-0.05 * np.ones(6), 0.2 * np.ones(3)] + 0.005 * rng.normal(size=9))  # reversed at look 9
     family_only = _judged(rng, lucky, n_claims=8)  # decided alone; not as 1 of 8 claims
     edge = _judged(rng, -0.05 + 0.005 * rng.normal(size=9))
     edge.tune["noisy"] = edge.tune["noisy"] - np.array([0, 0, 0.3])[:, None]  # its best value: the grid's top
