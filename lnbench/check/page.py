@@ -40,7 +40,7 @@ def table(outcomes: list, family: list[dict[str, Any]], base) -> Table:
         for d in (d for d in family if d["preset"] == o.preset):
             rows.append([f"{d['id']}: {d['text']}", o.preset, claims_text.verdict_text(d), d["raw_verdict"],
                          claims_text.effect_text(d), claims_text.margin_text(d), claims_text.lines_text(d),
-                         "—" if d.get("p_improve") is None else f"{d['p_improve']:.2f}", claims_text.seeds_text(d),
+                         claims_text.p_improve_text(d), claims_text.seeds_text(d),
                          claims_text.chosen_text(d), link])
             tones.append(d["verdict"])
     return Table(COLUMNS, rows, tones, claims_text.NOWRAP)

@@ -58,7 +58,8 @@ def job(path: Path, model: str, seed: int, lr: float, final: float, claims: list
     (path / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
     (path / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"runtime": {"choices": {"model": model}}}}))
     value = final if status == "completed" else float("nan")
-    (path / "metrics.jsonl").write_text(json.dumps({"step": 10, "split": "val", "time": 1.0, "error": value, "loss": loss}) + "\n")
+    record = {"step": 10, "split": "val", "time": 1.0, "error": value, "loss": loss}
+    (path / "metrics.jsonl").write_text(json.dumps(record) + "\n")
     summary = {"status": status, "primary_metric": "error", "steps": 10, "baseline": BASELINE, "time_per_step": 0.01}
     if status == "completed":
         summary["final_val"] = {"error": final, "loss": loss}
@@ -77,8 +78,9 @@ def write(root: Path, sweep: Sweep) -> Path:
         for k, v in enumerate(values):
             look = next(j for j, n in enumerate(looks) if k < n)
             status = "diverged" if k in sweep.diverged.get(line, ()) else "completed"
-            job(root / f"judge-{look + 1}" / f"{line}_s{JUDGING_SEED0 + k}", line, JUDGING_SEED0 + k, chosen[line], float(v),
-                sweep.claims, stage="judge", status=status, loss=_loss(sweep, line))
+            seed = JUDGING_SEED0 + k
+            job(root / f"judge-{look + 1}" / f"{line}_s{seed}", line, seed, chosen[line], float(v), sweep.claims,
+                stage="judge", status=status, loss=_loss(sweep, line))
     if sweep.looks:
         (root / "judging.json").write_text(json.dumps(design_record(sweep.looks)))
     return root
@@ -88,7 +90,8 @@ def _loss(sweep: Sweep, line: str) -> float | None:
     return None if sweep.on_loss else sweep.loss.get(line, 0.5)
 
 
-def tuned(rng: np.random.Generator, lines: tuple[str, ...], seeds: int = 3, spread: float = 0.01) -> dict[str, np.ndarray]:
+def tuned(rng: np.random.Generator, lines: tuple[str, ...], seeds: int = 3, spread: float = 0.01
+          ) -> dict[str, np.ndarray]:
     """Tuning values with a clear optimum inside the grid (the middle learning rate), so that the judging
     seeds, not the grid, are what a simulation measures."""
     shape = np.array([0.2, 0.0, 0.2])[:, None]

@@ -93,11 +93,13 @@ def judge_claim(claim: Claim, panels: list[Panel], design: Design | None = None,
         return v
     shared = sorted(set.intersection(*({lk.n for lk in p.looks} for p in panels)))
     if not shared:
-        v.raw_reason = "; ".join(_where(p, panels) + p.reason for p in panels if not p.looks) or "no look shared by every panel"
+        reasons = [_where(p, panels) + p.reason for p in panels if not p.looks]
+        v.raw_reason = "; ".join(reasons) or "no look shared by every panel"
         _headline(v, panels, None, None)
         return v
     shares = _shares(design, shared)
-    per_look = [stats.combine_panels(*(np.array([getattr(_at(p, n), k) for p in panels]) for k in P_KEYS)) for n in shared]
+    per_look = [stats.combine_panels(*(np.array([getattr(_at(p, n), k) for p in panels]) for k in P_KEYS))
+                for n in shared]
     for j in range(len(shared)):  # frozen at the first look that would pass the family's first step
         ps = [float(stats.sequential([pl[i] for pl in per_look[:j + 1]], shares[:j + 1])) for i in range(3)]
         p_decide, kind = stats.decide(*ps)
@@ -135,7 +137,8 @@ def _headline(v: ClaimVerdict, panels: list[Panel], kind: str | None, n: int | N
     pick = min if kind == CONTRADICTED else max
     h = pick(judged, key=lambda p: getattr(_at(p, n) if n else p.looks[-1], key) if p.looks else 1.0)
     look = (_at(h, n) if n else h.looks[-1]) if h.looks else None
-    v.panel, v.n_seeds, v.sd, v.effect_size, v.p_improve = h.panel, look.n if look else h.n, h.sd, h.effect_size, h.p_improve
+    v.panel, v.n_seeds, v.sd, v.effect_size = h.panel, look.n if look else h.n, h.sd, h.effect_size
+    v.p_improve = h.p_improve
     v.boot_low, v.boot_high, v.margin, v.method, v.lines = h.boot_low, h.boot_high, h.margin, h.method, h.lines
     v.better_mean, v.than_mean = h.better_mean, h.than_mean
     v.effect = look.mean if look and look.mean is not None else (h.effect if look else None)

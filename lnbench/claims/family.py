@@ -24,7 +24,8 @@ from lnbench.claims.verdicts import INCONCLUSIVE
 
 DEFAULT_ADJUST = "bonferroni"
 UNDECLARED = "undeclared"
-NAMES = {"bonferroni": "Bonferroni over the declared family", "holm": "Holm over the declared family (claims not run: p = 1)",
+NAMES = {"bonferroni": "Bonferroni over the declared family",
+         "holm": "Holm over the declared family (claims not run: p = 1)",
          "bh": "Benjamini-Hochberg over the declared family (claims not run: p = 1)", "none": "none (unadjusted)"}
 
 
@@ -46,7 +47,8 @@ def sizes(members: Iterable[tuple[str, str]], conf_dir: Path = lnbench.CONF_DIR)
     return {f: len(ids) for f, ids in known.items()}
 
 
-def adjust(verdicts: list[ClaimVerdict], method: str = DEFAULT_ADJUST, family_sizes: dict[str, int] | None = None) -> None:
+def adjust(verdicts: list[ClaimVerdict], method: str = DEFAULT_ADJUST,
+           family_sizes: dict[str, int] | None = None) -> None:
     """Sets each verdict's adjusted verdict, p-value, family size, the interval that decided and, if
     inconclusive, why. raw_verdict keeps the unadjusted one."""
     family_sizes = family_sizes or sizes((v.id, v.family) for v in verdicts)
@@ -79,19 +81,22 @@ def why(v: ClaimVerdict) -> str:
     if v.raw_reason:
         return v.raw_reason
     where = f" in {v.panel}" if len(v.panels) > 1 else ""
-    mde = f"MDE {v.mde:.3g} at {v.n_seeds} seeds, effect {v.effect:.3g}" if v.mde is not None and v.effect is not None else ""
+    known = v.mde is not None and v.effect is not None
+    mde = f"MDE {v.mde:.3g} at {v.n_seeds} seeds, effect {v.effect:.3g}" if known else ""
     if v.ci_low is None and v.sign:
         return f"the sign test{where} did not pass at look {v.decided_at} ({v.sign})" + (f"; {mde}" if mde else "")
     if v.raw_verdict != INCONCLUSIVE:
-        return f"{v.raw_verdict} before the family adjustment (p {v.p_decide:.2g}, adjusted {v.p_adjusted:.2g})" + (f"; {mde}" if mde else "")
+        return (f"{v.raw_verdict} before the family adjustment (p {v.p_decide:.2g}, adjusted {v.p_adjusted:.2g})"
+                + (f"; {mde}" if mde else ""))
     if mde and abs(v.effect) < v.mde:
         return f"underpowered{where}: {mde}"
     return f"the interval{where} includes " + (f"±{v.margin:.3g}" if v.margin else "0")
 
 
 def describe_method(method: str) -> str:
-    return ("estimand: the mean paired difference (than - better); test: paired t on the exact pairs, gated by the exact "
-            "sign test on every pair whose order is known at the look's share of alpha (the sign test alone where a run "
-            "diverged or never reached its target; Welch without 3 common seeds); held/contradicted: the interval shown lies "
-            "beyond ±min_effect, equivalent: inside it; looks spend their declared shares of alpha; panels: "
+    return ("estimand: the mean paired difference (than - better); test: paired t on the exact pairs, gated by "
+            "the exact sign test on every pair whose order is known at the look's share of alpha (the sign test "
+            "alone where a run diverged or never reached its target; Welch without 3 common seeds); "
+            "held/contradicted: the interval shown lies beyond ±min_effect, equivalent: inside it; looks spend "
+            "their declared shares of alpha; panels: "
             f"intersection-union for held, Bonferroni for contradicted; family: {NAMES[method]}")

@@ -122,7 +122,8 @@ def compare(panel: str, better: dict[Any, Value], than: dict[Any, Value], claim:
         if min(len(better), len(than)) >= MIN_SEEDS:
             return _unpaired(p, better, than)
         p.n = len(common) if common else min(len(better), len(than))
-        p.reason = f"n<{MIN_SEEDS}: " + (f"{len(common)} paired seed(s)" if common else f"{len(better)} vs {len(than)} seed(s)")
+        p.reason = f"n<{MIN_SEEDS}: " + (f"{len(common)} paired seed(s)" if common
+                                          else f"{len(better)} vs {len(than)} seed(s)")
         return p
     design = design or Design.linear([len(common)])
     looks = [n for n in design.looks if n <= len(common)]
@@ -145,8 +146,8 @@ def compare(panel: str, better: dict[Any, Value], than: dict[Any, Value], claim:
 def _look(lo: np.ndarray, hi: np.ndarray, exact: np.ndarray, margin: float, res: float, share: float) -> Look:
     """One look's three p-values: the gated t test where it applies to a side, else the sign test alone."""
     sign = stats.sign_test(lo, hi, margin)
-    look = Look(len(lo), *(float(x) for x in sign), sign=f"{int((lo > margin).sum())} of {len(lo)} pairs above +margin, "
-                f"{int((hi < -margin).sum())} below −margin")
+    seen = f"{int((lo > margin).sum())} of {len(lo)} pairs above +margin, {int((hi < -margin).sum())} below −margin"
+    look = Look(len(lo), *(float(x) for x in sign), sign=seen)
     if exact.sum() < 2:
         return look
     ph, pc, pe, mean, se, df = stats.paired_t(lo[exact], margin, res)
@@ -155,7 +156,8 @@ def _look(lo: np.ndarray, hi: np.ndarray, exact: np.ndarray, margin: float, res:
     look.mean, look.se, look.df = float(mean), float(se), float(df)
     odd_lo, odd_hi = lo[~exact], hi[~exact]
     # a pair known only as a bound enters a side's t test only where its bound lies on that side
-    for side, p_t, p_sign, fits in ((HELD, ph, sign[0], (odd_lo > margin).all()), (CONTRADICTED, pc, sign[1], (odd_hi < -margin).all())):
+    sides = ((HELD, ph, sign[0], (odd_lo > margin).all()), (CONTRADICTED, pc, sign[1], (odd_hi < -margin).all()))
+    for side, p_t, p_sign, fits in sides:
         if fits:
             gated = float(stats.sign_gate(p_t, p_sign, share))
             look.via_t.append(side)
@@ -187,6 +189,7 @@ def _unpaired(p: Panel, better: dict, than: dict) -> Panel:
         return p
     tv, bv = [v.x for v in than.values()], [v.x for v in better.values()]
     ph, pc, pe, mean, se, df = stats.welch_t(tv, bv, p.margin)
-    p.n, p.method, p.effect = min(len(tv), len(bv)), "Welch t (unpaired: fewer than 3 common seeds; no sign gate)", float(mean)
+    p.n, p.effect = min(len(tv), len(bv)), float(mean)
+    p.method = "Welch t (unpaired: fewer than 3 common seeds; no sign gate)"
     p.looks = [Look(p.n, float(ph), float(pc), float(pe), float(mean), float(se), float(df), list(KINDS))]
     return p

@@ -64,8 +64,12 @@ def margin_text(d: dict[str, Any]) -> str:
 
 def table_rows(entries: list[dict[str, Any]]) -> list[list[str]]:
     return [[d["id"], d["text"], f"{d['better']} vs {d['than']}", d["measure"], verdict_text(d), d["raw_verdict"],
-             effect_text(d), margin_text(d), lines_text(d), "—" if d.get("p_improve") is None else f"{d['p_improve']:.2f}",
-             seeds_text(d), chosen_text(d)] for d in entries]
+             effect_text(d), margin_text(d), lines_text(d), p_improve_text(d), seeds_text(d), chosen_text(d)]
+            for d in entries]
+
+
+def p_improve_text(d: dict[str, Any]) -> str:
+    return "—" if d.get("p_improve") is None else f"{d['p_improve']:.2f}"
 
 
 EFFECT = "effect [interval that decided, its level]"
@@ -77,9 +81,9 @@ COLUMNS = ["claim", "paper", "better vs than", "measure", "verdict (adjusted)", 
 
 def lines(entries: list[dict[str, Any]], adjust: str) -> list[str]:
     fams = sorted({(d.get("family") or family.UNDECLARED, d.get("family_size", 0)) for d in entries})
-    out = ["statistics: " + family.describe_method(adjust) + "; effect > 0 supports the claim; the interval shown is the "
-           "one that decided, at its level (the look's share of alpha, the family's adjustment); the bootstrap interval "
-           "in claims.json is an unadjusted 95% one, shown only",
+    out = ["statistics: " + family.describe_method(adjust) + "; effect > 0 supports the claim; the interval shown is "
+           "the one that decided, at its level (the look's share of alpha, the family's adjustment); the bootstrap "
+           "interval in claims.json is an unadjusted 95% one, shown only",
            "families: " + ", ".join(f"{f} ({n} claims declared)" for f, n in fams)]
     if any(f == family.UNDECLARED for f, _ in fams):
         out.append("claims without a declared `family` are adjusted over this page's undeclared claims only")

@@ -251,3 +251,13 @@ def test_where_matches_a_value_the_sweep_did_not_vary(tmp_path):
     assert d["verdict"] == "held" and d["panels"][0]["panel"] == "all runs"
     only128 = verdict(sweep(tmp_path / "b", -0.05, seeds=3, batch=4, claim_list=[{**CLAIM, "where": {"dataset.batch_size": 128}}]))
     assert only128["ln_beats_bn"]["verdict"] == "inconclusive" and "no panel" in only128["ln_beats_bn"]["reason"]
+
+
+def test_a_run_that_never_reached_the_target_is_later_than_one_that_reached_it_at_the_same_evaluation():
+    claim = claims.parse_claim({**CLAIM, "measure": "to_target", "target": 0.1, "x": "step"})
+    never = claims.run_measure(claim, {10: (10, 0.5), 20: (20, 0.4)}, None)  # censored at its last evaluation, 20
+    reached = claims.run_measure(claim, {10: (10, 0.5), 20: (20, 0.05)}, None)  # first at or below 0.1 at 20
+    assert never.low > reached.high == 20
+    # than never got there, better did at that same evaluation: the pair's order is known and counts
+    c = verdicts.compare("p", {s: reached for s in range(6)}, {s: never for s in range(6)}, claim)
+    assert c.looks[0].p_held == pytest.approx(1 / 64) and c.looks[0].sign.startswith("6 of 6 pairs above")

@@ -40,19 +40,25 @@ def run_report(root):
 
 
 def claim_rows(md: str) -> list[list[str]]:
-    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in md.splitlines() if line.startswith("|")]
-    return [r for r in cells if len(r) > 7 and r[4].split(" ")[0] in ("held", "contradicted", "equivalent", "inconclusive")]
+    lines = [line for line in md.splitlines() if line.startswith("|")]
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
+    return [r for r in cells if is_claim_row(r)]
+
+
+def is_claim_row(row: list[str]) -> bool:
+    return len(row) > 7 and row[4].split(" ")[0] in ("held", "contradicted", "equivalent", "inconclusive")
 
 
 def disagreements(entries, md: str, html_rows, terminal: str) -> list[str]:
     """Every place where a verdict stands beside an interval that reads another verdict, or a blocked claim shows
     an effect."""
+    shown = [d for d in entries if d["ci_low"] is not None]
     bad = [f"claims.json {d['id']}: {d['verdict']} beside [{d['ci_low']}, {d['ci_high']}] ±{d['margin']}"
-           for d in entries if d["ci_low"] is not None and reads(d["ci_low"], d["ci_high"], d["margin"]) != d["verdict"]]
-    bad += [f"claims.json {d['id']}: blocked, effect {d['effect']}" for d in entries if d["raw_reason"] and d["effect"] is not None]
+           for d in shown if reads(d["ci_low"], d["ci_high"], d["margin"]) != d["verdict"]]
+    bad += [f"claims.json {d['id']}: blocked, effect {d['effect']}" for d in entries
+            if d["raw_reason"] and d["effect"] is not None]
     for where, rows in (("report.md", claim_rows(md)), ("terminal", claim_rows(terminal)),
-                        ("report.html", [r for r in html_rows if len(r) > 7 and r[4].split(" ")[0] in
-                                         ("held", "contradicted", "equivalent", "inconclusive")])):
+                        ("report.html", [r for r in html_rows if is_claim_row(r)])):
         for row in rows:
             verdict, effect, margin = row[4].split(" ")[0], row[6], row[7]
             m = re.search(r"\[([-+0-9.e]+), ([-+0-9.e]+)\] at", effect)
@@ -66,7 +72,8 @@ def test_the_skewed_null_reads_held_rarely_end_to_end(tmp_path):
     rng = np.random.default_rng(3)
     held = 0
     for i in range(30):
-        entries, md, rows, terminal = run_report(synthetic.write(tmp_path / f"s{i}", synthetic.skewed_null(rng, 5.0, LOOKS)))
+        sweep = synthetic.skewed_null(rng, 5.0, LOOKS)
+        entries, md, rows, terminal = run_report(synthetic.write(tmp_path / f"s{i}", sweep))
         held += entries[0]["verdict"] == "held"
         assert not disagreements(entries, md, rows, terminal)
     assert held / 30 <= bound(0.025, 30)
@@ -90,7 +97,7 @@ def _judged(rng, d_noisy_minus_quiet, n_claims=1, **kw):
 
 def scenarios(rng):
     lucky = -0.01 * np.array([1.0, 0.2, 1.5, 0.1, 0.8, 1.2, 0.3, 0.05, 2.0])  # 9 of 9 agree, t about 3.5
-    reversal = _judged(rng, np.r_[-0.05 * np.ones(6), 0.2 * np.ones(3)] + 0.005 * rng.normal(size=9))  # reversed at look 9
+    reversal = _judged(rng, np.r_[-0.05 * np.ones(6), 0.2 * np.ones(3)] + 0.005 * rng.normal(size=9))  # at look 9
     family_only = _judged(rng, lucky, n_claims=8)  # decided alone; not as 1 of 8 claims
     edge = _judged(rng, -0.05 + 0.005 * rng.normal(size=9))
     edge.tune["noisy"] = edge.tune["noisy"] - np.array([0, 0, 0.3])[:, None]  # its best value: the grid's top
@@ -112,9 +119,10 @@ def test_sweeps_built_to_mislead_read_neither_held_nor_contradicted_and_no_inter
         elif name == "edge":
             assert d["reason"].startswith("grid edge: noisy chose lr=0.01") and d["effect"] is None
         elif name == "guessing":
-            assert d["reason"].startswith("no learning: neither line's val/loss final") and "trivial predictor's 2.3" in d["reason"]
+            assert d["reason"].startswith("no learning: neither line's val/loss final")
+            assert "trivial predictor's 2.3" in d["reason"]
         elif name == "reversal":
-            assert d["looks"] == LOOKS and d["decided_at"] == 9 and d["ci_low"] < 0 < d["ci_high"]  # 6 seeds cannot decide
+            assert d["looks"] == LOOKS and d["decided_at"] == 9 and d["ci_low"] < 0 < d["ci_high"]  # 6 cannot decide
 
 
 def test_a_diverged_judging_seed_decides_for_the_line_that_did_not_diverge(tmp_path):
@@ -128,7 +136,9 @@ def test_a_diverged_judging_seed_decides_for_the_line_that_did_not_diverge(tmp_p
 
 def test_the_disagreement_check_finds_a_verdict_beside_an_interval_that_reads_another(tmp_path):
     rng = np.random.default_rng(2)
-    entries, md, rows, terminal = run_report(synthetic.write(tmp_path, _judged(rng, -0.05 + 0.005 * rng.normal(size=9))))
-    assert entries[0]["verdict"] == "held" and claim_rows(md) and claim_rows(terminal) and not disagreements(entries, md, rows, terminal)
+    sweep = _judged(rng, -0.05 + 0.005 * rng.normal(size=9))
+    entries, md, rows, terminal = run_report(synthetic.write(tmp_path, sweep))
+    assert entries[0]["verdict"] == "held" and claim_rows(md) and claim_rows(terminal)
+    assert not disagreements(entries, md, rows, terminal)
     forged = [{**entries[0], "verdict": "inconclusive"}]
-    assert disagreements(forged, md.replace("| held (", "| inconclusive (").replace("| held |", "| inconclusive |", 1), [], "")
+    assert disagreements(forged, md.replace("| held |", "| inconclusive |", 1), [], "")

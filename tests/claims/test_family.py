@@ -19,7 +19,8 @@ def test_every_preset_claim_declares_its_family_and_the_simulations_use_their_si
 def _sweep(root, rng, cid, effect):
     shared = 0.01 * rng.normal(size=9)
     judge = {"quiet": 1.0 + shared, "noisy": 1.0 + shared - effect + 0.004 * rng.normal(size=9)}
-    sweep = synthetic.Sweep(synthetic.tuned(rng, ("quiet", "noisy")), judge, [synthetic.claim(cid, family="primary")], [3, 6, 9])
+    claims = [synthetic.claim(cid, family="primary")]
+    sweep = synthetic.Sweep(synthetic.tuned(rng, ("quiet", "noisy")), judge, claims, [3, 6, 9])
     rep = report.make_report(root, report.load_runs(synthetic.write(root, sweep)), {}, x_axes=())
     return check.Outcome(cid, root, 1.0, (0.0, 0.0), 0, rep.verdicts)
 
