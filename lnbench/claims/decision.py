@@ -137,7 +137,8 @@ def _headline(v: ClaimVerdict, panels: list[Panel], kind: str | None, n: int | N
     pick = min if kind == CONTRADICTED else max
     h = pick(judged, key=lambda p: getattr(_at(p, n) if n else p.looks[-1], key) if p.looks else 1.0)
     look = (_at(h, n) if n else h.looks[-1]) if h.looks else None
-    v.panel, v.n_seeds, v.sd, v.effect_size = h.panel, look.n if look else h.n, h.sd, h.effect_size
+    # n_seeds: the seeds judged so far (lnbench check adds a look to claims open at its last one)
+    v.panel, v.n_seeds, v.sd, v.effect_size = h.panel, h.n, h.sd, h.effect_size
     v.p_improve = h.p_improve
     v.boot_low, v.boot_high, v.margin, v.method, v.lines = h.boot_low, h.boot_high, h.margin, h.method, h.lines
     v.better_mean, v.than_mean = h.better_mean, h.than_mean

@@ -261,3 +261,16 @@ def test_a_run_that_never_reached_the_target_is_later_than_one_that_reached_it_a
     # than never got there, better did at that same evaluation: the pair's order is known and counts
     c = verdicts.compare("p", {s: reached for s in range(6)}, {s: never for s in range(6)}, claim)
     assert c.looks[0].p_held == pytest.approx(1 / 64) and c.looks[0].sign.startswith("6 of 6 pairs above")
+
+
+def test_an_open_claim_counts_the_seeds_judged_so_far_whatever_look_gives_its_p_value():
+    from lnbench.claims.decision import judge_claim
+
+    claim = claims.parse_claim(CLAIM)
+    design = verdicts.Design.declared([3, 6, 9])
+    # 3 equal differences (no spread: the sign test alone, p = 1/8 at look 3), then 3 that disagree
+    better = {s: claims.Value(1.0) for s in range(6)}
+    than = {s: claims.Value(x) for s, x in enumerate([1.1, 1.1, 1.1, 0.9, 1.2, 0.95])}
+    v = judge_claim(claim, [verdicts.compare("p", better, than, claim, design)], design)
+    assert v.raw_verdict == "inconclusive" and v.looks == [3, 6] and v.decided_at == 3
+    assert v.n_seeds == 6  # lnbench check adds the third look to claims open at 6 seeds
