@@ -53,8 +53,8 @@ class ClaimVerdict:
     sd: float | None = None
     effect_size: float | None = None
     p_improve: float | None = None
-    boot_low: float | None = None  # unadjusted 95% bootstrap: shown only, labelled so
-    boot_high: float | None = None
+    unadjusted_boot95_low: float | None = None  # unadjusted 95% bootstrap: shown only, labelled so
+    unadjusted_boot95_high: float | None = None
     margin: float = 0.0
     method: str = ""
     sign: str = ""  # what the sign test saw at the deciding look
@@ -140,7 +140,8 @@ def _headline(v: ClaimVerdict, panels: list[Panel], kind: str | None, n: int | N
     # n_seeds: the seeds judged so far (lnbench check adds a look to claims open at its last one)
     v.panel, v.n_seeds, v.sd, v.effect_size = h.panel, h.n, h.sd, h.effect_size
     v.p_improve = h.p_improve
-    v.boot_low, v.boot_high, v.margin, v.method, v.lines = h.boot_low, h.boot_high, h.margin, h.method, h.lines
+    v.unadjusted_boot95_low, v.unadjusted_boot95_high = h.unadjusted_boot95_low, h.unadjusted_boot95_high
+    v.margin, v.method, v.lines = h.margin, h.method, h.lines
     v.better_mean, v.than_mean = h.better_mean, h.than_mean
     v.effect = look.mean if look and look.mean is not None else (h.effect if look else None)
     v.sign = look.sign if look else ""

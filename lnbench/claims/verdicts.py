@@ -77,8 +77,8 @@ class Panel:
     sd: float | None = None
     effect_size: float | None = None  # mean / sd of the differences
     p_improve: float | None = None  # P(better < than) over paired seeds
-    boot_low: float | None = None  # unadjusted 95% percentile bootstrap, shown only
-    boot_high: float | None = None
+    unadjusted_boot95_low: float | None = None  # unadjusted 95% percentile bootstrap, shown only
+    unadjusted_boot95_high: float | None = None
     margin: float = 0.0
     reason: str = ""
     better_mean: float | None = None
@@ -180,7 +180,7 @@ def _describe(p: Panel, lo: np.ndarray, exact: np.ndarray, res: float) -> None:
     p.method = f"paired t on {len(d)} exact pairs, gated by the sign test on every pair{what}"
     p.effect, p.sd = float(mean), float(se * math.sqrt(len(d)))
     p.effect_size = p.effect / p.sd if p.sd > 0 else None
-    p.boot_low, p.boot_high = stats.bootstrap_interval(d)
+    p.unadjusted_boot95_low, p.unadjusted_boot95_high = stats.bootstrap_interval(d)
 
 
 def _unpaired(p: Panel, better: dict, than: dict) -> Panel:

@@ -38,8 +38,10 @@ def level_text(level: float) -> str:
 def effect_text(d: dict[str, Any]) -> str:
     """'+0.05 [0.01, 0.09] at 99.8% (look 9)': the mean difference at the deciding look and the interval that
     decided, at its level; where the sign test decided or vetoed, what it saw instead. A blocked claim: none."""
-    if d.get("raw_reason") or d.get("effect") is None:
+    if d.get("raw_reason"):
         return "—"
+    if d.get("effect") is None:  # the sign test alone (every pair diverged or censored, or no spread)
+        return f"sign test: {d['sign']}" if d.get("sign") else "—"
     text = f"{d['effect']:+.3g}"
     if d.get("ci_low") is not None:
         text += f" [{d['ci_low']:.3g}, {d['ci_high']:.3g}] at {level_text(d['level'])}"
@@ -83,7 +85,7 @@ def lines(entries: list[dict[str, Any]], adjust: str) -> list[str]:
     fams = sorted({(d.get("family") or family.UNDECLARED, d.get("family_size", 0)) for d in entries})
     out = ["statistics: " + family.describe_method(adjust) + "; effect > 0 supports the claim; the interval shown is "
            "the one that decided, at its level (the look's share of alpha, the family's adjustment); the bootstrap "
-           "interval in claims.json is an unadjusted 95% one, shown only",
+           "interval in claims.json (unadjusted_boot95_*) is a plain 95% one, shown only",
            "families: " + ", ".join(f"{f} ({n} claims declared)" for f, n in fams)]
     if any(f == family.UNDECLARED for f, _ in fams):
         out.append("claims without a declared `family` are adjusted over this page's undeclared claims only")
