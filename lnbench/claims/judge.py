@@ -156,8 +156,8 @@ def _no_learning(claim: Claim, better, than, numbers: dict, judging: bool) -> li
 
 def trivial_value(claim: Claim, runs: list[Run]) -> float | None:
     """The trivial predictor's value on the claim's metric, where it is in the baseline's units (a loss or mse
-    read as final, best, at or auc); None otherwise."""
-    if claim.name not in LOSS_METRICS or claim.measure == "to_target":
+    read at one point: final, best or at; an auc averages the curve from its untrained start); None otherwise."""
+    if claim.name not in LOSS_METRICS or claim.measure not in ("final", "best", "at"):
         return None
     base = {r.summary.get("baseline") for r in runs} - {None}
     return float(base.pop()) if len(base) == 1 else None
