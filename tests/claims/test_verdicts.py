@@ -221,6 +221,9 @@ def test_check_rounds_widen_an_edge_and_judge_at_the_chosen_value(tmp_path):
     wide = rounds.widen_cells(rep, need, cap=1)
     assert {(c.values["model"], c.values["optim.lr"]) for c in wide} == {("ln_mlp", 0.03), ("bn_mlp", 0.000333)}
     assert all(c.seeds == [0, 1, 2] and c.stage == "widen" for c in wide)
+    for g in need:  # --widen is a budget: a line widened once and still at its edge gets another value under --widen 2
+        g.selection.widened = 1
+    assert rounds.widen_cells(rep, need, cap=1) == [] and len(rounds.widen_cells(rep, need, cap=2)) == 2
     cell = next(c for c in rounds.judge_cells(rep, need, rounds.judging_seeds([3, 6, 9], 1)) if c.values["model"] == "ln_mlp")
     assert cell.seeds == [1003, 1004, 1005] and cell.stage == "judge"
     assert yaml.safe_load(cell.config()) == {"defaults": [{"override /model": "ln_mlp"}], "stage": "judge", "optim": {"lr": 0.01}}
