@@ -36,6 +36,7 @@ from lnbench.atomic import unwritable, write_bytes
 from lnbench.check.page import adjusted, write_page
 from lnbench.errors import UserError
 from lnbench.claims.judge import DESIGN_FILE
+from lnbench.claims.family import DEFAULT_ADJUST
 from lnbench.claims.stats import ADJUST
 
 # The order of a full check: the cheap synthetic presets first, so a first verdict comes early.
@@ -54,7 +55,8 @@ USAGE = """usage: lnbench check [PRESET ...] [scale=K] [--out DIR] [options] [ke
   --max-seeds N       judging seeds a claim still inconclusive may reach, N/judging-seeds looks in all
                       (default 9; equal to --judging-seeds: one look, no added rounds)
   --widen N           values added past a grid's edge when a line's winner sits there (default 1; 0: none)
-  --adjust METHOD     holm (family-wise error, default), bh (false discovery rate) or none
+  --adjust METHOD     over each claim's declared family: bonferroni (default: the same verdict on every page),
+                      holm, bh (false discovery rate) or none
   key=value           passed to every sweep, e.g. hydra/launcher=submitit_slurm hydra.launcher.partition=gpu
                       (defaults: {defaults})
 """
@@ -83,7 +85,7 @@ class Args:
     judging: int = 3
     max_seeds: int = 9
     widen: int = 1
-    adjust: str = "holm"
+    adjust: str = DEFAULT_ADJUST
 
     @property
     def looks(self) -> list[int]:
@@ -142,7 +144,7 @@ def _scale(arg: str, text: str) -> float:
 def _set_option(args: Args, name: str, text: str) -> None:
     if name == "--adjust":
         if text not in ADJUST:
-            raise CheckError(f"--adjust {text!r} is not allowed: use holm (family-wise error), bh (false discovery rate) or none.")
+            raise CheckError(f"--adjust {text!r} is not allowed: use bonferroni (the default), holm, bh or none.")
         args.adjust = text
         return
     low = {"--judging-seeds": 0, "--max-seeds": verdictlib.MIN_SEEDS, "--widen": 0}[name]
@@ -275,7 +277,7 @@ def run_preset(args: Args, preset: str) -> Outcome:
             refused += [f"widen-{k}"] if run_sweep(cmd) == 2 else []
         rep = judge_preset(args, directory, figures=False)
     if args.looks and rep:
-        write_bytes(directory / DESIGN_FILE, (json.dumps({"looks": args.looks, "first_seed": rounds.JUDGING_SEED0}) + "\n").encode())
+        write_bytes(directory / DESIGN_FILE, (json.dumps(rounds.design_record(args.looks)) + "\n").encode())
         cells = rounds.judge_cells(rep, rounds.needed(rep), rounds.judging_seeds(args.looks, 0))
         for cmd in rounds.commands(base, directory, "judge-1", cells, _drop(preset, cells)):
             refused += ["judge-1"] if run_sweep(cmd) == 2 else []

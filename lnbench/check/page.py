@@ -1,30 +1,32 @@
-"""The page `lnbench check` writes, check.md and check.html: every claim's verdict, adjusted over all the
-claims of the page, beside the unadjusted one, with its effect and interval, its seeds (tuning + judging),
-the hyperparameters each line was judged at (and whether its grid was widened), and a link to its curves.
-Rendered by lnbench.report.render, like each preset's report."""
+"""The page `lnbench check` writes, check.md and check.html: every claim's verdict, adjusted over its declared
+family (lnbench/claims/family.py, the same adjustment as each preset's report, so the same runs read alike on
+both), beside the unadjusted one, with the interval that decided at its level, the margin, the lines' means
+and the trivial predictor's value, its seeds (tuning + judging), the hyperparameters each line was judged at,
+and a link to its curves. Rendered by lnbench.report.render, like each preset's report."""
 from __future__ import annotations
 
-import copy
 import json
 import os
 import time
 from typing import Any
 
-from lnbench.claims import judge
-from lnbench.claims import verdicts as verdictlib
 from lnbench.atomic import write_files
-from lnbench.report import render
+from lnbench.claims import family as familylib
+from lnbench.claims import verdicts as verdictlib
+from lnbench.claims.decision import ClaimVerdict
+from lnbench.report import claims_text, render
 from lnbench.report.render import Heading, Items, Link, Page, Table
 
-COLUMNS = ["claim", "preset", "verdict (adjusted)", "unadjusted", "effect [95% t CI]; d; bootstrap", "P(better<than)", "seeds: tuning + judging",
-           "chosen on validation (grid)", "curves"]
+COLUMNS = ["claim", "preset", "verdict (adjusted)", "unadjusted", claims_text.EFFECT, "min_effect",
+           "means (units of the measure)", "P(better<than)", "seeds: tuning + judging", "chosen on validation (grid)", "curves"]
 
 
 def adjusted(outcomes: list, method: str) -> list[dict[str, Any]]:
-    """Every claim of the page, adjusted over all of them (each preset's own report adjusts over its own)."""
-    family = [{**copy.deepcopy(d), "preset": o.preset, "report": o.directory} for o in outcomes for d in o.verdicts]
-    verdictlib.adjust(family, method)
-    return family
+    """Every claim of the page, adjusted over its declared family (claims of the family not on the page count
+    as not run), as its preset's report does."""
+    pairs = [(o, ClaimVerdict.from_dict(d)) for o in outcomes for d in o.verdicts]
+    familylib.adjust([v for _, v in pairs], method)
+    return [{**v.as_dict(), "preset": o.preset, "report": o.directory} for o, v in pairs]
 
 
 def table(outcomes: list, family: list[dict[str, Any]], base) -> Table:
@@ -33,13 +35,15 @@ def table(outcomes: list, family: list[dict[str, Any]], base) -> Table:
     for o in outcomes:
         link = Link("report", os.path.relpath(o.directory / "report" / "report.html", base))
         if not o.verdicts:
-            rows.append(["—", o.preset, "no verdict: " + (o.note or "no claims"), "—", "—", "—", "—", "—", link])
+            rows.append(["—", o.preset, "no verdict: " + (o.note or "no claims"), *["—"] * (len(COLUMNS) - 4), link])
             tones.append("")
         for d in (d for d in family if d["preset"] == o.preset):
-            rows.append([f"{d['id']}: {d['text']}", o.preset, judge.verdict_text(d), d["raw_verdict"], judge.effect_text(d),
-                         "—" if d.get("p_improve") is None else f"{d['p_improve']:.2f}", judge.seeds_text(d), judge.chosen_text(d), link])
+            rows.append([f"{d['id']}: {d['text']}", o.preset, claims_text.verdict_text(d), d["raw_verdict"],
+                         claims_text.effect_text(d), claims_text.margin_text(d), claims_text.lines_text(d),
+                         claims_text.p_improve_text(d), claims_text.seeds_text(d),
+                         claims_text.chosen_text(d), link])
             tones.append(d["verdict"])
-    return Table(COLUMNS, rows, tones)
+    return Table(COLUMNS, rows, tones, claims_text.NOWRAP)
 
 
 def header(outcomes: list, family: list[dict[str, Any]], args, seconds: float, extra: list[str]) -> list[str]:
@@ -47,22 +51,25 @@ def header(outcomes: list, family: list[dict[str, Any]], args, seconds: float, e
         order = (verdictlib.HELD, verdictlib.CONTRADICTED, verdictlib.EQUIVALENT, verdictlib.INCONCLUSIVE)
         return ", ".join(f"{v} {n}" for v in order if (n := sum(d[key] == v for d in family))) or "none"
 
-    adjust = {"holm": "Holm-adjusted", "bh": "Benjamini-Hochberg-adjusted", "none": "unadjusted"}[args.adjust]
+    adjust = familylib.NAMES[args.adjust]
     looks = ", ".join(map(str, args.looks)) if args.looks else "none (judged on the tuning seeds)"
     lines = [
         f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}; scale={args.scale:g}; overrides: {' '.join(args.overrides) or 'none'}",
-        f"verdicts ({adjust} over the {len(family)} claims of this page): {count('verdict')}; unadjusted: {count('raw_verdict')}",
+        f"verdicts (adjusted: {adjust}) of the {len(family)} claims of this page: {count('verdict')}; "
+        f"unadjusted: {count('raw_verdict')}",
         f"time of this invocation: {seconds / 60:.1f} min on {os.cpu_count()} cores (jobs completed earlier were skipped); "
         "1-minute load average at the start and end of each preset: "
         + ", ".join(f"{o.preset} {o.seconds / 60:.1f} min, load {o.load[0]:.1f}→{o.load[1]:.1f}" for o in outcomes),
         *extra,
         f"design: each line's hyperparameters chosen per panel on the final validation metric of the tuning seeds; a winner "
-        f"at the grid's edge widened up to {args.widen} value(s) past it (×3 or ÷3); judging seeds (1000, 1001, ...) at the "
-        f"chosen values, in looks of {looks} seeds, each look spending alpha in proportion to the seeds it adds; "
-        "more seeds only for claims still inconclusive after the adjustment",
+        f"at the grid's edge widened up to {args.widen} value(s) past it (×3 or ÷3), and a line still at its edge makes "
+        f"its claims inconclusive (grid edge); judging seeds (1000, 1001, ...) at the chosen values, in looks of {looks} "
+        "seeds, each look spending its declared share of alpha (judging.json); more seeds only for claims still "
+        "inconclusive after the adjustment",
         "runs: " + ", ".join(f"{o.preset} " + "+".join(f"{o.added.get(s, 0)} {s}" for s in ("tune", "widen", "judge")) for o in outcomes),
-        "statistics: " + verdictlib.describe_method(args.adjust) + "; effect > 0 supports the claim",
-        "each preset's own report adjusts over its own claims only, so its verdicts can be less strict than this page's",
+        "statistics: " + familylib.describe_method(args.adjust) + "; effect > 0 supports the claim",
+        "each preset's own report adjusts over the same declared families, so it reads the same verdicts"
+        + ("" if args.adjust in ("bonferroni", "none") else " or stricter ones (claims not run count as p = 1)"),
     ]
     return lines + [f"{o.preset}: {o.note}" for o in outcomes if o.note]
 

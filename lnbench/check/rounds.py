@@ -17,6 +17,7 @@ import yaml
 
 from lnbench.claims import spec as claimlib
 from lnbench.claims.judge import matches, stage
+from lnbench.claims.verdicts import Design
 
 CELLS = ".cells"
 JUDGING_SEED0 = 1000  # judging seeds are 1000, 1001, ...: never a tuning seed of the presets (0, 1, 2)
@@ -78,7 +79,9 @@ def _cell_values(rep, g, tuned_values: tuple) -> tuple[dict[str, Any], set[str]]
 
 def widen_cells(rep, groups: list, cap: int) -> list[Cell]:
     """One more value past the edge for each group whose winner sits at its grid's edge (its runs all
-    completed), at most `cap` times per group; the tuning seeds of the group."""
+    completed), unless the group was widened `cap` times already: --widen N is a budget of up to N values per
+    line and panel, one per round, each round choosing again. A line still at its edge after that makes its
+    claims inconclusive (grid edge, lnbench/claims/judge.py)."""
     out = []
     for g in groups:
         sel = g.selection
@@ -103,6 +106,13 @@ def judge_cells(rep, groups: list, seeds: list[int]) -> list[Cell]:
         if missing := [s for s in seeds if s not in have]:
             out.append(Cell(values, keys, "judge", missing))
     return out
+
+
+def design_record(looks: list[int]) -> dict[str, Any]:
+    """judging.json, written before the first judging seed runs: the looks, the share of alpha each spends
+    (declared now, never chosen after seeing data) and the first judging seed."""
+    design = Design.declared(looks)
+    return {"looks": design.looks, "shares": [round(w, 6) for w in design.shares], "first_seed": JUDGING_SEED0}
 
 
 def judging_seeds(looks: list[int], look: int) -> list[int]:

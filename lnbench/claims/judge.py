@@ -15,12 +15,13 @@ import math
 from pathlib import Path
 from typing import Any
 
+from lnbench.claims import decision, family, verdicts
 from lnbench.claims import spec as claimlib
-from lnbench.claims import verdicts
 from lnbench.claims.spec import DIVERGED, Claim, Value
 from lnbench.runs import Run
 
 DESIGN_FILE = "judging.json"  # written by lnbench check: the looks in which judging seeds were added
+LOSS_METRICS = ("loss", "mse")  # in the units of the dataset's `baseline` (a trivial predictor's loss)
 LEARNED_MARGIN = 0.05  # a line learned if its mean final validation loss is 5% below the trivial predictor's
 ON_TUNING_SEEDS = ("judged on the seeds that chose the hyperparameters (no judging runs): a winner's curse "
                    "favours the noisier line; `lnbench check` adds fresh judging seeds")
@@ -32,26 +33,35 @@ def stage(run: Run) -> str:
     return value if value in ("widen", "judge") else "tune"
 
 
-def read_design(root: Path) -> list[int] | None:
-    """The looks (numbers of judging seeds) lnbench check planned for this sweep, if it wrote them."""
+def read_design(root: Path) -> verdicts.Design | None:
+    """The looks (numbers of judging seeds) lnbench check planned for this sweep and the share of alpha each
+    spends, if it wrote them (a file without shares, from before issue 30: spent linearly)."""
     try:
-        looks = json.loads((root / DESIGN_FILE).read_text()).get("looks")
+        raw = json.loads((root / DESIGN_FILE).read_text())
+        looks, shares = raw.get("looks"), raw.get("shares")
     except (OSError, ValueError, AttributeError):
         return None
-    return [int(n) for n in looks] if isinstance(looks, list) and looks else None
+    if not (isinstance(looks, list) and looks):
+        return None
+    looks = [int(n) for n in looks]
+    if isinstance(shares, list) and len(shares) == len(looks):
+        return verdicts.Design(looks, [float(w) for w in shares])
+    return verdicts.Design.linear(looks)
 
 
-def judge_claims(groups: list, lay, design: list[int] | None, adjust: str = "holm") -> tuple[list[dict[str, Any]], list[str]]:
-    """claims.json's entries for every claim the runs declare, family-adjusted over them all. groups and lay:
-    the report's (lnbench.report.analysis), duck-typed so that the report imports the judge, never both ways."""
+def judge_claims(groups: list, lay, design: verdicts.Design | None, adjust: str = family.DEFAULT_ADJUST
+                 ) -> tuple[list[dict[str, Any]], list[str]]:
+    """claims.json's entries for every claim the runs declare, adjusted over their declared families. groups and
+    lay: the report's (lnbench.report.analysis), duck-typed so that the report imports the judge, never both ways."""
     runs = [r for g in groups for r in (*g.runs, *g.judging)]
     try:
         claims = claimlib.claims_of(r.config for r in runs)
     except claimlib.ClaimError as e:
         return [], [str(e)]
-    entries = []
+    declared = family.sizes((c.id, c.family) for c in claims)
+    judged = []
     for claim in claims:
-        panels, on_tuning = [], False
+        panels, on_tuning, trivial = [], False, set()
         for panel in dict.fromkeys(g.panel for g in groups):
             cells = {g.line: g for g in groups if g.panel == panel}
             if not any(claimlib.declares(r.config, claim) for g in cells.values() for r in (*g.runs, *g.judging)):
@@ -61,23 +71,30 @@ def judge_claims(groups: list, lay, design: list[int] | None, adjust: str = "hol
             better, than = (_cell(cells, line) for line in (claim.better, claim.than))
             judging = bool(better and than and better.judging and than.judging)
             on_tuning |= not judging and any(g is not None and g.selection for g in (better, than))
-            comparison = _compare(claim, lay.title(panel), better, than, judging, design)
-            panels.append(comparison)
-        entries.append(verdicts.judge_claim(claim, panels, design, ON_TUNING_SEEDS if on_tuning and panels else ""))
-    verdicts.adjust(entries, adjust)
-    return entries, []
+            panels.append(_compare(claim, lay.title(panel), better, than, judging, design))
+            trivial |= {t for g in (better, than) if g is not None and (t := trivial_value(claim, g.runs)) is not None}
+        note = ON_TUNING_SEEDS if on_tuning and panels else ""
+        judged.append(decision.judge_claim(claim, panels, design, note, declared.get(claim.family or family.UNDECLARED, 1),
+                                           trivial.pop() if len(trivial) == 1 else None))
+    family.adjust(judged, adjust, declared)
+    return [v.as_dict() for v in judged], []
 
 
-def matches(claim: Claim, values: dict[str, Any], cells) -> bool:
-    """Whether a panel (its values of the panel keys) is one the claim's `where` names; a key the sweep did not
-    vary matches the value all the panel's runs share. Fills `values` with those keys."""
-    for key, want in claim.where.items():
-        if key not in values:  # a key the sweep did not vary: the value all its runs share
+def panel_values(claim: Claim, values: dict[str, Any], cells) -> dict[str, Any]:
+    """A panel's values of its keys, plus the keys the claim's `where` names that the sweep did not vary: the
+    value all the panel's runs share (or none)."""
+    out = dict(values)
+    for key in claim.where:
+        if key not in out:
             shared = {str(r.value(key)) for g in cells for r in g.runs}
-            values[key] = next(iter(shared)) if len(shared) == 1 else _MISSING
-        if not claimlib.same(values[key], want):
-            return False
-    return True
+            out[key] = next(iter(shared)) if len(shared) == 1 else _MISSING
+    return out
+
+
+def matches(claim: Claim, values: dict[str, Any], cells=()) -> bool:
+    """Whether a panel (its values of the panel keys, panel_values) is one the claim's `where` names."""
+    values = panel_values(claim, values, cells)
+    return all(claimlib.same(values[key], want) for key, want in claim.where.items())
 
 
 _MISSING = object()
@@ -87,7 +104,7 @@ def _cell(cells: dict, line: Any):
     return next((g for v, g in cells.items() if claimlib.same(v, line)), None)
 
 
-def _compare(claim: Claim, title: str, better, than, judging: bool, design: list[int] | None) -> verdicts.Panel:
+def _compare(claim: Claim, title: str, better, than, judging: bool, design: verdicts.Design | None) -> verdicts.Panel:
     numbers, blocked = {}, []
     for name, g in (("better", better), ("than", than)):
         if g is None:
@@ -96,12 +113,54 @@ def _compare(claim: Claim, title: str, better, than, judging: bool, design: list
         runs = [r for r in (g.judging if judging else _tuning(g)) if claimlib.declares(r.config, claim)]
         numbers[name], why = _values(claim, runs, g.line)
         blocked += why
-    if better and than and not blocked and not (_learned(better, judging) or _learned(than, judging)):
-        blocked.append(f"no learning: neither line's final validation loss is {LEARNED_MARGIN:.0%} below the trivial predictor's")
-    p = verdicts.compare(title, numbers["better"], numbers["than"], claim, looks=design if judging else None, blocked="; ".join(blocked))
+    if better and than and not blocked:
+        blocked += _grid_edge(better, than) + _no_learning(claim, better, than, numbers, judging)
+    margin = None
+    if judging and than is not None:  # fixed before judging: the tuning runs of `than` at its chosen value
+        tuned, _ = _values(claim, [r for r in _tuning(than) if claimlib.declares(r.config, claim)], than.line)
+        exact = [v.x for v in tuned.values() if v.exact]
+        margin = claim.margin(sum(exact) / len(exact) if exact else None)
+    p = verdicts.compare(title, numbers["better"], numbers["than"], claim, design if judging else None, "; ".join(blocked), margin)
     p.lines = {str(g.line): _line_info(g, judging) for g in (better, than) if g is not None}
     p.values = {k: {str(s): (v.x if math.isfinite(v.x) else "diverged") for s, v in numbers[k].items()} for k in numbers}
     return p
+
+
+def _grid_edge(*cells) -> list[str]:
+    """A verdict about a line still tuned at its grid's edge (after the widening budget) is one about the grid."""
+    out = []
+    for g in cells:
+        sel = g.selection
+        if sel and sel.edge:
+            out.append(f"grid edge: {g.line} chose {sel.text()}; its best value may lie outside the grid "
+                       f"(lnbench check --widen N widens up to N values)")
+    return out
+
+
+def _no_learning(claim: Claim, better, than, numbers: dict, judging: bool) -> list[str]:
+    """Neither line beats the trivial predictor by LEARNED_MARGIN on the values compared (where the judged metric is
+    in the baseline's units), or, where it is not, on its final validation loss."""
+    base = trivial_value(claim, better.runs + than.runs)
+    if base is not None:
+        means = {k: [v.x for v in numbers[k].values() if v.exact] for k in ("better", "than")}
+        means = {k: sum(xs) / len(xs) for k, xs in means.items() if xs}
+        if means and all(m > (1 - LEARNED_MARGIN) * base for m in means.values()):
+            shown = ", ".join(f"{g.line} {means[k]:.3g}" for k, g in (("better", better), ("than", than)) if k in means)
+            return [f"no learning: neither line's {claim.describe()} ({shown}) is {LEARNED_MARGIN:.0%} below the trivial "
+                    f"predictor's {base:.3g}"]
+        return []
+    if not (_learned(better, judging) or _learned(than, judging)):
+        return [f"no learning: neither line's final validation loss is {LEARNED_MARGIN:.0%} below the trivial predictor's"]
+    return []
+
+
+def trivial_value(claim: Claim, runs: list[Run]) -> float | None:
+    """The trivial predictor's value on the claim's metric, where it is in the baseline's units (a loss or mse
+    read at one point: final, best or at; an auc averages the curve from its untrained start); None otherwise."""
+    if claim.name not in LOSS_METRICS or claim.measure not in ("final", "best", "at"):
+        return None
+    base = {r.summary.get("baseline") for r in runs} - {None}
+    return float(base.pop()) if len(base) == 1 else None
 
 
 def _tuning(g) -> list[Run]:
@@ -145,51 +204,3 @@ def _line_info(g, judging: bool) -> dict[str, Any]:
     return {"chosen": sel.text() if sel else "", "edge": bool(sel and sel.edge), "widened": sel.widened if sel else 0,
             "tuning_seeds": sorted({r.value("seed") for r in _tuning(g)}, key=str),
             "judging_seeds": sorted({r.value("seed") for r in g.judging}, key=str) if judging else []}
-
-
-# ---- what a reader sees ---------------------------------------------------------------------------------
-def seeds_text(d: dict[str, Any]) -> str:
-    """'3 + 6': the tuning seeds (per value of the grid) and the judging seeds, from a claims.json entry."""
-    lines = list((d.get("lines") or {}).values())
-    tuning = min((len(x["tuning_seeds"]) for x in lines), default=0)
-    judging = min((len(x["judging_seeds"]) for x in lines), default=0)
-    if judging:
-        return f"{tuning} + {judging}"
-    return f"{tuning} (the tuning seeds)" if d.get("note") else str(d.get("n_seeds", 0))
-
-
-def chosen_text(d: dict[str, Any]) -> str:
-    return "; ".join(f"{line}: {x['chosen']}" for line, x in (d.get("lines") or {}).items() if x.get("chosen")) or "—"
-
-
-def verdict_text(d: dict[str, Any]) -> str:
-    return d["verdict"] + (f" ({d['reason']})" if d["verdict"] == verdicts.INCONCLUSIVE and d.get("reason") else "")
-
-
-def effect_text(d: dict[str, Any]) -> str:
-    """'0.05 [0.01, 0.09]; d=2.1; bootstrap [0.02, 0.08]': the t interval (it decides), the effect in standard
-    deviations of the differences, the bootstrap interval (shown only)."""
-    text = claimlib.fmt_effect(d)
-    if d.get("effect_size") is not None:
-        text += f"; d={d['effect_size']:.2g}"
-    if d.get("boot_low") is not None:
-        text += f"; bootstrap [{d['boot_low']:.3g}, {d['boot_high']:.3g}]"
-    return text
-
-
-def table_rows(entries: list[dict[str, Any]]) -> list[list[str]]:
-    return [[d["id"], d["text"], f"{d['better']} vs {d['than']}", d["measure"], verdict_text(d), d["raw_verdict"],
-             effect_text(d), "—" if d.get("p_improve") is None else f"{d['p_improve']:.2f}", seeds_text(d), chosen_text(d)]
-            for d in entries]
-
-
-COLUMNS = ["claim", "paper", "better vs than", "measure", "verdict (adjusted)", "unadjusted", "effect [95% t CI]; d; bootstrap",
-           "P(better<than)", "seeds: tuning + judging", "chosen (val)"]
-
-
-def lines(entries: list[dict[str, Any]], adjust: str) -> list[str]:
-    out = ["statistics: " + verdicts.describe_method(adjust) + "; effect > 0 supports the claim; the t interval (the sign "
-           "test where a run diverged or never reached its target) decides, the bootstrap interval is shown only"]
-    notes = sorted({d["note"] for d in entries if d.get("note")})
-    out += [f"**{n}**" for n in notes]
-    return out

@@ -8,7 +8,14 @@ run's test value is its validation value plus a little noise of its own. "before
 issue 23: the learning rate chosen and the claim judged on the same three seeds, no family adjustment,
 "contradicted if contradicted in any panel", and looking again after each added seed.
 
-    python -m lnbench.claims.simulate [--trials N] [--seed S]    # every table of docs/verdicts.md
+Issue 30's scenarios: a noisier model whose seeds are right-skewed (a centered exponential seed effect: most
+seeds a little better, a few much worse, equal means), the whole check's family with such lines, a true
+effect equal to the margin when the margin is read from the judged runs or fixed before them, and the
+80%-power effect per claim. "before" is issue 23's procedure (t test, alpha spent linearly in seeds, Holm over
+the page's claims), "after" issue 30's (the t test gated by the sign test at the look's share, declared
+shares, Bonferroni over the declared family).
+
+    python -m lnbench.claims.simulate [--trials N] [--seed S] [--only 23|30]    # the tables of docs/verdicts.md
 """
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ import numpy as np
 
 from lnbench.claims import stats
 from lnbench.claims.tuning import pick
+from lnbench.claims.stats import POWER
 
 SHARED_SD = 1.0  # the seed effect both models share
 TEST_SD = 0.1  # a run's test value: its validation value plus this much noise of its own
@@ -119,6 +127,117 @@ def power(trials: int, effect: float, looks: list[int], claims: int = 1, seed: i
     return float(held.mean())
 
 
+FAMILIES = {"primary": 23, "control": 4, "beyond": 9}  # the presets' declared families (lnbench/claims/family.py)
+LOOKS = [3, 6, 9]
+
+
+def looked(d, looks: list[int], rule: str = "after", margin=0.0):
+    """(p_held, p_contra) of paired differences d (trials, looks[-1]) judged in looks: "before" the t test with
+    alpha spent linearly in seeds; "after" the t test gated by the sign test, declared shares (the code of
+    lnbench/claims/verdicts.py, on arrays)."""
+    shares = stats.spending(looks, 1.0 if rule == "before" else stats.SPENDING_POWER)
+    ph, pc = [], []
+    for n, w in zip(looks, shares):
+        h, c = stats.paired_t(d[..., :n], margin)[:2]
+        if rule == "after":
+            sh, sc, _ = stats.sign_test(d[..., :n], d[..., :n], margin)
+            h, c = stats.sign_gate(h, sh, w), stats.sign_gate(c, sc, w)
+        ph.append(h)
+        pc.append(c)
+    return stats.sequential(np.stack(ph, -1), shares), stats.sequential(np.stack(pc, -1), shares)
+
+
+def skewed_d(rng, shape, ratio: float):
+    """Paired differences quiet - noisy of the skewed null: the shared seed effect cancels, the quiet line's
+    own noise is N(0, 1), the noisy line's ratio * (Exp(1) - 1): equal means, so any held is false."""
+    return rng.normal(0, 1, shape) - ratio * (rng.exponential(1, shape) - 1)
+
+
+def skewed(trials: int, ratio: float, rule: str = "after", looks: list[int] = LOOKS, seed: int = 0):
+    """(false held, false contradicted) of one claim "the noisy model beats the quiet one" on fresh judging
+    seeds added in looks (the skewed null)."""
+    rng = np.random.default_rng(seed)
+    ph, pc = looked(skewed_d(rng, (trials, looks[-1]), ratio), looks, rule)
+    p, kind = stats.decide(ph, pc, np.ones_like(ph))
+    return float(((p <= ALPHA) & (kind == stats.HELD)).mean()), float(((p <= ALPHA) & (kind == stats.CONTRA)).mean())
+
+
+def whole_check(trials: int, rule: str = "after", ratio: float = 1.0, seed: int = 0) -> dict[str, float]:
+    """P(some false verdict) per declared family and over all 36 claims, every claim null and every other
+    claim's noisier line skewed (the rest Gaussian, as noisy): before, Holm over the page's 36 claims; after,
+    Bonferroni over each declared family."""
+    rng = np.random.default_rng(seed)
+    m = sum(FAMILIES.values())
+    d = np.empty((trials, m, LOOKS[-1]))
+    d[:, ::2] = skewed_d(rng, d[:, ::2].shape, ratio)
+    d[:, 1::2] = rng.normal(0, 1, d[:, 1::2].shape) + ratio * rng.normal(0, 1, d[:, 1::2].shape)
+    p, _ = stats.decide(*looked(d, LOOKS, rule), np.ones(d.shape[:2]))
+    bounds = np.cumsum([0, *FAMILIES.values()])
+    if rule == "before":
+        false = stats.holm(p) <= ALPHA
+    else:
+        false = np.concatenate([stats.bonferroni(p[:, a:b]) for a, b in zip(bounds, bounds[1:])], -1) <= ALPHA
+    out = {f: float(false[:, a:b].any(-1).mean()) for f, a, b in zip(FAMILIES, bounds, bounds[1:])}
+    return {**out, "all 36": float(false.any(-1).mean())}
+
+
+def equivalence(trials: int, pairing: float, margin_from: str = "tuning", n: int = 9, seed: int = 0) -> float:
+    """P(false equivalent) when the true difference equals the margin. A run's value is 1 + s + e: s a seed effect
+    both lines share (sd `pairing`; it cancels in the differences), e each run's own (sd 0.002); `better` is lower
+    by the true difference. Before: the margin is 1% of `than`'s mean over the judged runs, the true difference
+    1% of its true mean. After: the margin is fixed first, 1% of `than`'s mean over 3 tuning runs at the chosen
+    value, and the true difference equals that margin. Two one-sided t tests at 5%, n judging seeds."""
+    rng = np.random.default_rng(seed)
+    tuned = 1.0 + rng.normal(0, pairing, (trials, 3)) + rng.normal(0, 0.002, (trials, 3))
+    fixed = 0.01 * tuned.mean(-1, keepdims=True)
+    shared = rng.normal(0, pairing, (trials, n))
+    than = 1.0 + shared + rng.normal(0, 0.002, (trials, n))
+    effect = 0.01 if margin_from == "judged" else fixed
+    better = 1.0 - effect + shared + rng.normal(0, 0.002, (trials, n))
+    margin = 0.01 * than.mean(-1) if margin_from == "judged" else fixed[:, 0]
+    d = than - better
+    mean, se = d.mean(-1), d.std(-1, ddof=1) / np.sqrt(n)
+    p_equiv = np.maximum(stats.st.t.sf((mean + margin) / se, n - 1), stats.st.t.cdf((mean - margin) / se, n - 1))
+    return float((2 * p_equiv <= ALPHA).mean())
+
+
+def power80(rule: str, family: int, trials: int = 4000, seed: int = 0) -> float:
+    """The true effect (sd of the paired differences) held with 80% probability by one claim of a family of this
+    size, seeds added in looks 3, 6, 9 (Bonferroni over the family: Holm's first step)."""
+    z = np.random.default_rng(seed).normal(0, 1, (trials, LOOKS[-1]))
+    lo, hi = 0.0, 10.0
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        ph, _ = looked(z + mid, LOOKS, rule)
+        lo, hi = (mid, hi) if (2 * ph * family <= ALPHA).mean() < POWER else (lo, mid)
+    return hi
+
+
+def tables30(trials: int, seed: int = 0) -> str:
+    """Issue 30's tables of docs/verdicts.md, as Markdown."""
+    out = [f"{trials:,} simulated claims per cell, numpy seed {seed}.", "",
+           "| skewed noisy model (centered exponential) | rule | false held | false contradicted |", "|---|---|---|---|"]
+    for ratio in (1, 5, 10):
+        for rule in ("before", "after"):
+            h, c = skewed(trials, ratio, rule, seed=seed)
+            out.append(f"| {ratio}x | {rule} | {h:.2%} | {c:.2%} |")
+    out += ["", "| 36 null claims, half skewed | rule | " + " | ".join(f"{f} ({m})" for f, m in FAMILIES.items()) + " | all 36 |",
+            "|---|---|---|---|---|---|"]
+    for ratio in (1, 5):
+        for rule in ("before", "after"):
+            fwe = whole_check(max(trials // 5, 200), rule, ratio, seed=seed)
+            out.append(f"| {ratio}x | {rule} | " + " | ".join(f"{v:.2%}" for v in fwe.values()) + " |")
+    out += ["", "| shared seed effect (sd, of the mean) | margin | false equivalent |", "|---|---|---|"]
+    for pairing in (0.005, 0.02, 0.05):
+        for src, label in (("judged", "1% of the judged runs (before)"), ("tuning", "1% of the tuning runs, fixed first (after)")):
+            out.append(f"| {pairing:g} | {label} | {equivalence(trials, pairing, src, seed=seed):.2%} |")
+    out += ["", "| family (claims) | 80%-power effect before (Holm over 36) | after (Bonferroni over the family) |",
+            "|---|---|---|"]
+    for name, m in FAMILIES.items():
+        out.append(f"| {name} ({m}) | {power80('before', 36, seed=seed):.2f} sd | {power80('after', m, seed=seed):.2f} sd |")
+    return "\n".join(out)
+
+
 def tables(trials: int, seed: int = 0) -> str:
     """Every table of docs/verdicts.md, as Markdown."""
     out = [f"{trials:,} simulated sweeps per cell, numpy seed {seed}; nominal: 2.5% per side, 5% family-wise.", "",
@@ -155,8 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m lnbench.claims.simulate", description=__doc__.split("\n\n")[0])
     p.add_argument("--trials", type=int, default=20_000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--only", choices=("23", "30"), help="only the tables of issue 23 or of issue 30")
     args = p.parse_args(argv)
-    print(tables(args.trials, args.seed))
+    print("\n\n".join(t(args.trials, args.seed) for key, t in (("23", tables), ("30", tables30)) if args.only in (None, key)))
     return 0
 
 

@@ -13,7 +13,9 @@ A preset declares the paper's claims under `claims:` (they travel in every job's
         at: 2                   # at: the value at x=N; auc: the mean of the curve up to x=N
         # target: 0.1           # to_target: x until the metric first reaches this value
         where: {dataset.batch_size: 4}   # optional: only these panels (default: every panel)
-        min_effect: 1%          # optional: the smallest difference that matters (a number, or % of `than`)
+        min_effect: 1%          # optional: the smallest difference that matters (a number, or % of `than`
+                                #   on the tuning runs at the chosen value, fixed before any judging seed)
+        family: primary         # the family adjusted together (primary: the paper's own; control; beyond)
         # eval_seq_len: 160     # a test metric at this test length (a preset's test_seq_lens)
 """
 from __future__ import annotations
@@ -46,6 +48,7 @@ class Claim:
     where: dict[str, Any] = field(default_factory=dict)
     min_effect: float | str = 0.0  # a number in the measure's units, or "N%" of the `than` line's mean
     eval_seq_len: int | None = None  # test metrics only: the run's test at this length (test_seq_lens)
+    family: str = ""  # declared in the preset (primary, control, beyond); "": the page's undeclared claims
 
     @property
     def split(self) -> str:
@@ -56,7 +59,8 @@ class Claim:
         return self.metric.split("/", 1)[1]
 
     def margin(self, than_mean: float | None) -> float:
-        """min_effect in the measure's units: a percentage is of the `than` line's mean (its judged runs)."""
+        """min_effect in the measure's units: a percentage is of the `than` line's mean on the runs given (the
+        tuning runs at the chosen value, so that the margin is fixed before the judging seeds run)."""
         if isinstance(self.min_effect, str):
             return float(self.min_effect.rstrip("%")) / 100 * abs(than_mean) if than_mean is not None and math.isfinite(than_mean) else 0.0
         return float(self.min_effect)
@@ -144,7 +148,9 @@ class Value:
 
     @property
     def low(self) -> float:
-        return self.x
+        # censored: strictly above its last evaluation, so that a pair with a run that reached the target at
+        # that same evaluation keeps its known order
+        return math.nextafter(self.x, math.inf) if self.censored else self.x
 
     @property
     def high(self) -> float:
@@ -190,13 +196,3 @@ def run_measure(claim: Claim, points: dict[int, tuple[float, float]], summary: d
 def same(a: Any, b: Any) -> bool:
     """Config values equal as the user wrote them: 1.0 == '1.0', 4 == '4'."""
     return a == b or str(a) == str(b)
-
-
-def fmt_effect(d: dict[str, Any], digits: int = 3) -> str:
-    """'0.0123 [0.004, 0.021]' from a claims.json entry."""
-    if d.get("effect") is None:
-        return d.get("effect_text") or "—"
-    text = f"{d['effect']:.{digits}g}"
-    if d.get("ci_low") is not None:
-        text += f" [{d['ci_low']:.{digits}g}, {d['ci_high']:.{digits}g}]"
-    return text

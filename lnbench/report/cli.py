@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lnbench.atomic import unwritable
+from lnbench.claims.family import DEFAULT_ADJUST
 from lnbench.errors import UserError
 from lnbench.report.analysis import varied_keys
 from lnbench.report.make import PRIMARY, make_report
@@ -21,7 +22,8 @@ from lnbench.report.page import summary, write_report
 from lnbench.runs import OUT_DIR, Run, load_runs, source_names
 
 DESCRIPTION = "A run or a whole sweep directory -> convergence plots (PNG), claim verdicts and a Markdown/HTML table."
-ADJUST = {"holm": "family-wise error, the default", "bh": "Benjamini-Hochberg false discovery rate", "none": "no adjustment"}
+ADJUST = {"bonferroni": "over each claim's declared family, the default: the same verdict on every page",
+          "holm": "family-wise error over the declared family", "bh": "Benjamini-Hochberg false discovery rate", "none": "no adjustment"}
 
 
 class ReportError(UserError):
@@ -46,8 +48,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tune", metavar="KEY[,KEY]",
                    help="swept keys to select per line and panel on validation (default: the preset's `tune:`)")
     p.add_argument("--out", type=Path, help=f"where to write (default: DIR/{OUT_DIR}; required with several DIRs)")
-    p.add_argument("--adjust", default="holm", metavar="METHOD",
-                   help="the claims' adjustment for their number: holm (family-wise error, the default), bh "
+    p.add_argument("--adjust", default=DEFAULT_ADJUST, metavar="METHOD",
+                   help="the claims' adjustment over their declared family: bonferroni (the default), holm, bh "
                         "(Benjamini-Hochberg false discovery rate) or none; the unadjusted verdict is always shown")
     return p
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from lnbench.claims import judge
+from lnbench.claims import family, judge
 from lnbench.report.analysis import X_AXES, Group, Layout, arrange, panel_metrics, primary_metric, tune_groups
 from lnbench.report.plots import claims_figure, figure_png, plot_curves
 from lnbench.report.render import Table
@@ -34,14 +34,14 @@ class Report:
     roots: list[Path] = field(default_factory=list)
     provenance: Provenance | None = None
     aside: list[Run] = field(default_factory=list)  # runs with nothing to draw in a panel of their own
-    adjust: str = "holm"  # the claims' family adjustment
+    adjust: str = family.DEFAULT_ADJUST  # the claims' family adjustment
 
 
 def make_report(root: Path, runs: list[Run], targets: dict[str, float], line: str | None = None,
                 panels: list[str] | None = None, x_axes: Iterable[str] = tuple(X_AXES), tune: list[str] | None = None,
-                roots: list[Path] | None = None, adjust: str = "holm") -> Report:
+                roots: list[Path] | None = None, adjust: str = family.DEFAULT_ADJUST) -> Report:
     """roots: the directories compared (their runs carry `source`); by default root alone. adjust: how the
-    claims' verdicts are adjusted for their number (holm, bh or none)."""
+    claims' verdicts are adjusted over their declared families (bonferroni, holm, bh or none)."""
     roots = roots or [root]
     lay, groups, aside = arrange(runs, line, panels, tune)
     metric = primary_metric(runs)

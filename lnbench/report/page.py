@@ -6,8 +6,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from lnbench.claims import judge
 from lnbench.atomic import write_files
+from lnbench.report import claims_text
 from lnbench.report.analysis import not_axis, run_problem
 from lnbench.report.make import Report
 from lnbench.report.render import Block, Heading, Image, Items, Page, html_page, markdown, terminal
@@ -67,7 +67,7 @@ def title(rep: Report) -> str:
 def claims_lines(rep: Report) -> list[str]:
     lines = [f"claim error: {e}" for e in rep.claim_errors]
     if rep.verdicts:
-        lines += judge.lines(rep.verdicts, rep.adjust) + ["details (every panel, look and p-value) in claims.json; claims.png draws each claim's numbers"]
+        lines += claims_text.lines(rep.verdicts, rep.adjust) + ["details (every panel, look and p-value) in claims.json; claims.png draws each claim's numbers"]
     return lines
 
 

@@ -37,6 +37,7 @@ class Table:
     columns: list[str]
     rows: list[list]  # of str or Link
     tones: list[str] = field(default_factory=list)  # per row, "" for none
+    nowrap: tuple[str, ...] = ()  # columns whose cells must not wrap (an effect and its interval)
 
 
 @dataclass
@@ -54,10 +55,15 @@ class Page:
     blocks: list[Block]
 
 
-STYLE = ("body{font-family:sans-serif;margin:2em;max-width:110em}table{border-collapse:collapse;font-size:.9em;margin:1em 0}"
-         "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}th{background:#f3f3f3}"
-         "td:nth-child(-n+3){text-align:left}img{max-width:100%;margin:1em 0}code{background:#f3f3f3}"
+# Text (and its headers) left-aligned, numbers right-aligned; a table wider than the page scrolls inside its
+# own box instead of widening the page.
+STYLE = ("body{font-family:sans-serif;margin:2em;max-width:110em}div.t{overflow-x:auto;max-width:100%}"
+         "table{border-collapse:collapse;font-size:.9em;margin:1em 0}"
+         "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top;overflow-wrap:break-word}"
+         "th{background:#f3f3f3;min-width:4em}td.n{text-align:right}td.nw{white-space:nowrap}"
+         "img{max-width:100%;margin:1em 0}code{background:#f3f3f3}"
          "tr.held{background:#d9f2d9}tr.contradicted{background:#f7d4d4}tr.equivalent{background:#dde6f7}")
+NUMBER = re.compile(r"^[-+±—]?[0-9.,]*[0-9—]([eE][-+]?[0-9]+)?( ± [0-9.eE+-]+)?%?$")
 
 
 # ---- Markdown -------------------------------------------------------------------------------------
@@ -95,16 +101,26 @@ def _html_block(block: Block) -> str:
         return f"<img alt='{html.escape(block.name)}' src='data:image/png;base64,{base64.b64encode(block.png).decode()}'>"
     head = "".join(f"<th>{html.escape(c)}</th>" for c in block.columns)
     tones = block.tones or [""] * len(block.rows)
-    body = "".join(f"<tr{_tone(t)}>" + "".join(f"<td>{_html_cell(v)}</td>" for v in row) + "</tr>" for row, t in zip(block.rows, tones))
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    nowrap = [c in block.nowrap for c in block.columns]
+    body = "".join(f"<tr{_tone(t)}>" + "".join(f"<td{_cell_class(v, nw)}>{_html_cell(v, nw)}</td>" for v, nw in zip(row, nowrap)) + "</tr>"
+                   for row, t in zip(block.rows, tones))
+    return f"<div class='t'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+
+
+def _cell_class(v, nowrap: bool) -> str:
+    if nowrap:
+        return " class='nw'"
+    return " class='n'" if isinstance(v, str) and NUMBER.match(v.strip()) else ""
 
 
 def _tone(tone: str) -> str:
     return f" class='{html.escape(tone)}'" if tone else ""
 
 
-def _html_cell(v) -> str:
-    return f"<a href='{html.escape(v.href)}'>{html.escape(v.text)}</a>" if isinstance(v, Link) else html.escape(v)
+def _html_cell(v, nowrap: bool = False) -> str:
+    if isinstance(v, Link):
+        return f"<a href='{html.escape(v.href)}'>{html.escape(v.text)}</a>"
+    return html.escape(v) if nowrap else html.escape(v).replace(",", ",<wbr>")  # a list of seeds may break after a comma
 
 
 def _inline(text: str) -> str:

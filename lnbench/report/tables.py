@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lnbench.claims import judge
+from lnbench.report import claims_text
 from lnbench.report.analysis import Group, Layout, best_val, default_target, reach, run_problem, sort_key
 from lnbench.report.render import Table
 from lnbench.runs import Run
@@ -92,7 +93,7 @@ def status_text(runs: list[Run], width: int = 90) -> str:
 
 def claims_table(verdicts: list[dict[str, Any]]) -> Table:
     """Each claim's row, its HTML row coloured by its (adjusted) verdict."""
-    return Table(judge.COLUMNS, judge.table_rows(verdicts), [d["verdict"] for d in verdicts])
+    return Table(claims_text.COLUMNS, claims_text.table_rows(verdicts), [d["verdict"] for d in verdicts], claims_text.NOWRAP)
 
 
 # ---- provenance -------------------------------------------------------------------------------

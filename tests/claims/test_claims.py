@@ -30,12 +30,13 @@ def make_job(root, num, model, seed, final, *, lr=1e-3, test=0.5, claim_list=(CL
     (job / "summary.json").write_text(json.dumps(summary))
 
 
-# Seed-to-seed noise shared by both lines (a paired design), plus a little of each line's own.
-NOISE = [0.00, 0.02, -0.01, 0.015, -0.02]
-OWN = [0.001, -0.002, 0.0015, -0.001, 0.002]
+# Seed-to-seed noise shared by both lines (a paired design), plus a little of each line's own. Six seeds: the
+# fewest at which the sign gate can pass at 95% (1/64 <= 2.5%; five agreeing pairs give 1/32).
+NOISE = [0.00, 0.02, -0.01, 0.015, -0.02, 0.005]
+OWN = [0.001, -0.002, 0.0015, -0.001, 0.002, -0.0005]
 
 
-def sweep(root, ln_minus_bn, seeds=5, **kw):
+def sweep(root, ln_minus_bn, seeds=6, **kw):
     root.mkdir(exist_ok=True)
     num = 0
     for seed in range(seeds):
@@ -53,8 +54,8 @@ def verdict(root, **kw):
 
 def test_a_clear_win_is_held(tmp_path):
     d = verdict(sweep(tmp_path, -0.05))["ln_beats_bn"]
-    assert d["verdict"] == "held" and d["n_seeds"] == 5
-    assert d["effect"] == pytest.approx(0.05 - 2 * sum(OWN) / 5)  # mean of (bn - ln), paired by seed
+    assert d["verdict"] == "held" and d["n_seeds"] == 6
+    assert d["effect"] == pytest.approx(0.05 - 2 * sum(OWN) / 6)  # mean of (bn - ln), paired by seed
     assert 0 < d["ci_low"] < d["effect"] < d["ci_high"]
 
 
@@ -71,7 +72,7 @@ def test_a_reversed_effect_is_contradicted(tmp_path):
 def test_two_seeds_are_inconclusive_whatever_the_effect(tmp_path):
     d = verdict(sweep(tmp_path, -0.3, seeds=2))["ln_beats_bn"]
     assert d["verdict"] == "inconclusive" and d["n_seeds"] == 2 and "n<3" in d["reason"]
-    assert d["effect"] > 0.25 and d["ci_low"] is None
+    assert d["effect"] is None and d["ci_low"] is None  # no test, no effect shown
 
 
 def test_min_effect_must_be_cleared_and_a_tight_small_effect_is_practically_equivalent(tmp_path):
@@ -80,7 +81,7 @@ def test_min_effect_must_be_cleared_and_a_tight_small_effect_is_practically_equi
     d = verdict(sweep(tmp_path / "b", -0.05, claim_list=[{**CLAIM, "min_effect": 0.2}]))["ln_beats_bn"]
     assert d["verdict"] == "equivalent" and -0.2 < d["ci_low"] < d["ci_high"] < 0.2
     d = verdict(sweep(tmp_path / "c", -0.05, claim_list=[{**CLAIM, "min_effect": "100%"}]))["ln_beats_bn"]  # of bn's mean, 0.2
-    assert d["verdict"] == "equivalent" and d["margin"] == pytest.approx(0.2 + sum(NOISE) / 5 - sum(OWN) / 5)
+    assert d["verdict"] == "equivalent" and d["margin"] == pytest.approx(0.2 + sum(NOISE) / 6 - sum(OWN) / 6)
 
 
 @pytest.mark.parametrize("value", ["-1", "x%", "inf"])
@@ -89,20 +90,26 @@ def test_a_bad_min_effect_is_a_clear_error(value):
         claims.parse_claim({**CLAIM, "min_effect": value})
 
 
-def test_the_interval_is_student_t_on_the_paired_differences():
+def test_the_t_test_is_student_t_on_the_paired_differences_and_three_pairs_never_pass_the_sign_gate():
     better = {0: 1.0, 1: 2.0, 2: 3.0}
     than = {0: 1.5, 1: 2.7, 2: 3.4}  # differences 0.5, 0.7, 0.4: mean 0.5333, sd 0.1528
     c = verdicts.compare("p", _values(better), _values(than), claims.parse_claim(CLAIM))
-    half = 4.302653 * 0.15275252 / 3 ** 0.5  # t(0.975, df=2)
-    assert c.method == "paired t" and c.effect == pytest.approx(0.533333, abs=1e-6)
-    assert (c.ci_low, c.ci_high) == (pytest.approx(0.533333 - half, abs=1e-5), pytest.approx(0.533333 + half, abs=1e-5))
-    assert c.looks[0].p_held == pytest.approx(scipy_t.ttest_1samp([0.5, 0.7, 0.4], 0, alternative="greater").pvalue)
+    look = c.looks[0]
+    assert c.method.startswith("paired t") and c.effect == pytest.approx(0.533333, abs=1e-6)
+    assert (look.mean, look.se, look.df) == (pytest.approx(0.533333, abs=1e-6), pytest.approx(0.15275252 / 3 ** 0.5), 2)
+    # p = 0.013 by the t test, but 3 of 3 agreeing pairs are p = 1/8 by the sign test: vetoed
+    assert scipy_t.ttest_1samp([0.5, 0.7, 0.4], 0, alternative="greater").pvalue < 0.025
+    assert look.p_held == 1.0 and look.gated == ["held"]
+    six = verdicts.compare("p", _values({**better, 3: 1.0, 4: 2.0, 5: 3.0}), _values({**than, 3: 1.5, 4: 2.7, 5: 3.4}),
+                           claims.parse_claim(CLAIM))
+    d = [0.5, 0.7, 0.4] * 2
+    assert six.looks[0].p_held == pytest.approx(scipy_t.ttest_1samp(d, 0, alternative="greater").pvalue)
 
 
 def test_unmatched_seeds_are_compared_unpaired():
     c = verdicts.compare("p", _values({0: 1.0, 1: 1.1, 2: 0.9}), _values({3: 2.0, 4: 2.1, 5: 1.9}), claims.parse_claim(CLAIM))
     welch = scipy_t.ttest_ind([2.0, 2.1, 1.9], [1.0, 1.1, 0.9], equal_var=False, alternative="greater").pvalue
-    assert c.method.startswith("Welch") and c.verdict == "held" and c.effect == pytest.approx(1.0)
+    assert c.method.startswith("Welch") and c.effect == pytest.approx(1.0)
     assert c.looks[0].p_held == pytest.approx(welch)
 
 
@@ -113,7 +120,7 @@ def _values(d):
 def test_a_claim_must_hold_in_every_panel_unless_where_restricts_it(tmp_path):
     num = 0
     for batch, ln_shift in ((4, -0.05), (128, 0.0)):
-        for seed in range(4):
+        for seed in range(6):
             for model, shift in (("bn_mlp", 0.0), ("ln_mlp", ln_shift)):
                 make_job(tmp_path, num, model, seed, 0.2 + NOISE[seed] + shift + (OWN[seed] if model == "ln_mlp" else 0), batch=batch)
                 num += 1
@@ -162,7 +169,7 @@ def test_a_bad_claim_in_a_sweep_is_reported_not_raised(tmp_path):
 
 
 # ---- tuning -----------------------------------------------------------------------------------
-def tuned_sweep(root, val_by_lr, test_by_lr, models=("bn_mlp", "ln_mlp"), seeds=3):
+def tuned_sweep(root, val_by_lr, test_by_lr, models=("bn_mlp", "ln_mlp"), seeds=6):
     num = 0
     for model in models:
         for lr, val in val_by_lr[model].items():
@@ -190,22 +197,28 @@ def test_tuning_picks_on_validation_and_never_reads_test(tmp_path, monkeypatch):
     picks = {g.line: g.selection for g in groups}
     assert picks["ln_mlp"].chosen == (1e-3,) and not picks["ln_mlp"].edge
     assert picks["bn_mlp"].chosen == (1e-2,) and picks["bn_mlp"].edge == ["optim.lr"]  # top of the grid
-    assert all(r.value("optim.lr") == 1e-3 for r in picks["ln_mlp"].runs) and len(picks["ln_mlp"].runs) == 3
+    assert all(r.value("optim.lr") == 1e-3 for r in picks["ln_mlp"].runs) and len(picks["ln_mlp"].runs) == 6
 
 
-def test_the_report_judges_claims_at_the_tuned_values_and_flags_the_edge(tmp_path):
+def test_the_report_judges_claims_at_the_tuned_values_and_a_line_at_its_grid_edge_gives_no_verdict(tmp_path):
     val = {"ln_mlp": {1e-4: 0.50, 1e-3: 0.10, 1e-2: 0.20}, "bn_mlp": {1e-4: 0.40, 1e-3: 0.30, 1e-2: 0.25}}
     test = {m: {lr: 0.5 for lr in v} for m, v in val.items()}
     tuned_sweep(tmp_path, val, test)
     md = report.render_markdown(report.make_report(tmp_path, report.load_runs(tmp_path), {}, x_axes=()))
     d = json.loads(json.dumps(verdict(tmp_path)))["ln_beats_bn"]
-    assert d["verdict"] == "held" and d["effect"] == pytest.approx(0.25 - 0.10)  # bn at 1e-2 vs ln at 1e-3
+    assert d["raw_verdict"] == d["verdict"] == "inconclusive" and d["reason"].startswith("grid edge: bn_mlp chose lr=0.01")
+    assert d["effect"] is None and d["ci_low"] is None  # a blocked claim shows no effect
+    assert d["better_mean"] == pytest.approx(0.10 + sum(NOISE) / 6) and d["than_mean"] == pytest.approx(0.25 + sum(NOISE) / 6)
     assert "winner at the edge of the grid** for bn_mlp" in md
+    # one step inside the grid: bn at 1e-2 vs ln at 1e-3 is held
+    val["bn_mlp"][1e-1] = 0.35
+    d = verdict(tuned_sweep(tmp_path / "inside", val, {m: {lr: 0.5 for lr in v} for m, v in val.items()}))["ln_beats_bn"]
+    assert d["verdict"] == "held" and d["effect"] == pytest.approx(0.25 - 0.10)
     assert "| ln_mlp ★ |" in md and "lr=0.001 |" in md
 
 
 def test_tune_on_the_command_line(tmp_path):
-    val = {"ln_mlp": {1e-4: 0.5, 1e-3: 0.1, 1e-2: 0.2}, "bn_mlp": {1e-4: 0.4, 1e-3: 0.3, 1e-2: 0.25}}
+    val = {"ln_mlp": {1e-4: 0.5, 1e-3: 0.1, 1e-2: 0.2}, "bn_mlp": {1e-4: 0.4, 1e-3: 0.25, 1e-2: 0.3}}
     tuned_sweep(tmp_path, val, {m: {lr: 0.5 for lr in v} for m, v in val.items()})
     for job in tmp_path.iterdir():  # no `tune:` in the configs
         cfg = yaml.safe_load((job / ".hydra" / "config.yaml").read_text())
@@ -214,7 +227,7 @@ def test_tune_on_the_command_line(tmp_path):
     assert report.layout(report.load_runs(tmp_path)).panels == ["optim.lr"]
     assert report.main([str(tmp_path), "--tune", "optim.lr"]) == 0
     saved = json.loads((tmp_path / "report" / "claims.json").read_text())
-    assert saved[0]["verdict"] == "held" and saved[0]["n_seeds"] == 3
+    assert saved[0]["verdict"] == "held" and saved[0]["n_seeds"] == 6
 
 
 class _Poisoned(dict):
@@ -233,8 +246,31 @@ class _Poisoned(dict):
 
 def test_where_matches_a_value_the_sweep_did_not_vary(tmp_path):
     only4 = {**CLAIM, "where": {"dataset.batch_size": 4}}
-    sweep(tmp_path, -0.05, seeds=3, batch=4, claim_list=[only4])
+    sweep(tmp_path, -0.05, batch=4, claim_list=[only4])
     d = verdict(tmp_path)["ln_beats_bn"]
     assert d["verdict"] == "held" and d["panels"][0]["panel"] == "all runs"
     only128 = verdict(sweep(tmp_path / "b", -0.05, seeds=3, batch=4, claim_list=[{**CLAIM, "where": {"dataset.batch_size": 128}}]))
     assert only128["ln_beats_bn"]["verdict"] == "inconclusive" and "no panel" in only128["ln_beats_bn"]["reason"]
+
+
+def test_a_run_that_never_reached_the_target_is_later_than_one_that_reached_it_at_the_same_evaluation():
+    claim = claims.parse_claim({**CLAIM, "measure": "to_target", "target": 0.1, "x": "step"})
+    never = claims.run_measure(claim, {10: (10, 0.5), 20: (20, 0.4)}, None)  # censored at its last evaluation, 20
+    reached = claims.run_measure(claim, {10: (10, 0.5), 20: (20, 0.05)}, None)  # first at or below 0.1 at 20
+    assert never.low > reached.high == 20
+    # than never got there, better did at that same evaluation: the pair's order is known and counts
+    c = verdicts.compare("p", {s: reached for s in range(6)}, {s: never for s in range(6)}, claim)
+    assert c.looks[0].p_held == pytest.approx(1 / 64) and c.looks[0].sign.startswith("6 of 6 pairs above")
+
+
+def test_an_open_claim_counts_the_seeds_judged_so_far_whatever_look_gives_its_p_value():
+    from lnbench.claims.decision import judge_claim
+
+    claim = claims.parse_claim(CLAIM)
+    design = verdicts.Design.declared([3, 6, 9])
+    # 3 equal differences (no spread: the sign test alone, p = 1/8 at look 3), then 3 that disagree
+    better = {s: claims.Value(1.0) for s in range(6)}
+    than = {s: claims.Value(x) for s, x in enumerate([1.1, 1.1, 1.1, 0.9, 1.2, 0.95])}
+    v = judge_claim(claim, [verdicts.compare("p", better, than, claim, design)], design)
+    assert v.raw_verdict == "inconclusive" and v.looks == [3, 6] and v.decided_at == 3
+    assert v.n_seeds == 6  # lnbench check adds the third look to claims open at 6 seeds

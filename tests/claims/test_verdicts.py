@@ -10,6 +10,7 @@ from lnbench import report
 from lnbench.check import cli as check
 from lnbench.claims import judge
 from lnbench.check import rounds
+from lnbench.report import claims_text
 from lnbench.runs import parse_scalar
 
 CLAIM = {"id": "ln_beats_bn", "text": "LN beats BN", "better": "ln_mlp", "than": "bn_mlp", "metric": "val/error", "measure": "final"}
@@ -58,14 +59,16 @@ def test_a_value_with_a_diverged_seed_never_wins_and_the_claim_keeps_every_seed(
 def test_when_every_value_has_a_diverged_seed_the_fewest_failures_win_and_divergence_counts_as_a_loss(tmp_path):
     for s in range(6):
         job(tmp_path, f"ln{s}", "ln_mlp", s, 0.20 + NOISE[s])
-        for lr, bad in ((1e-3, {0, 1}), (1e-2, {3})):
-            job(tmp_path, f"bn{lr}_{s}", "bn_mlp", s, 0.25 + NOISE[s], lr=lr, status="diverged" if s in bad else "completed")
+        for lr, bad in ((1e-4, {0, 1, 2}), (1e-3, {0, 1}), (1e-2, {3}), (1e-1, {0, 1, 2, 3})):
+            job(tmp_path, f"bn{lr}_{s}", "bn_mlp", s, 0.25 + 2 * NOISE[s], lr=lr, status="diverged" if s in bad else "completed")
     rep, v = entries(tmp_path)
     bn = next(g for g in rep.groups if g.line == "bn_mlp")
     assert bn.selection.chosen == (1e-2,) and bn.selection.incomplete and "no value completed every seed" in bn.selection.text()
     d = v["ln_beats_bn"]
-    assert d["n_seeds"] == 6 and d["method"].startswith("sign test (1 of 6 pairs diverged")  # the seed counts, as a loss of bn
+    assert d["n_seeds"] == 6 and "1 of 6 pairs diverged" in d["method"]  # the seed counts, as a loss of bn
     assert d["panels"][0]["values"]["than"]["3"] == "diverged" and d["p_improve"] == 1.0
+    # divergence decides: the t test on the 5 exact pairs, the sign test (6 of 6 = 1/64 <= 2.5%) on all six
+    assert d["raw_verdict"] == "held" and d["ci_low"] > 0 and d["sign"].startswith("6 of 6 pairs above")
 
 
 def test_a_failed_or_killed_seed_blocks_the_claim_with_its_reason(tmp_path):
@@ -87,12 +90,14 @@ def test_to_target_never_reached_is_censored_so_the_faster_budget_never_wins(tmp
     assert v["faster"]["verdict"] == "inconclusive" and v["faster"]["method"].startswith("sign test")
 
 
-def test_identical_differences_are_not_a_zero_width_held(tmp_path):
+def test_identical_differences_are_not_a_zero_width_held_but_a_sign_test(tmp_path):
     for s in range(3):
         job(tmp_path, f"ln{s}", "ln_mlp", s, 0.20, tune=())
         job(tmp_path, f"bn{s}", "bn_mlp", s, 0.30, tune=())
     _, v = entries(tmp_path)
-    assert v["ln_beats_bn"]["raw_verdict"] == "inconclusive" and "every difference is equal" in v["ln_beats_bn"]["reason"]
+    d = v["ln_beats_bn"]
+    assert d["raw_verdict"] == "inconclusive" and d["ci_low"] is None and d["p_held"] == pytest.approx(1 / 8)
+    assert "the sign test did not pass at look 3 (3 of 3 pairs above +margin" in d["reason"]
 
 
 def edge_sweep(root):
@@ -107,7 +112,7 @@ def test_the_edge_of_the_grid_reaches_claims_json_and_the_page(tmp_path):
     edge_sweep(tmp_path)
     _, v = entries(tmp_path)
     lines = v["ln_beats_bn"]["lines"]
-    assert lines["ln_mlp"]["edge"] and "edge of grid" in judge.chosen_text(v["ln_beats_bn"])
+    assert lines["ln_mlp"]["edge"] and "edge of grid" in claims_text.chosen_text(v["ln_beats_bn"])
 
 
 def test_single_runs_read_1e_3_as_a_number_and_two_runs_of_one_seed_are_not_silently_merged(tmp_path):
@@ -132,19 +137,19 @@ def test_lines_that_do_not_beat_the_trivial_predictor_give_no_verdict(tmp_path):
 
 def test_a_claim_is_judged_on_its_own_sweeps_panels_in_a_mixed_folder(tmp_path):
     only4 = {**CLAIM, "where": {}}
-    for s in range(3):
+    for s in range(6):
         job(tmp_path / "a", f"ln{s}", "ln_mlp", s, 0.2 + NOISE[s], batch=4, claims=[only4], tune=())
         job(tmp_path / "a", f"bn{s}", "bn_mlp", s, 0.3 + NOISE[s] * 2, batch=4, claims=[only4], tune=())
         job(tmp_path / "b", f"ln{s}", "ln_mlp", s, 0.5, batch=128, claims=(), tune=())  # another sweep: no claims
     rep, v = entries(tmp_path)
     d = v["ln_beats_bn"]
-    assert [p["panel"] for p in d["panels"]] == ["batch_size=4"] and d["n_seeds"] == 3 and d["raw_verdict"] == "held"
+    assert [p["panel"] for p in d["panels"]] == ["batch_size=4"] and d["n_seeds"] == 6 and d["raw_verdict"] == "held"
 
 
 # ---- 1. judging seeds decide, tuning seeds choose ---------------------------------------------------------
 def tuned_and_judged(root, judged_gap, design=None):
     for s in range(3):
-        for lr, ln, bn in ((1e-3, 0.2, 0.3), (1e-2, 0.25, 0.35)):
+        for lr, ln, bn in ((1e-4, 0.3, 0.4), (1e-3, 0.2, 0.3), (1e-2, 0.25, 0.35)):
             job(root, f"ln{lr}_{s}", "ln_mlp", s, ln + NOISE[s], lr=lr)
             job(root, f"bn{lr}_{s}", "bn_mlp", s, bn + NOISE[s], lr=lr)
     for i, s in enumerate(range(1000, 1000 + len(judged_gap))):
@@ -152,7 +157,7 @@ def tuned_and_judged(root, judged_gap, design=None):
         job(root, f"judge/bn{s}", "bn_mlp", s, 0.2 + NOISE[i] + judged_gap[i], stage="judge")
     job(root, "judge/stale", "bn_mlp", 1000, 0.9, lr=1e-2, stage="judge")  # at a value the tuning does not choose
     if design:
-        (root / judge.DESIGN_FILE).write_text(json.dumps({"looks": design}))
+        (root / judge.DESIGN_FILE).write_text(json.dumps(design))
     return root
 
 
@@ -161,7 +166,7 @@ def test_judging_seeds_judge_and_the_page_says_which_seeds_chose_and_which_judge
     d = v["ln_beats_bn"]
     assert d["raw_verdict"] == "inconclusive" and d["n_seeds"] == 3 and not d["note"]
     assert d["lines"]["ln_mlp"]["tuning_seeds"] == [0, 1, 2] and d["lines"]["ln_mlp"]["judging_seeds"] == [1000, 1001, 1002]
-    assert judge.seeds_text(d) == "3 + 3"
+    assert claims_text.seeds_text(d) == "3 + 3"
     md = report.render_markdown(rep)
     assert "3 + 3" in md and "chose: seed 0,1,2; judged: seed 1000,1001,1002" in md
     assert "Judging runs not used" in md and "judge/stale" in md
@@ -173,29 +178,35 @@ def test_a_sweep_without_judging_seeds_is_judged_on_its_tuning_seeds_and_says_so
             job(tmp_path, f"ln{lr}_{s}", "ln_mlp", s, 0.2 + NOISE[s] + lr, lr=lr)
             job(tmp_path, f"bn{lr}_{s}", "bn_mlp", s, 0.3 + NOISE[s] + 0.001 * s + lr, lr=lr)
     rep, v = entries(tmp_path)
-    assert v["ln_beats_bn"]["note"] == judge.ON_TUNING_SEEDS and judge.seeds_text(v["ln_beats_bn"]) == "3 (the tuning seeds)"
+    assert v["ln_beats_bn"]["note"] == judge.ON_TUNING_SEEDS and claims_text.seeds_text(v["ln_beats_bn"]) == "3 (the tuning seeds)"
     assert judge.ON_TUNING_SEEDS in report.render_markdown(rep)
 
 
-def test_the_looks_of_the_design_spend_alpha(tmp_path):
-    gaps = [0.1, 0.12, 0.09]  # a raw p of about 0.004: decided alone, not at a third of alpha
+def test_the_looks_of_the_design_spend_their_declared_shares(tmp_path):
+    gaps = [0.1, 0.12, 0.09, 0.11, 0.1, 0.13]
     _, alone = entries(tuned_and_judged(tmp_path / "one", gaps))
-    _, looked = entries(tuned_and_judged(tmp_path / "three", gaps, design=[3, 6, 9]))
+    _, looked = entries(tuned_and_judged(tmp_path / "two", gaps, design={"looks": [3, 6], "shares": [0.2, 0.8]}))
+    _, linear = entries(tuned_and_judged(tmp_path / "old", gaps, design={"looks": [3, 6]}))  # before issue 30: 1/2, 1/2
     assert alone["ln_beats_bn"]["raw_verdict"] == "held" and alone["ln_beats_bn"]["weight"] == 1.0
     p = alone["ln_beats_bn"]["p_decide"]
-    assert looked["ln_beats_bn"]["p_decide"] == pytest.approx(min(1.0, 3 * p)) and looked["ln_beats_bn"]["weight"] == pytest.approx(1 / 3)
+    d = looked["ln_beats_bn"]  # look 3 cannot pass the sign gate (1/8): look 6 decides, at its share 0.8
+    assert d["p_decide"] == pytest.approx(p / 0.8) and d["weight"] == pytest.approx(0.8) and d["decided_at"] == 6
+    assert d["level"] == pytest.approx(0.05 * 0.8) and d["ci_low"] > 0
+    # at a share of 1/2 the sign gate is 1.25%: six agreeing pairs (1/64 = 1.6%) do not pass it
+    assert linear["ln_beats_bn"]["raw_verdict"] == "inconclusive" and "sign test did not pass" in linear["ln_beats_bn"]["reason"]
 
 
 # ---- 2. the family ----------------------------------------------------------------------------------------
 def test_the_adjusted_verdict_stands_beside_the_raw_one(tmp_path):
     claims = [{**CLAIM, "id": f"c{i}"} for i in range(8)]
-    gaps = [0.03, 0.01, 0.05, 0.04]  # held alone (2p = 0.03), not among 8 claims at Holm's 0.05/8
-    for s in range(4):
+    gaps = [0.03, 0.005, 0.05, 0.04, 0.002, 0.01]  # held alone (2p = 0.034), not among 8 claims at 0.05/8
+    for s in range(6):
         job(tmp_path, f"ln{s}", "ln_mlp", s, 0.2 + NOISE[s], claims=claims, tune=())
         job(tmp_path, f"bn{s}", "bn_mlp", s, 0.2 + NOISE[s] + gaps[s], claims=claims, tune=())
     rep, v = entries(tmp_path)
     d = v["c0"]
-    assert d["raw_verdict"] == "held" and d["verdict"] == "inconclusive" and d["adjust"] == "holm"
+    assert d["raw_verdict"] == "held" and d["verdict"] == "inconclusive" and d["adjust"] == "bonferroni"
+    assert d["family_size"] == 8 and d["p_adjusted"] == pytest.approx(8 * d["p_decide"])
     assert "held before the family adjustment" in d["reason"] or "underpowered" in d["reason"]
     _, none = entries(tmp_path, adjust="none")
     assert none["c0"]["verdict"] == "held"
@@ -210,6 +221,9 @@ def test_check_rounds_widen_an_edge_and_judge_at_the_chosen_value(tmp_path):
     wide = rounds.widen_cells(rep, need, cap=1)
     assert {(c.values["model"], c.values["optim.lr"]) for c in wide} == {("ln_mlp", 0.03), ("bn_mlp", 0.000333)}
     assert all(c.seeds == [0, 1, 2] and c.stage == "widen" for c in wide)
+    for g in need:  # --widen is a budget: a line widened once and still at its edge gets another value under --widen 2
+        g.selection.widened = 1
+    assert rounds.widen_cells(rep, need, cap=1) == [] and len(rounds.widen_cells(rep, need, cap=2)) == 2
     cell = next(c for c in rounds.judge_cells(rep, need, rounds.judging_seeds([3, 6, 9], 1)) if c.values["model"] == "ln_mlp")
     assert cell.seeds == [1003, 1004, 1005] and cell.stage == "judge"
     assert yaml.safe_load(cell.config()) == {"defaults": [{"override /model": "ln_mlp"}], "stage": "judge", "optim": {"lr": 0.01}}

@@ -57,7 +57,7 @@ BAD_REPORT = {
     "target-not-finite": (["{t}/sweep", "--target", "error=nan"], ["--target 'error=nan' is not METRIC=NUMBER with a finite number"]),
     "target-unlogged": (["{t}/sweep", "--target", "accuracy=0.9"], ["--target 'accuracy': no run logged a validation accuracy",
                                                                    "Metrics they logged: error, loss"]),
-    "adjust-unknown": (["{t}/sweep", "--adjust", "bonferroni"], ["--adjust 'bonferroni' is not allowed: use holm", "bh (", "none ("]),
+    "adjust-unknown": (["{t}/sweep", "--adjust", "bonf"], ["--adjust 'bonf' is not allowed: use bonferroni (", "holm (", "bh (", "none ("]),
     "out-is-a-file": (["{t}/sweep", "--out", "{t}/file.txt"], ["--out {t}/file.txt cannot be written: {t}/file.txt is a file"]),
     "out-under-a-file": (["{t}/sweep", "--out", "{t}/file.txt/report"], ["--out {t}/file.txt/report cannot be written: {t}/file.txt is a file"]),
 }

@@ -253,18 +253,25 @@ def test_check_page_lists_every_verdict_with_its_interval_and_a_link(tmp_path):
     from lnbench.check import cli as check
     from lnbench.check.page import write_page
 
+    from lnbench.claims.decision import ClaimVerdict
+
     lines = {"ln": {"chosen": "lr=0.01 (edge of grid; grid widened ×1)", "tuning_seeds": [0, 1, 2], "judging_seeds": [1000, 1001, 1002]}}
-    base = {"text": "LN beats BN", "n_seeds": 3, "sd": 0.02, "margin": 0.0, "weight": 1.0, "lines": lines, "raw_reason": ""}
-    verdicts = [{**base, "id": "a", "effect": 0.05, "ci_low": 0.01, "ci_high": 0.09, "p_decide": 0.004, "kind": "held", "raw_verdict": "held"},
-                {**base, "id": "b", "text": "BN beats LSTM", "effect": 0.01, "ci_low": -0.02, "ci_high": 0.04, "p_decide": 0.5,
-                 "kind": "held", "raw_verdict": "inconclusive"}]
+
+    def verdict(cid, text, effect, se, p, raw):  # one panel, one look of 9 seeds whose t test decides
+        look = {"n": 9, "mean": effect, "se": se, "df": 8, "via_t": ["held", "contradicted", "equivalent"], "gated": []}
+        return ClaimVerdict(cid, text, "ln", "bn", "val/error final", panels=[{"panel": "all runs", "looks": [look]}],
+                            p_decide=p, kind="held", raw_verdict=raw, decided_at=9, panel="all runs", effect=effect,
+                            n_seeds=9, sd=se * 3, lines=lines, better_mean=0.2, than_mean=0.2 + effect).as_dict()
+
+    verdicts = [verdict("a", "LN beats BN", 0.05, 0.01, 0.0004, "held"), verdict("b", "BN beats LSTM", 0.01, 0.015, 0.5, "inconclusive")]
     args = check.Args(["pmnist"], 1.0, tmp_path)
     outcome = check.Outcome("pmnist", tmp_path / "pmnist", 60.0, (1.0, 2.0), 0, verdicts)
     md = write_page([outcome, check.Outcome("fig6_mnist", tmp_path / "fig6_mnist", 1.0, (1.0, 1.0), 1, [], "the sweep left no runs")], args, 61.0)
-    assert ("| a: LN beats BN | pmnist | held | held | 0.05 [0.01, 0.09] | — | 3 + 3 | ln: lr=0.01 (edge of grid; grid widened ×1) "
-            "| [report](pmnist/report/report.html) |") in md
+    # Bonferroni over 2 undeclared claims: the interval at 97.5%, t(0.9875, 8) = 2.75
+    assert ("| a: LN beats BN | pmnist | held | held | +0.05 [0.0225, 0.0775] at 97.5% | 0 | ln 0.2, bn 0.25 | — | 3 + 3 | "
+            "ln: lr=0.01 (edge of grid; grid widened ×1) | [report](pmnist/report/report.html) |") in md
     assert "| inconclusive (underpowered: MDE" in md and "no verdict: the sweep left no runs" in md
-    assert "held 1, inconclusive 1" in md and "load 1.0→2.0" in md and "Holm-adjusted over the 2 claims" in md
+    assert "held 1, inconclusive 1" in md and "load 1.0→2.0" in md and "Bonferroni over the declared family) of the 2 claims" in md
     assert "<a href='pmnist/report/report.html'>report</a>" in (tmp_path / "check.html").read_text()
 
 

@@ -1,0 +1,145 @@
+"""Synthetic sweep directories laid out as `lnbench check` leaves them, with known answers: tuning seeds over a
+learning-rate grid, judging seeds at the chosen value in looks, judging.json. `lnbench report` judges them as
+it judges real ones, so the error rates measured on them are those of the whole tool, files and pages included:
+
+    python -m lnbench.check.synthetic [--sweeps N] [--ratio R] [--seed S]   # false held, end to end
+    tests/claims/test_end_to_end.py                                         # the same, fewer sweeps; -m slow: more
+
+A job's only number is its final validation error, with a validation loss well below the trivial
+predictor's (the lines learned) unless the sweep says otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from lnbench import report
+from lnbench.check.rounds import JUDGING_SEED0, design_record
+
+LRS = (1e-4, 1e-3, 1e-2)
+BASELINE = 2.3  # the trivial predictor's loss
+
+
+@dataclass
+class Sweep:
+    """Two lines' numbers: tune[line] (len(LRS), tuning seeds), judge[line] (judging seeds)."""
+
+    tune: dict[str, np.ndarray]
+    judge: dict[str, np.ndarray]
+    claims: list[dict[str, Any]]
+    looks: list[int] | None = None
+    loss: dict[str, float] = field(default_factory=dict)  # final val loss per line (default: learned)
+    diverged: dict[str, set[int]] = field(default_factory=dict)  # judging seeds (indices) that diverged
+    on_loss: bool = False  # the numbers are the validation loss too (in the trivial predictor's units)
+
+
+def claim(cid: str = "noisy_beats_quiet", better: str = "noisy", than: str = "quiet", **kw: Any) -> dict[str, Any]:
+    return {"id": cid, "text": f"{better} beats {than}", "better": better, "than": than, "metric": "val/error",
+            "measure": "final", **kw}
+
+
+def job(path: Path, model: str, seed: int, lr: float, final: float, claims: list, *, stage: str = "tune",
+        status: str = "completed", loss: float | None = 0.5) -> None:
+    """One job; loss None: its validation loss is `final` too."""
+    loss = final if loss is None else loss
+    (path / ".hydra").mkdir(parents=True)
+    overrides = [f"model={model}", f"seed={seed}"] + ([f"optim.lr={lr}"] if stage == "tune" else [])
+    (path / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    config = {"seed": seed, "optim": {"lr": lr}, "claims": claims, "tune": ["optim.lr"], "stage": stage}
+    (path / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+    (path / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"runtime": {"choices": {"model": model}}}}))
+    value = final if status == "completed" else float("nan")
+    record = {"step": 10, "split": "val", "time": 1.0, "error": value, "loss": loss}
+    (path / "metrics.jsonl").write_text(json.dumps(record) + "\n")
+    summary = {"status": status, "primary_metric": "error", "steps": 10, "baseline": BASELINE, "time_per_step": 0.01}
+    if status == "completed":
+        summary["final_val"] = {"error": final, "loss": loss}
+    (path / "summary.json").write_text(json.dumps(summary))
+
+
+def write(root: Path, sweep: Sweep) -> Path:
+    """The sweep's jobs under root (tuning in root/, judging in root/judge-K/), and judging.json."""
+    for line, values in sweep.tune.items():
+        for i, lr in enumerate(LRS):
+            for seed, v in enumerate(values[i]):
+                job(root / f"{line}_lr{lr:g}_s{seed}", line, seed, lr, float(v), sweep.claims, loss=_loss(sweep, line))
+    chosen = {line: LRS[int(np.argmin(values.mean(-1)))] for line, values in sweep.tune.items()}
+    looks = sweep.looks or [len(next(iter(sweep.judge.values())))]
+    for line, values in sweep.judge.items():
+        for k, v in enumerate(values):
+            look = next(j for j, n in enumerate(looks) if k < n)
+            status = "diverged" if k in sweep.diverged.get(line, ()) else "completed"
+            seed = JUDGING_SEED0 + k
+            job(root / f"judge-{look + 1}" / f"{line}_s{seed}", line, seed, chosen[line], float(v), sweep.claims,
+                stage="judge", status=status, loss=_loss(sweep, line))
+    if sweep.looks:
+        (root / "judging.json").write_text(json.dumps(design_record(sweep.looks)))
+    return root
+
+
+def _loss(sweep: Sweep, line: str) -> float | None:
+    return None if sweep.on_loss else sweep.loss.get(line, 0.5)
+
+
+def tuned(rng: np.random.Generator, lines: tuple[str, ...], seeds: int = 3, spread: float = 0.01
+          ) -> dict[str, np.ndarray]:
+    """Tuning values with a clear optimum inside the grid (the middle learning rate), so that the judging
+    seeds, not the grid, are what a simulation measures."""
+    shape = np.array([0.2, 0.0, 0.2])[:, None]
+    return {line: 1.0 + shape + spread * rng.normal(size=(len(LRS), seeds)) for line in lines}
+
+
+def skewed_null(rng: np.random.Generator, ratio: float, looks: list[int], scale: float = 0.01) -> Sweep:
+    """One null sweep of the skewed scenario: `quiet` with Gaussian seeds (sd 1), `noisy` with a centered
+    exponential seed effect ratio times larger (equal means), a seed effect of sd 1 shared by both; in units of
+    `scale` around an error of 1. The claim `noisy beats quiet` is false: any held is a false one."""
+    n = looks[-1]
+    shared = rng.normal(size=n)
+    judge = {"quiet": 1.0 + scale * (shared + rng.normal(size=n)),
+             "noisy": 1.0 + scale * (shared + ratio * (rng.exponential(size=n) - 1.0))}
+    return Sweep(tuned(rng, ("quiet", "noisy")), judge, [claim()], looks)
+
+
+def judged(root: Path, *argv: str) -> list[dict[str, Any]]:
+    """`lnbench report ROOT` (its files written, its terminal output swallowed): the claims.json it wrote."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = report.main([str(root), *argv])
+    if code != 0:
+        raise RuntimeError(f"lnbench report {root} exited {code}")
+    return json.loads((root / report.OUT_DIR / "claims.json").read_text())
+
+
+def false_held(sweeps: int, ratio: float, looks: list[int], seed: int = 0) -> tuple[int, int]:
+    """(false helds, sweeps) of the skewed null scenario, each sweep written and judged by `lnbench report`."""
+    rng = np.random.default_rng(seed)
+    held = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(sweeps):
+            root = write(Path(tmp) / f"s{i}", skewed_null(rng, ratio, looks))
+            held += judged(root)[0]["verdict"] == "held"
+    return held, sweeps
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m lnbench.check.synthetic", description=__doc__.split("\n\n")[0])
+    p.add_argument("--sweeps", type=int, default=400)
+    p.add_argument("--ratio", type=float, action="append", help="the noisy line's seed spread (default: 5 and 10)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    for ratio in args.ratio or [5.0, 10.0]:
+        held, n = false_held(args.sweeps, ratio, [3, 6, 9], args.seed)
+        print(f"skewed null, {ratio:g}x, looks 3/6/9: {held} of {n} sweeps read held ({held / n:.1%})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
