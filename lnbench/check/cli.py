@@ -12,10 +12,12 @@ its sweep's report and curves.
 
 scale=K multiplies each preset's steps (and its evaluation and logging intervals), or its epochs where the
 preset counts in epochs (fig6_mnist). Any other key=value is passed to every sweep, e.g.
-hydra/launcher=submitit_slurm hydra.launcher.partition=gpu.
+hydra/launcher=slurm hydra.launcher.partition=gpu.
 """
 from __future__ import annotations
 
+import argparse
+import difflib
 import json
 import math
 import os
@@ -50,12 +52,12 @@ USAGE = """usage: lnbench check [PRESET ...] [scale=K] [--out DIR] [options] [ke
   scale=K             multiply steps (or epochs) by K, e.g. scale=10 on a GPU or a cluster
   --out DIR           where the sweeps and check.md/check.html go (default: outputs/check)
   --judging-seeds N   fresh seeds per look at each line's chosen value (default 3; 0: judge on the tuning
-                      seeds, as before issue 23: biased towards the noisier line)
+                      seeds the value was chosen on, which favours the noisier line)
   --max-seeds N       judging seeds a claim still inconclusive may reach, N/judging-seeds looks in all
                       (default 9; equal to --judging-seeds: one look, no added rounds)
   --widen N           values added past a grid's edge when a line's winner sits there (default 1; 0: none)
   --adjust METHOD     holm (family-wise error, default), bh (false discovery rate) or none
-  key=value           passed to every sweep, e.g. hydra/launcher=submitit_slurm hydra.launcher.partition=gpu
+  key=value           passed to every sweep, e.g. hydra/launcher=slurm hydra.launcher.partition=gpu
                       (defaults: {defaults})
 """
 OPTIONS = {"--judging-seeds": "judging", "--max-seeds": "max_seeds", "--widen": "widen", "--adjust": "adjust"}
@@ -94,39 +96,65 @@ class Args:
         return looks + ([self.max_seeds] if looks[-1] != self.max_seeds else [])
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's errors as one paragraph (it would print its usage and exit), in lnbench check's words."""
+
+    argv: list[str] = []
+
+    def error(self, message: str):
+        if m := re.fullmatch(r"argument (--[\w-]+): expected one argument", message):
+            name = m.group(1)
+            after = self.argv[self.argv.index(name) + 1:self.argv.index(name) + 2] if name in self.argv else []
+            given = f"{after[0]!r}, another option" if after else "none"
+            raise CheckError(f"{name} needs {WANTED.get(name, 'a value (lnbench check --help)')}; it was given {given}.")
+        if m := re.match(r"unrecognized arguments: (\S+)", message):
+            raise CheckError(f"option {m.group(1).split('=')[0]!r} is not allowed: use --out, {', '.join(OPTIONS)}, scale=K, "
+                             "preset names or key=value overrides for every sweep (`lnbench check --help`).")
+        raise CheckError(f"{message} (`lnbench check --help` lists the options).")
+
+    def format_help(self) -> str:
+        return USAGE.format(presets=", ".join(claim_presets()), defaults=" ".join(f"{k}={v}" for k, v in DEFAULTS.items()))
+
+
+WANTED = {"--out": "a directory, e.g. --out outputs/check"}
+
+
+def parser(argv: list[str]) -> _Parser:
+    p = _Parser(prog="lnbench check", allow_abbrev=False)
+    p.argv = argv
+    p.add_argument("items", nargs="*", metavar="PRESET|scale=K|key=value")
+    p.add_argument("--out", type=Path, default=Args.out)
+    for option, attr in OPTIONS.items():
+        p.add_argument(option, dest=attr)
+    return p
+
+
 def parse_args(argv: list[str]) -> Args:
+    """Options by argparse; the positional items sorted into presets, scale=K and overrides; values checked."""
+    parsed = parser(argv).parse_intermixed_args(argv)
+    args = Args([], out=parsed.out)
     available = claim_presets()
-    args = Args([])
-    it = iter(argv)
-    for arg in it:
-        name, eq, given = arg.partition("=")
-        if name == "--out":
-            args.out = Path(_value(name, given if eq else next(it, None), "a directory, e.g. --out outputs/check"))
-        elif name in OPTIONS:
-            _set_option(args, name, _value(name, given if eq else next(it, None), "a value (lnbench check --help)"))
-        elif arg.startswith("-"):
-            raise CheckError(f"option {name!r} is not allowed: use --out, {', '.join(OPTIONS)}, scale=K, preset names or "
-                             "key=value overrides for every sweep (`lnbench check --help`).")
-        elif name == "scale":
-            args.scale = _scale(arg, given)
+    for item in parsed.items:
+        name, eq, given = item.partition("=")
+        if name == "scale":
+            args.scale = _scale(item, given)
         elif eq:
-            args.overrides.append(arg)
-        elif arg in available:
-            args.presets.append(arg)
+            args.overrides.append(item)
+        elif item in available:
+            args.presets.append(item)
         else:
-            raise CheckError(f"preset {arg!r} is not a claim preset: use one of {', '.join(available)} "
-                             f"(conf/experiment/*.yaml with a `claims:` list), or none for all of them.")
+            near = difflib.get_close_matches(item, available, n=2)
+            raise CheckError(f"preset {item!r} is not a claim preset" + (f" (did you mean {' or '.join(near)}?)" if near else "")
+                             + f": use one of {', '.join(available)} (conf/experiment/*.yaml with a `claims:` list), or none "
+                             "for all of them.")
+    for option, attr in OPTIONS.items():
+        if (text := getattr(parsed, attr)) is not None:
+            _set_option(args, option, text)
     args.presets = args.presets or available
     if args.judging and args.max_seeds < args.judging:
         raise CheckError(f"--max-seeds {args.max_seeds} is not allowed with --judging-seeds {args.judging}: a claim gets at "
                          f"least the first look's seeds (use --max-seeds {args.judging} for a single look).")
     return args
-
-
-def _value(name: str, text: str | None, wanted: str) -> str:
-    if not text or text.startswith("--"):  # `--out --widen 2`: the next option is not a value
-        raise CheckError(f"{name} needs {wanted}; it was given {'none' if not text else repr(text) + ', another option'}.")
-    return text
 
 
 def _scale(arg: str, text: str) -> float:
@@ -180,12 +208,19 @@ def sweep_dir(args: Args, preset: str) -> Path:
 
 
 def sweep_command(args: Args, preset: str) -> list[str]:
+    """The `lnbench train -m ...` of a preset's tuning sweep, as a command line."""
+    return [sys.executable, "-m", "lnbench.cli", "train", *sweep_overrides(args, preset)]
+
+
+def sweep_overrides(args: Args, preset: str) -> list[str]:
+    """What `lnbench train` is given for a preset's tuning sweep: -m, the preset, its directory, the defaults
+    the user did not override, the scaled steps, then the user's overrides (the last word is theirs)."""
     given = {o.split("=", 1)[0].lstrip("+") for o in args.overrides}
     if any(k.startswith("logger.") for k in given):  # logger.wandb.mode=online (or logger.mode=...): that logger, not none
         given.add("logger")
     defaults = [f"{k}={v}" for k, v in DEFAULTS.items() if k not in given]
-    return [sys.executable, "-m", "lnbench.cli", "train", "-m", f"+experiment={preset}",
-            f"hydra.sweep.dir={sweep_dir(args, preset)}", *defaults, *scaled_overrides(preset, args.scale), *args.overrides]
+    return ["-m", f"+experiment={preset}", f"hydra.sweep.dir={sweep_dir(args, preset)}", *defaults,
+            *scaled_overrides(preset, args.scale), *args.overrides]
 
 
 def check_design(args: Args) -> None:
@@ -256,18 +291,21 @@ def run_preset(args: Args, preset: str) -> Outcome:
         if not cells:
             break
         for cmd in rounds.commands(base, directory, f"widen-{k}", cells, _drop(preset, cells)):
-            refused += [f"widen-{k}"] if run_sweep(cmd) == 2 else []
+            if run_sweep(cmd) == 2:
+                refused.append(f"widen-{k}")
         rep = judge_preset(args, directory, figures=False)
     if args.looks and rep:
         write_bytes(directory / DESIGN_FILE, (json.dumps({"looks": args.looks, "first_seed": rounds.JUDGING_SEED0}) + "\n").encode())
         cells = rounds.judge_cells(rep, rounds.needed(rep), rounds.judging_seeds(args.looks, 0))
         for cmd in rounds.commands(base, directory, "judge-1", cells, _drop(preset, cells)):
-            refused += ["judge-1"] if run_sweep(cmd) == 2 else []
+            if run_sweep(cmd) == 2:
+                refused.append("judge-1")
     rep = judge_preset(args, directory)
     seconds, load1 = time.time() - t0, os.getloadavg()[0]
     if rep is None:
         return Outcome(preset, directory, seconds, (load0, load1), code, [], "the sweep left no runs")
-    note = "; ".join([_note(rep)] * bool(_note(rep)) + [f"the {r} sweep refused its input (see the log above it)" for r in refused])
+    notes = [_note(rep)] if _note(rep) else []
+    note = "; ".join(notes + [f"the {r} sweep refused its input (see the log above it)" for r in refused])
     return Outcome(preset, directory, seconds, (load0, load1), code, rep.verdicts, note, rounds.counts(rep.runs))
 
 
@@ -318,20 +356,21 @@ def check_overrides(args: Args) -> None:
     register_configs()
     for preset in args.presets:
         try:
-            preflight(sweep_command(args, preset)[4:], str(CONF_DIR))
+            preflight(sweep_overrides(args, preset), str(CONF_DIR))
         except UserError as e:
             raise CheckError(f"{e} (with the sweep of {preset})") from None
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["help"] or "-h" in argv or "--help" in argv:
-        print(USAGE.format(presets=", ".join(claim_presets()), defaults=" ".join(f"{k}={v}" for k, v in DEFAULTS.items())))
-        return 0
+    if argv[:1] == ["help"]:
+        argv = ["--help"]
     try:
         args = parse_args(argv)
         check_design(args)
         check_overrides(args)
+    except SystemExit as e:  # --help
+        return int(e.code or 0)
     except CheckError as e:
         print(f"lnbench check: {e}", file=sys.stderr)
         return 2
