@@ -24,6 +24,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,7 @@ from lnbench.check.page import adjusted, write_page
 from lnbench.errors import UserError
 from lnbench.claims.judge import DESIGN_FILE
 from lnbench.claims.stats import ADJUST
+from lnbench.config import overrides as hydra_args
 
 # The order of a full check: the cheap synthetic presets first, so a first verdict comes early.
 ORDER = ("ln_gain_init", "longer_test_seqs", "seq_len_sweep", "batch_size_sweep", "pmnist", "fig6_mnist", "shakespeare_bpc")
@@ -226,8 +228,7 @@ def sweep_overrides(args: Args, preset: str) -> list[str]:
 def check_design(args: Args) -> None:
     """A sweep judged under one design of looks is never continued under another: choosing the looks after
     seeing the data would void the error rates they keep (lnbench/claims/verdicts.py). And --out must be writable."""
-    if why := unwritable(args.out):
-        raise CheckError(f"--out {args.out} cannot be written: {why}. Give a directory you can write to with --out DIR.")
+    check_out(args.out)
     for preset in args.presets:
         path = sweep_dir(args, preset) / DESIGN_FILE
         try:
@@ -347,7 +348,8 @@ def more_seeds(args: Args, outcomes: list[Outcome], look: int) -> tuple[int, flo
 
 def check_overrides(args: Args) -> None:
     """The key=value overrides, composed with every preset's sweep as `lnbench train` would before its first job
-    (lnbench.launch.preflight): a typo is one error now, not a failed sweep per preset after the first has run."""
+    (lnbench.launch.preflight), and each job validated, values included: a typo or a bad value is one error now,
+    not a sweep of failed jobs per preset."""
     if not args.overrides:
         return
     from lnbench.config.schema import register_configs
@@ -356,9 +358,50 @@ def check_overrides(args: Args) -> None:
     register_configs()
     for preset in args.presets:
         try:
-            preflight(sweep_overrides(args, preset), str(CONF_DIR))
+            preflight(sweep_overrides(args, preset), str(CONF_DIR), sweep_values=True)
         except UserError as e:
             raise CheckError(f"{e} (with the sweep of {preset})") from None
+
+
+def replaced_axes(args: Args) -> list[str]:
+    """A line per preset whose swept axis an override replaces: legitimate (one learning rate on purpose), but
+    the sweep is smaller than the preset's and a tuned key has fewer values to choose from, so it is said."""
+    given = hydra_args.axes(args.overrides)
+    lines = []
+    for preset in args.presets:
+        cfg = yaml.safe_load((CONF_DIR / "experiment" / f"{preset}.yaml").read_text()) or {}
+        params = {k: str(v) for k, v in cfg.get("hydra", {}).get("sweeper", {}).get("params", {}).items()}
+        hit = [k for k in given if k.lstrip("+") in params]
+        if not hit:
+            continue
+        axes = hydra_args.axes([f"{k}={v}" for k, v in params.items()])
+        before = math.prod(len(v) for v in axes.values())
+        after = math.prod(len(given[k] if k in hit else v) for k, v in axes.items())
+        tuned = [k for k in hit if k in (cfg.get("tune") or [])]
+        typed = [o for o in args.overrides if o.split("=", 1)[0].lstrip("+") in hit]
+        lines.append(f"{' '.join(typed)} {'replaces' if len(typed) == 1 else 'replace'} {preset}'s swept "
+                     + ", ".join(f"{k}={params[k]}" for k in hit) + f": its sweep runs {after} jobs, not {before}"
+                     + (f", and {' and '.join(tuned)} is tuned over the values given only" if tuned else "") + ".")
+    return lines
+
+
+def check_out(out: Path) -> None:
+    """--out can be made and written into: asked, not assumed from permissions (root may write everywhere, except
+    where the file system refuses, e.g. under /proc). A probe file is made and removed; no folder is made."""
+    if why := unwritable(out):
+        raise CheckError(f"--out {out} cannot be written: {why}. Give a directory you can write to with --out DIR.")
+    existing = out.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+        if existing != out.absolute():
+            existing.joinpath(".lnbench-probe").mkdir()
+            existing.joinpath(".lnbench-probe").rmdir()
+    except OSError as e:
+        raise CheckError(f"--out {out} cannot be written: {existing} refuses new files ({e.strerror or e}). "
+                         "Give a directory you can write to with --out DIR.") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -374,6 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     except CheckError as e:
         print(f"lnbench check: {e}", file=sys.stderr)
         return 2
+    for line in replaced_axes(args):
+        print(f"lnbench check: {line}", file=sys.stderr)
     t0 = time.time()
     outcomes: list[Outcome] = []
     extra: list[str] = []

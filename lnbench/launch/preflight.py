@@ -46,8 +46,10 @@ class Plan:
         return self.launcher != "slurm"
 
 
-def preflight(args: list[str], conf_dir: str) -> Plan | None:
-    """The Plan of `lnbench train <args>`, or None for Hydra's own flags (--help, --cfg, ...)."""
+def preflight(args: list[str], conf_dir: str, sweep_values: bool = False) -> Plan | None:
+    """The Plan of `lnbench train <args>`, or None for Hydra's own flags (--help, --cfg, ...). With sweep_values,
+    a sweep's composed jobs are validated too, values included (lnbench check: a bad value is refused before
+    any job; `lnbench train -m` lets such a job fail alone, the others run)."""
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
@@ -73,7 +75,11 @@ def preflight(args: list[str], conf_dir: str) -> Plan | None:
         if multirun:
             for job in sweep_jobs(master):
                 with composing(job, sweep=True):
-                    check_keys(without_hydra(loader.load_sweep_config(master, job)))
+                    job_cfg = without_hydra(loader.load_sweep_config(master, job))
+                    check_keys(job_cfg)
+                    if sweep_values:
+                        user_modules.load(job_cfg.imports)
+                        validate(job_cfg)
             return plan
     cfg = without_hydra(master)
     user_modules.load(cfg.imports)  # before validation: a user's normalizer is a kind model.norm.kind may name
