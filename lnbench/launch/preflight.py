@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lnbench.config import overrides as hydra_args
+from lnbench.config.validate import did_you_mean
 from lnbench.errors import ConfigError
 
 ALL_JOBS_UP_TO = 24  # sweeps up to this many jobs compose every job before the first starts
@@ -57,7 +58,7 @@ def preflight(args: list[str], conf_dir: str, sweep_values: bool = False) -> Pla
     from omegaconf import OmegaConf
 
     from lnbench.launch import user_modules
-    from lnbench.config.validate import check_keys, validate
+    from lnbench.config.validate import check_keys, validate, validate_sweep
 
     parsed = hydra_args.parse(args)
     if not hydra_args.is_a_run(parsed):
@@ -73,6 +74,7 @@ def preflight(args: list[str], conf_dir: str, sweep_values: bool = False) -> Pla
         check_output_dir(out_dir, key)
         plan = Plan([*args, f"{key}={hydra_value(str(out_dir))}"], multirun, out_dir, launcher_kind(master), not out_dir.exists())
         if multirun:
+            validate_sweep(master)
             for job in sweep_jobs(master):
                 with composing(job, sweep=True):
                     job_cfg = without_hydra(loader.load_sweep_config(master, job))
@@ -233,8 +235,9 @@ def composing(overrides: list[str], sweep: bool = False):
     except MissingConfigException as e:  # model=ln_lstmm: no such preset
         group, _, name = str(e.missing_cfg_file).rpartition("/")
         typed = next((o for o in overrides if o.split("=", 1)[0].lstrip("+~") == group), f"{group}={name}")
-        options = ", ".join(o for o in e.options or [] if not o.startswith("base_"))
-        raise ConfigError(f"{typed} is not allowed{job}: there is no {group} preset {name!r}. The {group} presets are {options}.") from None
+        options = [o for o in e.options or [] if not o.startswith("base_")]
+        raise ConfigError(f"{typed} is not allowed{job}: there is no {group} preset {name!r}.{did_you_mean(name, options)} "
+                          f"The {group} presets are {', '.join(options)}.") from None
     except (HydraException, OmegaConfBaseException) as e:
         cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else e
         typed = _typed_override(overrides, str(getattr(cause, "full_key", "") or ""), str(e))
@@ -242,12 +245,22 @@ def composing(overrides: list[str], sweep: bool = False):
             typed = hydra_args.unreadable(overrides) or typed
         schema, key = getattr(cause, "object_type", None), str(getattr(cause, "key", "") or "")
         if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and dataclasses.is_dataclass(schema):
-            keys = ", ".join(sorted(f.name for f in dataclasses.fields(schema) if not f.name.startswith("_")))
-            raise ConfigError(f"{typed or key} is not allowed{job}: {schema.__name__} has no key {key!r}. Its keys are {keys}.") from None
+            keys = sorted(f.name for f in dataclasses.fields(schema) if not f.name.startswith("_"))
+            raise ConfigError(f"{typed or key} is not allowed{job}: {schema.__name__} has no key {key!r}.{did_you_mean(key, keys)} "
+                              f"Its keys are {', '.join(keys)}.") from None
         said = _one_paragraph(str(e) + ("\n" + str(cause) if cause is not e else ""))
+        said += _list_hint(typed, said)
         error = ConfigError(f"{typed + ' is not allowed' + job + ': ' if typed else ''}{said}")
         error.hint = hydra_args.quoting_hint() if isinstance(e, OverrideParseException) else None
         raise error from None
+
+
+def _list_hint(typed: str, message: str) -> str:
+    """`imports=mynorm` for a key that takes a list: the spelling that works."""
+    key, eq, value = typed.partition("=")
+    if not eq or "is not a ListConfig" not in message or value.startswith("["):
+        return ""
+    return f" {key.lstrip('+~')} takes a list: write {key}=[{value}] (several: {key}=[a,b])."
 
 
 def _typed_override(overrides: list[str], full_key: str, message: str) -> str:
