@@ -22,6 +22,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from lnbench.launch.sweep_progress import SweepProgress
 from lnbench.runs import read_summary
 
 log = logging.getLogger("lnbench")
@@ -31,6 +32,8 @@ class SweepEnd(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         print(f"sweep: {config.hydra.sweep.dir}", flush=True)
         self.config, self.done, self.pid = config, False, os.getpid()
+        self.progress = SweepProgress(Path(str(config.hydra.sweep.dir)))  # job starts and ends, and a total
+        self.progress.start()
         if wants_report(config):
             try:  # now: at exit it is too late to import (it registers exit hooks of its own)
                 import wandb  # noqa: F401
@@ -39,6 +42,10 @@ class SweepEnd(Callback):
         # Hydra skips on_multirun_end when a job failed (the sweeper re-raises the first failure once
         # every job has run) or a signal stopped the sweep: the block then comes at exit, after the error.
         atexit.register(self.end)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Hydra's joblib launcher pickles the callbacks with each job: the progress (a thread) stays here
+        return {k: v for k, v in self.__dict__.items() if k != "progress"}
 
     def on_job_end(self, config: DictConfig, **kwargs: Any) -> None:
         # Exit hooks run last-registered first: keep ours ahead of those W&B registered during a job run
@@ -64,6 +71,8 @@ class SweepEnd(Callback):
         if getattr(self, "done", True):
             return
         self.done = True
+        if getattr(self, "progress", None) is not None:
+            self.progress.stop()
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         jobs = job_statuses(sweep_dir)
         report_run = log_report(self.config, sweep_dir) if wants_report(self.config) and jobs else None
