@@ -40,7 +40,7 @@ def parser() -> argparse.ArgumentParser:
                         "outputs/runs/<date>); several are compared in one report")
     p.add_argument("--target", action="append", default=[], metavar="METRIC=VALUE",
                    help="count steps and seconds until val METRIC <= VALUE (repeatable; default: the primary "
-                        "metric's best value of the slowest-converging completed run)")
+                        "metric's best value of the slowest-converging completed run that learned)")
     p.add_argument("--lines", metavar="KEY", help="the swept key drawn as lines (default: model)")
     p.add_argument("--panels", metavar="KEY[,KEY]", help="the swept keys drawn as panels (default: the other swept keys)")
     p.add_argument("--tune", metavar="KEY[,KEY]",
