@@ -147,3 +147,15 @@ def test_status_of_a_live_joblib_sweep(tmp_path):
     assert any("2 running, 1 pending" in s and "~" in s and "left (estimate)" in s for s in seen), seen
     final = subprocess.run([sys.executable, "-m", "lnbench.cli", "status", str(sweep)], env=env, capture_output=True, text=True).stdout
     assert "3 of 3 done (3 completed)" in final and json.loads((sweep / "0" / "summary.json").read_text())["status"] == "completed"
+
+
+def test_the_end_block_counts_a_job_another_process_holds_as_in_use_not_completed(tmp_path, holding):
+    """The exit code of such a sweep is 1 (its job was refused): the block agrees, whatever the holder's summary."""
+    from lnbench.launch.sweep_end import end_of_sweep_block, job_statuses
+
+    make_job(tmp_path, 0, ["seed=0"])
+    held = make_job(tmp_path, 1, ["seed=1"])  # its holder wrote "completed" at an earlier end
+    holding(held)
+    block = end_of_sweep_block(tmp_path, job_statuses(tmp_path))
+    assert "  jobs       2: 1 completed, 0 failed, 0 diverged, 0 interrupted, 1 in use" in block
+    assert "  in use     1: its directory is in use by another lnbench process: this sweep did not run it" in block
