@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         from lnbench.config.presets import main as presets_main
 
         return presets_main(rest)
-    print(f"lnbench: unknown command {cmd!r}: use one of train, report, bench, check, status, presets.\n\n{USAGE}", file=sys.stderr)
+    print(f"lnbench: unknown command {cmd!r}: use one of train, report, bench, check, status, presets.\n\n{USAGE}",
+          file=sys.stderr)
     return 2
 
 

@@ -135,7 +135,8 @@ def validate(cfg: Any) -> None:
             raise ConfigError(f"{key}={value} is not allowed: it must be a finite number.")
         if isinstance(value, int) and not -BIGGEST <= value <= BIGGEST:
             # torch's seeds, steps and sizes are 64-bit: a bigger number is an overflow deep in a run
-            raise ConfigError(f"{key}={value} is not allowed: it must be a 64-bit integer, at most {BIGGEST} (2**63-1).")
+            raise ConfigError(f"{key}={value} is not allowed: it must be a 64-bit integer, at most {BIGGEST} "
+                              "(2**63-1).")
     if cfg.seed < 0:
         raise ConfigError(f"seed={cfg.seed} is not allowed: it must be an integer >= 0.")
     for key in ("steps", "eval_every", "log_every", "checkpoint_every", "dataset.batch_size", "dataset.eval_batch_size"):
@@ -222,5 +223,6 @@ def validate_sweep(master: Any) -> None:
         if twice:
             raise ConfigError(
                 f"{key}={','.join(v.split('=', 1)[1] for v in values)} is not allowed: it sweeps "
-                f"{' and '.join(twice)} more than once, so the sweep would run the same job twice. Give each value once."
+                f"{' and '.join(twice)} more than once, so the sweep would run the same job twice. Give each value "
+                "once."
             )

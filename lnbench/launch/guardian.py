@@ -107,8 +107,9 @@ def stop(seen: dict[int, str], group: int) -> None:
             continue
     if stopped:
         try:
-            print(f"lnbench: the sweep's process died; its {len(stopped)} helper process(es) (joblib's workers and trackers) "
-                  "were stopped, and each running job stops after a checkpoint: run the same command again to resume.",
+            print(f"lnbench: the sweep's process died; its {len(stopped)} helper process(es) (joblib's workers and "
+                  "trackers) were stopped, and each running job stops after a checkpoint: run the same command again "
+                  "to resume.",
                   file=sys.stderr, flush=True)
         except OSError:  # the terminal is gone too
             pass

@@ -236,8 +236,8 @@ def composing(overrides: list[str], sweep: bool = False):
         group, _, name = str(e.missing_cfg_file).rpartition("/")
         typed = next((o for o in overrides if o.split("=", 1)[0].lstrip("+~") == group), f"{group}={name}")
         options = [o for o in e.options or [] if not o.startswith("base_")]
-        raise ConfigError(f"{typed} is not allowed{job}: there is no {group} preset {name!r}.{did_you_mean(name, options)} "
-                          f"The {group} presets are {', '.join(options)}.") from None
+        raise ConfigError(f"{typed} is not allowed{job}: there is no {group} preset {name!r}."
+                          f"{did_you_mean(name, options)} The {group} presets are {', '.join(options)}.") from None
     except (HydraException, OmegaConfBaseException) as e:
         cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else e
         typed = _typed_override(overrides, str(getattr(cause, "full_key", "") or ""), str(e))
@@ -246,8 +246,8 @@ def composing(overrides: list[str], sweep: bool = False):
         schema, key = getattr(cause, "object_type", None), str(getattr(cause, "key", "") or "")
         if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and dataclasses.is_dataclass(schema):
             keys = sorted(f.name for f in dataclasses.fields(schema) if not f.name.startswith("_"))
-            raise ConfigError(f"{typed or key} is not allowed{job}: {schema.__name__} has no key {key!r}.{did_you_mean(key, keys)} "
-                              f"Its keys are {', '.join(keys)}.") from None
+            raise ConfigError(f"{typed or key} is not allowed{job}: {schema.__name__} has no key {key!r}."
+                              f"{did_you_mean(key, keys)} Its keys are {', '.join(keys)}.") from None
         said = _one_paragraph(str(e) + ("\n" + str(cause) if cause is not e else ""))
         said += _list_hint(typed, said)
         error = ConfigError(f"{typed + ' is not allowed' + job + ': ' if typed else ''}{said}")

@@ -141,15 +141,19 @@ def seconds_left(jobs: list[Job], pending: int) -> float | None:
 
 def elapsed(root: Path, jobs: list[Job], now: float, live: bool) -> float:
     """From the sweep's (or first job's) start to now while live, else to its last write."""
-    starts = [p.stat().st_mtime for p in [root / "multirun.yaml", *(j.run.path / ".hydra" for j in jobs)] if p.exists()]
-    ends = [p.stat().st_mtime for j in jobs for p in (j.run.path / "summary.json", j.run.path / "metrics.jsonl") if p.exists()]
+    firsts = [root / "multirun.yaml", *(j.run.path / ".hydra" for j in jobs)]
+    lasts = [p for j in jobs for p in (j.run.path / "summary.json", j.run.path / "metrics.jsonl")]
+    starts = [p.stat().st_mtime for p in firsts if p.exists()]
+    ends = [p.stat().st_mtime for p in lasts if p.exists()]
     if not starts:
         return 0.0
     return (now if live else max(ends, default=min(starts))) - min(starts)
 
 
 def minutes(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 def label(job: Job, jobs: list[Job]) -> str:
@@ -173,31 +177,36 @@ def lines(root: Path, now: float | None = None) -> list[str]:
     now = time.time() if now is None else now
     jobs, sweeps = jobs_in(root, now), sweeps_in(root)
     if not jobs and not sweeps:
-        raise UserError(f"no runs under {root} (no summary.json, metrics.jsonl, .hydra/overrides.yaml or multirun.yaml): give "
-                        "the directory of a run, a sweep or a check (outputs/check).")
+        raise UserError(f"no runs under {root} (no summary.json, metrics.jsonl, .hydra/overrides.yaml or "
+                        "multirun.yaml): give the directory of a run, a sweep or a check (outputs/check).")
     kind, whole = kind_of(root, jobs, sweeps), tally(jobs, sweeps)
     out = [f"{kind} {root}"]
     if kind == "check":
         out += stage_lines(root, jobs, sweeps)
     if kind == "run":
-        job = jobs[0]
-        out.append(f"  state      {job.state}, step {job.step}" + (f" of {job.steps}" if job.steps else ""))
+        out.append(f"  state      {jobs[0].state}, step {jobs[0].step}" + (f" of {jobs[0].steps}" if jobs[0].steps else ""))
     else:
         out.append(f"  jobs       {whole.text()}")
-    for job in (j for j in jobs if j.state == "running"):
-        left = job.seconds_left
-        out.append(f"  running    {label(job, jobs)}: step {job.step}" + (f" of {job.steps}" if job.steps else "")
-                   + (f", ~{minutes(left)} left" if left is not None else ""))
+    out += [f"  running    {label(j, jobs)}: {progress(j)}" for j in jobs if j.state == "running"]
+    return out + [time_line(root, kind, jobs, whole, now)]
+
+
+def progress(job: Job) -> str:
+    """"step 30 of 100, ~7 s left" for a running job."""
+    left = job.seconds_left
+    return f"step {job.step}" + (f" of {job.steps}" if job.steps else "") + (f", ~{minutes(left)} left" if left is not None else "")
+
+
+def time_line(root: Path, kind: str, jobs: list[Job], whole: Tally, now: float) -> str:
     live = whole.counts["running"] > 0
-    so_far = jobs[0].seconds if kind == "run" else elapsed(root, jobs, now, live)
+    so_far = minutes(jobs[0].seconds if kind == "run" else elapsed(root, jobs, now, live))
     if live or whole.pending:
         left = seconds_left(jobs, whole.pending)
-        out.append(f"  time       {minutes(so_far)} so far, " + (f"~{minutes(left)} left (estimate)" if left is not None
-                                                                   else "time left unknown until a job has logged"))
-    else:
-        out.append(f"  time       {minutes(so_far)} {'of training' if kind == 'run' else 'from start to last write'}; nothing running"
-                   + (f" ({whole.counts['stopped']} stopped: run the same command again to resume)" if whole.counts["stopped"] else ""))
-    return out
+        return f"  time       {so_far} so far, " + (f"~{minutes(left)} left (estimate)" if left is not None
+                                                    else "time left unknown until a job has logged")
+    stopped = whole.counts["stopped"]
+    return (f"  time       {so_far} {'of training' if kind == 'run' else 'from start to last write'}; nothing running"
+            + (f" ({stopped} stopped: run the same command again to resume)" if stopped else ""))
 
 
 def stage_lines(root: Path, jobs: list[Job], sweeps: list[Path]) -> list[str]:
@@ -231,14 +240,14 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = _Parser(prog="lnbench status", description="How far a run, a sweep or a check has got: its "
-                                "jobs by state (per stage for a check), the time so far and an estimate of the time left.")
+    p = _Parser(prog="lnbench status", description="How far a run, a sweep or a check has got: its jobs by state "
+                "(per stage for a check), the time so far and an estimate of the time left.")
     p.add_argument("dir", type=Path, metavar="DIR", help="a run, a sweep or a check directory (live or finished)")
     try:
         args = p.parse_args(sys.argv[1:] if argv is None else argv)
         if not args.dir.is_dir():
-            raise UserError(f"DIR {args.dir} {'is a file, not a directory' if args.dir.exists() else 'does not exist'}: give "
-                            "the directory of a run, a sweep or a check (outputs/check).")
+            what = "is a file, not a directory" if args.dir.exists() else "does not exist"
+            raise UserError(f"DIR {args.dir} {what}: give the directory of a run, a sweep or a check (outputs/check).")
         print("\n".join(lines(args.dir)))
     except SystemExit as e:  # --help
         return int(e.code or 0)

@@ -88,9 +88,7 @@ class SweepProgress:
         left = status.seconds_left(jobs, count.pending)
         lines = [f"sweep: {count.text()}" + (f", ~{status.minutes(left)} left" if left is not None else "")]
         if self.terminal:
-            lines += [f"  running  {status.label(j, jobs)}: step {j.step}" + (f" of {j.steps}" if j.steps else "")
-                      + (f", ~{status.minutes(j.seconds_left)} left" if j.seconds_left is not None else "")
-                      for j in jobs if j.state == "running"]
+            lines += [f"  running  {status.label(j, jobs)}: {status.progress(j)}" for j in jobs if j.state == "running"]
         return lines
 
 

@@ -137,9 +137,9 @@ def parse_targets(items: list[str]) -> dict[str, float]:
         if not math.isfinite(value):
             raise ReportError(f"--target {item!r} is not METRIC=NUMBER with a finite number (e.g. --target error=0.05).")
         if value < 0:  # "steps to target" counts until val METRIC <= VALUE: never, below every metric's floor
-            raise ReportError(f"--target {item!r} can never be reached: every metric lnbench logs (loss, error, mse, bpc, "
-                              "the bound) is >= 0, and a target counts the steps until the metric is at or below it. "
-                              "Give a number >= 0 (e.g. --target error=0.05).")
+            raise ReportError(f"--target {item!r} can never be reached: every metric lnbench logs (loss, error, mse, "
+                              "bpc, the bound) is >= 0, and a target counts the steps until the metric is at or below "
+                              "it. Give a number >= 0 (e.g. --target error=0.05).")
         targets[metric or PRIMARY] = value
     return targets
 

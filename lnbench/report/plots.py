@@ -49,7 +49,8 @@ def curves_figure(groups: list[Group], lay: Layout, x: str):
     validation metric; one legend above all. Only the panels whose runs' x varies (no epochs for a task that
     draws fresh batches every step); None if none does."""
     # a line keeps its colour in every figure, also where some of its panels are left out
-    order = list(dict.fromkeys(g.line for g in groups if any(r.trained for r in g.runs)))  # a refused line draws nothing
+    # (a refused line draws nothing)
+    order = list(dict.fromkeys(g.line for g in groups if any(r.trained for r in g.runs)))
     groups = [g for g in groups if _varies(g, x)]
     if not groups:
         return None

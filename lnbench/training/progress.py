@@ -26,7 +26,8 @@ MEASURED_STEPS = 3  # steps timed for the projection, after the first (its warm-
 class Pace:
     def __init__(self, steps: int, start: int = 0, lines: bool = True, every_s: float = EVERY_S, long_s: float = LONG_S,
                  clock=time.monotonic):
-        self.steps, self.start, self.lines, self.every_s, self.long_s, self.clock = steps, start, lines, every_s, long_s, clock
+        self.steps, self.start, self.lines = steps, start, lines
+        self.every_s, self.long_s, self.clock = every_s, long_s, clock
         self.first: float | None = None  # when the first step ended: the pace is measured from there
         self.last_line = clock()
         self.text = ""  # the latest training values shown (loss, primary metric)
@@ -90,7 +91,8 @@ def experiments_running(model: str) -> list[str]:
     found = []
     for path in sorted((Path(CONF_DIR) / "experiment").glob("*.yaml")):
         cfg = yaml.safe_load(path.read_text()) or {}
-        chosen = [next(iter(d.values())) for d in cfg.get("defaults") or [] if isinstance(d, dict) and "override /model" in d]
+        overrides = [d for d in cfg.get("defaults") or [] if isinstance(d, dict)]
+        chosen = [next(iter(d.values())) for d in overrides if "override /model" in d]
         swept = str(((cfg.get("hydra") or {}).get("sweeper") or {}).get("params", {}).get("model", "")).split(",")
         if model in chosen + swept and isinstance(cfg.get("model"), dict):
             found.append(path.stem)

@@ -33,7 +33,8 @@ class Console:
     """
 
     def __init__(self, total: int, enabled: bool | None, start: int = 0):
-        # a sweep's jobs share the terminal: their bars would overwrite each other's lines (lnbench.launch.sweep_progress)
+        # a sweep's jobs share the terminal: their bars would overwrite each other's lines (its process shows the
+        # sweep's progress: lnbench.launch.sweep_progress)
         self.enabled = sys.stdout.isatty() and not in_sweep() if enabled is None else enabled
         self.progress, self._swapped = None, []
         self.pace = Pace(total, start, lines=not self.enabled)  # a line every 30 s where no bar is drawn

@@ -53,15 +53,16 @@ FAKE_SWEEP = textwrap.dedent("""
     from lnbench.launch.guardian import guarding
     with guarding():
         # like an idle loky worker: in the sweep's process group, deaf to SIGTERM
-        deaf = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"])
+        deaf = subprocess.Popen([sys.executable, "-c",
+                                 "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"])
         print(deaf.pid, flush=True)
         time.sleep(120)
 """)
 
 
 def test_a_killed_sweeps_process_leaves_no_process_that_ignores_sigterm(tmp_path):
-    sweep = subprocess.Popen([sys.executable, "-c", FAKE_SWEEP], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    sweep = subprocess.Popen([sys.executable, "-c", FAKE_SWEEP], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
         deaf = int(sweep.stdout.readline())
         time.sleep(1.5)  # the guardian notes the sweep's children every half second

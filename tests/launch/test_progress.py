@@ -8,6 +8,7 @@ import pty
 import re
 import subprocess
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -68,11 +69,13 @@ def test_a_long_run_says_so_once_after_its_first_steps(caplog):
 def test_the_warning_names_the_experiment_that_runs_the_preset_small(monkeypatch):
     assert progress.experiments_running("ln_draw") == ["draw_mnist"]
     assert progress.experiments_running("ln_lstm") == []  # no experiment resizes it
-    monkeypatch.setattr(progress.HydraConfig, "get", lambda: type("H", (), {"runtime": type("R", (), {"choices": {"model": "ln_draw"}})}))
-    assert progress.smaller_preset_hint() == (" +experiment=draw_mnist runs model=ln_draw smaller, at a size for a few CPU cores "
-                                              "(`lnbench presets`).")
-    monkeypatch.setattr(progress.HydraConfig, "get", lambda: type("H", (), {"runtime": type("R", (), {"choices": {
-        "model": "ln_draw", "experiment": "draw_mnist"}})}))
+    def job_of(**choices):
+        return lambda: SimpleNamespace(runtime=SimpleNamespace(choices=choices))
+
+    monkeypatch.setattr(progress.HydraConfig, "get", job_of(model="ln_draw"))
+    assert progress.smaller_preset_hint() == (" +experiment=draw_mnist runs model=ln_draw smaller, at a size for a few "
+                                              "CPU cores (`lnbench presets`).")
+    monkeypatch.setattr(progress.HydraConfig, "get", job_of(model="ln_draw", experiment="draw_mnist"))
     assert progress.smaller_preset_hint() == ""  # already the small one
 
 
@@ -120,7 +123,8 @@ def test_a_joblib_sweep_on_a_terminal_draws_no_bar_and_writes_whole_lines(tmp_pa
     # jobs of several seconds each, so that the sweep's look every 2 s sees each one running
     args = ["-m", "seed=0,1,2", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "steps=10000", "log_every=500",
             *[a for a in TINY_CLI if a != "progress=false"], f"hydra.sweep.dir={tmp_path / 'sweep'}"]
-    proc = subprocess.Popen([*lnbench_cmd(), "train", *args], cwd=REPO, env=env, stdout=secondary, stderr=secondary, close_fds=True)
+    proc = subprocess.Popen([*lnbench_cmd(), "train", *args], cwd=REPO, env=env, stdout=secondary, stderr=secondary,
+                            close_fds=True)
     os.close(secondary)
     chunks = []
     while True:

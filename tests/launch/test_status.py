@@ -18,7 +18,8 @@ from tests.report.test_report import make_job
 
 def multirun(sweep, params: dict, task: list[str]) -> None:
     sweep.mkdir(parents=True, exist_ok=True)
-    (sweep / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {"sweeper": {"params": params}, "overrides": {"task": task}}}))
+    hydra = {"sweeper": {"params": params}, "overrides": {"task": task}}
+    (sweep / "multirun.yaml").write_text(yaml.safe_dump({"hydra": hydra}))
 
 
 @pytest.fixture
@@ -94,18 +95,21 @@ def test_a_check_is_counted_per_preset_and_stage(tmp_path, holding):
     judge = preset / "judge-1"
     multirun(judge, {}, ["+cell=a_judge,b_judge", "seed=1000,1001,1002"])
     for num in range(2):
-        job = make_job(judge, num, ["+cell=a_judge", f"seed={1000 + num}"], config={"seed": 1000 + num, "steps": 30, "stage": "judge"})
+        config = {"seed": 1000 + num, "steps": 30, "stage": "judge"}
+        job = make_job(judge, num, ["+cell=a_judge", f"seed={1000 + num}"], config=config)
     (job / "summary.json").unlink()
     holding(job)
     multirun(check / "pmnist", {"seed": "0,1,2"}, ["+experiment=pmnist"])  # started: no job yet
     out = status.lines(check)
     assert out[0] == f"check {check}"
-    assert out[1] == "  ln_gain_init  tune 4 of 4 done (4 completed) · judge 1 of 6 done (1 completed), 1 running, 4 pending"
+    assert out[1] == ("  ln_gain_init  tune 4 of 4 done (4 completed) · judge 1 of 6 done (1 completed), 1 running, "
+                      "4 pending")
     assert out[2] == "  pmnist        tune 0 of 3 done, 3 pending"
     assert out[3] == "  jobs       5 of 13 done (5 completed), 1 running, 7 pending"
 
 
-@pytest.mark.parametrize("args,says", [([], "the following arguments are required: DIR"), (["{t}/nowhere"], "DIR {t}/nowhere does not exist"),
+@pytest.mark.parametrize("args,says", [([], "the following arguments are required: DIR"),
+                                       (["{t}/nowhere"], "DIR {t}/nowhere does not exist"),
                                        (["{t}/empty"], "no runs under {t}/empty")])
 def test_bad_status_input_is_one_paragraph_exit_2(args, says, tmp_path, capsys):
     (tmp_path / "empty").mkdir()
@@ -133,20 +137,24 @@ def test_a_live_report_calls_running_jobs_running_not_unrecorded(tmp_path, holdi
 def test_status_of_a_live_joblib_sweep(tmp_path):
     sweep = tmp_path / "sweep"
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([*lnbench_cmd(), "train", "-m", "seed=0,1,2", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
-                             "steps=3000", "log_every=100", *TINY_CLI, f"hydra.sweep.dir={sweep}"], cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = ["-m", "seed=0,1,2", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "steps=3000", "log_every=100",
+            *TINY_CLI, f"hydra.sweep.dir={sweep}"]
+    proc = subprocess.Popen([*lnbench_cmd(), "train", *args], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     try:
         seen = []
         while proc.poll() is None:
-            seen.append(subprocess.run([*lnbench_cmd(), "status", str(sweep)], env=env, capture_output=True, text=True).stdout)
+            seen.append(subprocess.run([*lnbench_cmd(), "status", str(sweep)], env=env, capture_output=True,
+                                       text=True).stdout)
             time.sleep(1)
     finally:
         proc.wait(timeout=600)
     assert proc.returncode == 0
     assert any("2 running, 1 pending" in s and "~" in s and "left (estimate)" in s for s in seen), seen
-    final = subprocess.run([sys.executable, "-m", "lnbench.cli", "status", str(sweep)], env=env, capture_output=True, text=True).stdout
-    assert "3 of 3 done (3 completed)" in final and json.loads((sweep / "0" / "summary.json").read_text())["status"] == "completed"
+    final = subprocess.run([sys.executable, "-m", "lnbench.cli", "status", str(sweep)], env=env, capture_output=True,
+                           text=True).stdout
+    assert "3 of 3 done (3 completed)" in final
+    assert json.loads((sweep / "0" / "summary.json").read_text())["status"] == "completed"
 
 
 def test_the_end_block_counts_a_job_another_process_holds_as_in_use_not_completed(tmp_path, holding):
