@@ -36,6 +36,7 @@ from lnbench.check.args import (Args, CheckError, check_design, check_overrides,
 from lnbench.check.page import adjusted, write_page
 from lnbench.claims import verdicts as verdictlib
 from lnbench.claims.judge import DESIGN_FILE
+from lnbench.launch.guardian import die_with_parent
 
 
 @dataclass
@@ -52,7 +53,7 @@ class Outcome:
 
 def run_sweep(cmd: list[str]) -> int:
     print(f"\nlnbench check: {' '.join(cmd[3:])}", flush=True)
-    sweep = subprocess.Popen(cmd)
+    sweep = subprocess.Popen(cmd, preexec_fn=die_with_parent)  # a killed check leaves no sweep training on
     try:
         return sweep.wait()
     except KeyboardInterrupt:

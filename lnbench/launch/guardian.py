@@ -9,10 +9,12 @@ forked from the sweep's process notes its children every half second, and when t
 resource trackers. A job runs in a process group of its own (lnbench.launch.isolate), and its parent's death
 sends it SIGTERM (PR_SET_PDEATHSIG): it checkpoints and stops, so that a rerun resumes it.
 
-Linux only (/proc and prctl); elsewhere nothing is watched.
+`lnbench check` starts each sweep so that the sweep gets SIGTERM when check dies (die_with_parent): the sweep
+then stops as on Ctrl-C, each job after a checkpoint. Linux only (/proc and prctl); elsewhere nothing is watched.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import select
 import signal
@@ -113,3 +115,12 @@ def stop(seen: dict[int, str], group: int) -> None:
                   file=sys.stderr, flush=True)
         except OSError:  # the terminal is gone too
             pass
+
+
+def die_with_parent() -> None:
+    """Linux: SIGTERM to this process when its parent dies (a killed launcher leaves no orphan training; a killed
+    `lnbench check` no orphan sweep). Called in a child, between fork and its work."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass

@@ -86,6 +86,34 @@ def test_a_sweep_that_ends_takes_its_guardian_with_it():
         os.waitpid(-1, os.WNOHANG)  # the guardian was reaped: no child left, not even a zombie
 
 
+CHECK = textwrap.dedent("""
+    import subprocess, sys, time
+    from lnbench.launch.guardian import die_with_parent
+    # like lnbench check's sweep: SIGTERM is how a sweep is asked to stop after its jobs' checkpoints
+    on_term = ("import signal, sys, time; "
+               "signal.signal(signal.SIGTERM, lambda *a: (print('stopped', flush=True), sys.exit(0)))")
+    sweep = subprocess.Popen([sys.executable, "-c", on_term + "; print('ready', flush=True); time.sleep(120)"],
+                             preexec_fn=die_with_parent)
+    print(sweep.pid, flush=True)
+    time.sleep(120)
+""")
+
+
+def test_a_killed_check_asks_its_sweep_to_stop():
+    check = subprocess.Popen([sys.executable, "-c", CHECK], stdout=subprocess.PIPE, text=True, start_new_session=True,
+                             env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        sweep = int(check.stdout.readline())
+        assert check.stdout.readline() == "ready\n"  # the sweep shares the pipe: its handler is in place
+        check.kill()
+        check.wait()
+        assert check.stdout.readline() == "stopped\n"  # SIGTERM, not SIGKILL: it stops its own way
+        assert wait_until(lambda: not alive(sweep), 5)
+    finally:
+        for pid in session(check.pid):
+            os.kill(pid, signal.SIGKILL)
+
+
 SWEEP = ["-m", "seed=0,1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "steps=4000", "log_every=100",
          "eval_every=2000", "checkpoint_every=100000", *TINY_CLI]
 
