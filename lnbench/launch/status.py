@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lnbench.errors import UserError
-from lnbench.runs import SKIP_DIRS, Run, load_runs, sweep_total
+from lnbench.runs import SKIP_DIRS, Run, find_run_dirs, load_run, lock_held, sweep_total
 
 FRESH_S = 300.0  # a log written this recently is a running job's, where its lock cannot be seen
 STAGES = ("tune", "widen", "judge")
@@ -84,12 +84,34 @@ def sweep_of(path: Path, root: Path) -> Path | None:
     return None
 
 
-def jobs_in(root: Path, now: float) -> list[Job]:
+def jobs_in(root: Path, now: float, cache: dict[Path, tuple[tuple, Run]] | None = None) -> list[Job]:
+    """The jobs under `root`. With a cache (a sweep's process looks every few seconds), a job whose files did not
+    change since the last look is not read again: a big sweep's finished jobs would cost a core's share each time."""
     jobs = []
-    for run in load_runs(root):
+    for path in find_run_dirs(root):
+        run = cached_run(path, root, cache) if cache is not None else load_run(path, root)
         stage = str(run.config.get("stage") or "tune")
         jobs.append(Job(run, state_of(run, now), sweep_of(run.path, root), stage if stage in STAGES else "tune"))
     return jobs
+
+
+def cached_run(path: Path, root: Path, cache: dict[Path, tuple[tuple, Run]]) -> Run:
+    signature = tuple(_stat(path / name) for name in ("summary.json", "metrics.jsonl", ".hydra/config.yaml"))
+    seen = cache.get(path)
+    if seen is None or seen[0] != signature:
+        cache[path] = (signature, load_run(path, root))
+    run = cache[path][1]
+    if run.summary.get("status") not in DONE:  # its lock may have gone (killed) with no file changed
+        run.running = lock_held(path / ".lock")
+    return run
+
+
+def _stat(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (0, -1)
+    return (st.st_mtime_ns, st.st_size)
 
 
 def sweeps_in(root: Path) -> list[Path]:

@@ -26,6 +26,7 @@ class SweepProgress:
         self.sweep_dir, self.out, self.clock = Path(sweep_dir), out or sys.stdout, clock
         self.terminal = self.out.isatty() if terminal is None else terminal
         self.states: dict[str, str] | None = None  # job -> state at the last look (None: not looked yet)
+        self.cache: dict = {}  # what the last looks read (lnbench.launch.status.jobs_in)
         self.last_total = clock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -56,7 +57,7 @@ class SweepProgress:
     def look(self, now: float | None = None) -> list[str]:
         """One look at the sweep's files: the lines it says (also written out)."""
         wall = time.time() if now is None else now
-        jobs = status.jobs_in(self.sweep_dir, wall)
+        jobs = status.jobs_in(self.sweep_dir, wall, self.cache)
         lines = self.changes(jobs)
         try:
             if self.clock() - self.last_total >= TOTAL_EVERY_S[self.terminal] and jobs:

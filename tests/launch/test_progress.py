@@ -16,7 +16,8 @@ from conftest import REPO, TINY_CLI, lnbench_cmd
 from lnbench.launch.sweep_progress import SweepProgress
 from lnbench.training import progress
 from lnbench.training.progress import Pace
-from tests.launch.test_status import multirun, old
+from lnbench.runs import load_run
+from tests.launch.test_status import holding, multirun, old  # noqa: F401 (holding: a fixture)
 from tests.report.test_report import make_job
 
 
@@ -143,3 +144,25 @@ def test_a_joblib_sweep_on_a_terminal_draws_no_bar_and_writes_whole_lines(tmp_pa
     for job in range(3):
         assert f"sweep: job {job} (seed={job}) started" in text, text
         assert f"sweep: job {job} (seed={job}) completed in " in text, text
+
+
+def test_a_look_reads_again_only_the_jobs_whose_files_changed(tmp_path, holding, monkeypatch):
+    """A sweep's process looks every 2 s: a big sweep's finished jobs are not parsed again each time. A job whose
+    lock went (killed) with no file changed is still seen to stop."""
+    from lnbench.launch import status
+
+    sweep = tmp_path / "sweep"
+    multirun(sweep, {}, ["seed=0,1"])
+    make_job(sweep, 0, ["seed=0"])
+    running = make_job(sweep, 1, ["seed=1"], config={"seed": 1, "steps": 100})
+    (running / "summary.json").unlink()
+    old(running)  # its log is an hour old: only its lock says it runs
+    lock = holding(running)
+    read = []
+    monkeypatch.setattr(status, "load_run", lambda path, root: read.append(path.name) or load_run(path, root))
+    shown = SweepProgress(sweep, out=io.StringIO(), terminal=False, clock=Clock())
+    shown.look()
+    assert sorted(read) == ["0", "1"] and shown.states == {"0": "completed", "1": "running"}
+    read.clear()
+    lock.close()  # killed: the lock is released, no file changes
+    assert shown.look() == ["sweep: job 1 (seed=1) stopped at step 30 (a rerun resumes it)"] and read == []

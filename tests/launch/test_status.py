@@ -31,6 +31,7 @@ def holding():
         f = open(job / ".lock", "a+")
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         held.append(f)
+        return f
 
     yield hold
     for f in held:
