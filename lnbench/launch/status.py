@@ -187,8 +187,11 @@ def label(job: Job, jobs: list[Job]) -> str:
 
 
 def kind_of(root: Path, jobs: list[Job], sweeps: list[Path]) -> str:
-    if any(j.stage != "tune" for j in jobs) or (root / "check.md").is_file() or len(sweeps) > 1:
+    """check (lnbench check's folder: its page, or rounds it added), sweeps (a folder of several), sweep, run, runs."""
+    if any(j.stage != "tune" for j in jobs) or (root / "check.md").is_file():
         return "check"
+    if len(sweeps) > 1:
+        return "sweeps"
     if sweeps:
         return "sweep"
     return "run" if len(jobs) == 1 and jobs[0].run.path == root else "runs"
@@ -203,8 +206,8 @@ def lines(root: Path, now: float | None = None) -> list[str]:
                         "multirun.yaml): give the directory of a run, a sweep or a check (outputs/check).")
     kind, whole = kind_of(root, jobs, sweeps), tally(jobs, sweeps)
     out = [f"{kind} {root}"]
-    if kind == "check":
-        out += stage_lines(root, jobs, sweeps)
+    if kind in ("check", "sweeps"):
+        out += stage_lines(root, jobs, sweeps, stages=kind == "check")
     if kind == "run":
         out.append(f"  state      {jobs[0].state}, step {jobs[0].step}" + (f" of {jobs[0].steps}" if jobs[0].steps else ""))
     else:
@@ -231,8 +234,8 @@ def time_line(root: Path, kind: str, jobs: list[Job], whole: Tally, now: float) 
             + (f" ({stopped} stopped: run the same command again to resume)" if stopped else ""))
 
 
-def stage_lines(root: Path, jobs: list[Job], sweeps: list[Path]) -> list[str]:
-    """A line per preset of a check (a top folder of `root`): its jobs counted per stage."""
+def stage_lines(root: Path, jobs: list[Job], sweeps: list[Path], stages: bool = True) -> list[str]:
+    """A line per preset of a check (a top folder of `root`): its jobs counted per stage (`stages`: named)."""
     out = []
     presets = sorted({(j.sweep or j.run.path).relative_to(root).parts[0] for j in jobs if j.sweep != root} |
                      {s.relative_to(root).parts[0] for s in sweeps if s != root})
@@ -245,7 +248,7 @@ def stage_lines(root: Path, jobs: list[Job], sweeps: list[Path]) -> list[str]:
             staged = [j for j in mine if j.stage == stage]
             stage_sweeps = [s for s in mine_sweeps if stage_of_sweep(s) == stage]
             if staged or stage_sweeps:
-                parts.append(f"{stage} {tally(staged, stage_sweeps).text()}")
+                parts.append(f"{stage} " * stages + tally(staged, stage_sweeps).text())
         out.append(f"  {preset:<{width}}  " + " · ".join(parts or ["no jobs yet"]))
     return out
 

@@ -109,6 +109,15 @@ def test_a_check_is_counted_per_preset_and_stage(tmp_path, holding):
     assert out[3] == "  jobs       5 of 13 done (5 completed), 1 running, 7 pending"
 
 
+def test_a_folder_of_sweeps_is_counted_per_sweep(tmp_path):
+    for name, seeds in (("10-00-00", (0, 1)), ("11-00-00", (0,))):
+        multirun(tmp_path / name, {}, [f"seed={','.join(map(str, seeds))}"])
+        make_job(tmp_path / name, 0, ["seed=0"])
+    out = status.lines(tmp_path)
+    assert out[:3] == [f"sweeps {tmp_path}", "  10-00-00  1 of 2 done (1 completed), 1 pending",
+                       "  11-00-00  1 of 1 done (1 completed)"]
+
+
 @pytest.mark.parametrize("args,says", [([], "the following arguments are required: DIR"),
                                        (["{t}/nowhere"], "DIR {t}/nowhere does not exist"),
                                        (["{t}/empty"], "no runs under {t}/empty")])
