@@ -73,7 +73,7 @@ bench: setup
 	$(BIN)/lnbench bench $(BENCH_ARGS)
 
 # Every claim preset (3 tuning seeds x 3 learning rates, then judging seeds; joblib), then outputs/check/check.md: ~50 min on 2 idle cores (measured).
-# Re-running resumes. CHECK_ARGS="fig6_mnist scale=10 hydra/launcher=submitit_slurm ..." passes through.
+# Re-running resumes. CHECK_ARGS="fig6_mnist scale=10 hydra/launcher=slurm ..." passes through.
 CHECK_ARGS ?=
 check: setup
 	$(BIN)/lnbench check $(CHECK_ARGS)

@@ -13,6 +13,7 @@ commands:
   report DIR [DIR...] plots, tables and claim verdicts for runs or sweep directories
   bench [options]     time per training step of each model against torch's fused kernels
   check [PRESET...]   run the paper's claim presets (3 seeds, tuned lr) and write one page of verdicts
+  status DIR          how far a run, a sweep or a check has got: jobs by state, time so far and left
   presets             the experiment, model, dataset and optimizer presets, with what each is
   --version           lnbench's version
 """
@@ -62,11 +63,16 @@ def main(argv: list[str] | None = None) -> int:
         from lnbench.bench.cli import main as bench_main
 
         return bench_main(rest)
+    if cmd == "status":
+        from lnbench.launch.status import main as status_main
+
+        return status_main(rest)
     if cmd == "presets":
         from lnbench.config.presets import main as presets_main
 
         return presets_main(rest)
-    print(f"lnbench: unknown command {cmd!r}: use one of train, report, bench, check, presets.\n\n{USAGE}", file=sys.stderr)
+    print(f"lnbench: unknown command {cmd!r}: use one of train, report, bench, check, status, presets.\n\n{USAGE}",
+          file=sys.stderr)
     return 2
 
 

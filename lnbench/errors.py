@@ -128,9 +128,23 @@ def _refused(key: str, node: Any, error: BaseException) -> ConfigError:
     named = [k for k in values if k.lower().replace("_", " ").rstrip("s") in words or k == "lr" and "learning rate" in words]
     if isinstance(error, (ImportError, AttributeError)):  # `_target_` names nothing importable
         values, named, target = {"_target_": target}, ["_target_"], "Hydra"
+    if _out_of_memory(error):  # the allocator's text and every value would bury the one size that is too big
+        return _too_big(key, values, target, said)
     shown = ", ".join(f"{key}.{k}={values[k]}" for k in (named or values))
     return ConfigError(
         f"{shown} is not allowed: {target} refused {'it' if len(named) == 1 else 'these values'} "
         f"({type(error).__name__}: {said}). Change {'that key' if len(named) == 1 else f'the {key} keys'}; "
         f"`lnbench train --cfg job` prints the composed config with the allowed keys."
+    )
+
+
+def _too_big(key: str, values: dict[str, Any], target: str, said: str) -> ConfigError:
+    """A component whose tensors the machine cannot hold: its biggest sizes named, and how much was asked."""
+    sizes = {k: v for k, v in values.items() if isinstance(v, int) and not isinstance(v, bool)}
+    big = [k for k, v in sizes.items() if v == max(sizes.values())] if sizes else list(values)
+    asked = re.search(r"allocate (\d+) bytes", said)
+    need = f" (one tensor of {int(asked.group(1)) / 2**30:,.0f} GiB)" if asked else ""
+    return ConfigError(
+        f"{', '.join(f'{key}.{k}={values[k]}' for k in big)} is not allowed: {target} cannot be built in this "
+        f"machine's memory{need}. Use smaller sizes for {key}."
     )

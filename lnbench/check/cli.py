@@ -12,14 +12,12 @@ its sweep's report and curves.
 
 scale=K multiplies each preset's steps (and its evaluation and logging intervals), or its epochs where the
 preset counts in epochs (fig6_mnist). Any other key=value is passed to every sweep, e.g.
-hydra/launcher=submitit_slurm hydra.launcher.partition=gpu.
+hydra/launcher=slurm hydra.launcher.partition=gpu.
 """
 from __future__ import annotations
 
 import json
-import math
 import os
-import re
 import subprocess
 import sys
 import time
@@ -30,198 +28,15 @@ from typing import Any
 import yaml
 
 from lnbench import CONF_DIR
+from lnbench.atomic import write_bytes
 from lnbench.check import rounds
-from lnbench.claims import verdicts as verdictlib
-from lnbench.atomic import unwritable, write_bytes
+# claim_presets and scaled_overrides are not used here: callers of `lnbench check`'s module find them here too
+from lnbench.check.args import (Args, CheckError, basic_launcher_unless_joblib, check_design, check_overrides, claim_presets,  # noqa: F401
+                                parse_args, replaced_axes, scaled_overrides, sweep_command, sweep_dir)
 from lnbench.check.page import adjusted, write_page
-from lnbench.errors import UserError
+from lnbench.claims import verdicts as verdictlib
 from lnbench.claims.judge import DESIGN_FILE
-from lnbench.claims.family import DEFAULT_ADJUST
-from lnbench.claims.stats import ADJUST
-
-# The order of a full check: the cheap synthetic presets first, so a first verdict comes early.
-ORDER = ("ln_gain_init", "longer_test_seqs", "seq_len_sweep", "batch_size_sweep", "pmnist", "fig6_mnist", "shakespeare_bpc")
-SCALED = ("steps", "eval_every", "log_every")
-EPOCHS = re.compile(r"^\$\{lnbench\.epochs:([0-9.eE+-]+),")
-DEFAULTS = {"hydra/launcher": "joblib", "logger": "none", "progress": "false"}
-
-USAGE = """usage: lnbench check [PRESET ...] [scale=K] [--out DIR] [options] [key=value ...]
-
-  PRESET              claim presets to run (default: all): {presets}
-  scale=K             multiply steps (or epochs) by K, e.g. scale=10 on a GPU or a cluster
-  --out DIR           where the sweeps and check.md/check.html go (default: outputs/check)
-  --judging-seeds N   fresh seeds per look at each line's chosen value (default 3; 0: judge on the tuning
-                      seeds, as before issue 23: biased towards the noisier line)
-  --max-seeds N       judging seeds a claim still inconclusive may reach, N/judging-seeds looks in all
-                      (default 9; equal to --judging-seeds: one look, no added rounds)
-  --widen N           values added past a grid's edge when a line's winner sits there (default 1; 0: none)
-  --adjust METHOD     over each claim's declared family: bonferroni (default: the same verdict on every page),
-                      holm, bh (false discovery rate) or none
-  key=value           passed to every sweep, e.g. hydra/launcher=submitit_slurm hydra.launcher.partition=gpu
-                      (defaults: {defaults})
-"""
-OPTIONS = {"--judging-seeds": "judging", "--max-seeds": "max_seeds", "--widen": "widen", "--adjust": "adjust"}
-
-
-class CheckError(UserError):
-    """Bad arguments: one paragraph, exit 2."""
-
-
-def claim_presets() -> list[str]:
-    """Every experiment preset that declares claims, in ORDER first, then by name."""
-    found = []
-    for path in sorted((CONF_DIR / "experiment").glob("*.yaml")):
-        if (yaml.safe_load(path.read_text()) or {}).get("claims"):
-            found.append(path.stem)
-    return sorted(found, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
-
-
-@dataclass
-class Args:
-    presets: list[str]
-    scale: float = 1.0
-    out: Path = Path("outputs/check")
-    overrides: list[str] = field(default_factory=list)
-    judging: int = 3
-    max_seeds: int = 9
-    widen: int = 1
-    adjust: str = DEFAULT_ADJUST
-
-    @property
-    def looks(self) -> list[int]:
-        """The numbers of judging seeds at which the claims are looked at: 3, 6, 9 by default."""
-        if not self.judging:
-            return []
-        looks = list(range(self.judging, self.max_seeds + 1, self.judging))
-        return looks + ([self.max_seeds] if looks[-1] != self.max_seeds else [])
-
-
-def parse_args(argv: list[str]) -> Args:
-    available = claim_presets()
-    args = Args([])
-    it = iter(argv)
-    for arg in it:
-        name, eq, given = arg.partition("=")
-        if name == "--out":
-            args.out = Path(_value(name, given if eq else next(it, None), "a directory, e.g. --out outputs/check"))
-        elif name in OPTIONS:
-            _set_option(args, name, _value(name, given if eq else next(it, None), "a value (lnbench check --help)"))
-        elif arg.startswith("-"):
-            raise CheckError(f"option {name!r} is not allowed: use --out, {', '.join(OPTIONS)}, scale=K, preset names or "
-                             "key=value overrides for every sweep (`lnbench check --help`).")
-        elif name == "scale":
-            args.scale = _scale(arg, given)
-        elif eq:
-            args.overrides.append(arg)
-        elif arg in available:
-            args.presets.append(arg)
-        else:
-            raise CheckError(f"preset {arg!r} is not a claim preset: use one of {', '.join(available)} "
-                             f"(conf/experiment/*.yaml with a `claims:` list), or none for all of them.")
-    args.presets = args.presets or available
-    if args.judging and args.max_seeds < args.judging:
-        raise CheckError(f"--max-seeds {args.max_seeds} is not allowed with --judging-seeds {args.judging}: a claim gets at "
-                         f"least the first look's seeds (use --max-seeds {args.judging} for a single look).")
-    return args
-
-
-def _value(name: str, text: str | None, wanted: str) -> str:
-    if not text or text.startswith("--"):  # `--out --widen 2`: the next option is not a value
-        raise CheckError(f"{name} needs {wanted}; it was given {'none' if not text else repr(text) + ', another option'}.")
-    return text
-
-
-def _scale(arg: str, text: str) -> float:
-    try:
-        scale = float(text)
-    except ValueError:
-        scale = math.nan
-    if not (math.isfinite(scale) and scale > 0):
-        raise CheckError(f"{arg} is not allowed: scale must be a finite number > 0 (e.g. scale=10 multiplies every preset's steps by 10).")
-    return scale
-
-
-def _set_option(args: Args, name: str, text: str) -> None:
-    if name == "--adjust":
-        if text not in ADJUST:
-            raise CheckError(f"--adjust {text!r} is not allowed: use bonferroni (the default), holm, bh or none.")
-        args.adjust = text
-        return
-    low = {"--judging-seeds": 0, "--max-seeds": verdictlib.MIN_SEEDS, "--widen": 0}[name]
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < low or name == "--judging-seeds" and 0 < value < verdictlib.MIN_SEEDS:
-        what = {"--judging-seeds": f"0 (judge on the tuning seeds) or an integer >= {verdictlib.MIN_SEEDS}",
-                "--max-seeds": f"an integer >= {verdictlib.MIN_SEEDS}", "--widen": "an integer >= 0"}[name]
-        raise CheckError(f"{name} {text!r} is not allowed: use {what}.")
-    setattr(args, OPTIONS[name], value)
-
-
-def scaled_overrides(preset: str, scale: float) -> list[str]:
-    """steps, eval_every, log_every of the preset times `scale` (its epochs, where it counts in epochs)."""
-    if scale == 1:
-        return []
-    cfg = yaml.safe_load((CONF_DIR / "experiment" / f"{preset}.yaml").read_text()) or {}
-    out = []
-    for key in SCALED:
-        value = cfg.get(key)
-        if isinstance(value, int):
-            out.append(f"{key}={max(1, round(value * scale))}")
-        elif isinstance(value, str) and (m := EPOCHS.match(value)):
-            epochs = float(m.group(1)) * scale
-            # quoted: Hydra's override grammar takes no nested interpolation bare; OmegaConf resolves it
-            out.append(f"{key}='{value[:m.start(1)]}{epochs:g}{value[m.end(1):]}'")
-    return out
-
-
-def sweep_dir(args: Args, preset: str) -> Path:
-    # a different scale is a different config: its own directory (a checkpoint resumes only its own config)
-    return args.out / (preset if args.scale == 1 else f"{preset}-x{args.scale:g}")
-
-
-def basic_launcher_unless_joblib(args: Args) -> None:
-    """The default launcher, joblib, is an extra (lnbench[joblib]): without it the sweeps run on Hydra's basic one."""
-    import importlib.util  # here: this module's one use, kept apart from its imports (issue 31's small edit)
-
-    chosen = any(o.startswith("hydra/launcher=") for o in args.overrides)
-    if chosen or importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher"):
-        return
-    args.overrides.append("hydra/launcher=basic")
-    print("lnbench check: the joblib launcher is not installed (pip install 'lnbench[joblib]'): each sweep runs its "
-          "jobs one at a time (hydra/launcher=basic).", file=sys.stderr)
-
-
-def sweep_command(args: Args, preset: str) -> list[str]:
-    given = {o.split("=", 1)[0].lstrip("+") for o in args.overrides}
-    if any(k.startswith("logger.") for k in given):  # logger.wandb.mode=online (or logger.mode=...): that logger, not none
-        given.add("logger")
-    defaults = [f"{k}={v}" for k, v in DEFAULTS.items() if k not in given]
-    if any(o.startswith("logger.wandb.") or o.startswith("logger=") and "wandb" in o for o in args.overrides):
-        # W&B: every round of a preset in one group; the round as the job type (lnbench.check.rounds.commands)
-        wandb = {"logger.wandb.group": sweep_dir(args, preset).name, "logger.wandb.job_type": "tune"}
-        defaults += [f"{k}={v}" for k, v in wandb.items() if k not in given]
-    return [sys.executable, "-m", "lnbench.cli", "train", "-m", f"+experiment={preset}",
-            f"hydra.sweep.dir={sweep_dir(args, preset)}", *defaults, *scaled_overrides(preset, args.scale), *args.overrides]
-
-
-def check_design(args: Args) -> None:
-    """A sweep judged under one design of looks is never continued under another: choosing the looks after
-    seeing the data would void the error rates they keep (lnbench/claims/verdicts.py). And --out must be writable."""
-    if why := unwritable(args.out):
-        raise CheckError(f"--out {args.out} cannot be written: {why}. Give a directory you can write to with --out DIR.")
-    for preset in args.presets:
-        path = sweep_dir(args, preset) / DESIGN_FILE
-        try:
-            had = json.loads(path.read_text()).get("looks") if path.is_file() else args.looks
-        except (OSError, ValueError, AttributeError):
-            raise CheckError(f"{path} is not the design lnbench check wrote (a JSON object with `looks`): the looks this sweep "
-                             "was judged in are unknown. Restore it, or give another --out.") from None
-        if had != args.looks:
-            raise CheckError(f"{sweep_dir(args, preset)} was judged in looks of {had} judging seeds ({path}); --judging-seeds "
-                             f"{args.judging} --max-seeds {args.max_seeds} asks for {args.looks or 'none'}. Changing the looks after "
-                             f"seeing results would void their error rates: give the same options, or another --out.")
+from lnbench.launch.guardian import die_with_parent
 
 
 @dataclass
@@ -238,7 +53,7 @@ class Outcome:
 
 def run_sweep(cmd: list[str]) -> int:
     print(f"\nlnbench check: {' '.join(cmd[3:])}", flush=True)
-    sweep = subprocess.Popen(cmd)
+    sweep = subprocess.Popen(cmd, preexec_fn=die_with_parent)  # a killed check leaves no sweep training on
     try:
         return sweep.wait()
     except KeyboardInterrupt:
@@ -274,18 +89,21 @@ def run_preset(args: Args, preset: str) -> Outcome:
         if not cells:
             break
         for cmd in rounds.commands(base, directory, f"widen-{k}", cells, _drop(preset, cells)):
-            refused += [f"widen-{k}"] if run_sweep(cmd) == 2 else []
+            if run_sweep(cmd) == 2:
+                refused.append(f"widen-{k}")
         rep = judge_preset(args, directory, figures=False)
     if args.looks and rep:
         write_bytes(directory / DESIGN_FILE, (json.dumps(rounds.design_record(args.looks)) + "\n").encode())
         cells = rounds.judge_cells(rep, rounds.needed(rep), rounds.judging_seeds(args.looks, 0))
         for cmd in rounds.commands(base, directory, "judge-1", cells, _drop(preset, cells)):
-            refused += ["judge-1"] if run_sweep(cmd) == 2 else []
+            if run_sweep(cmd) == 2:
+                refused.append("judge-1")
     rep = judge_preset(args, directory)
     seconds, load1 = time.time() - t0, os.getloadavg()[0]
     if rep is None:
         return Outcome(preset, directory, seconds, (load0, load1), code, [], "the sweep left no runs")
-    note = "; ".join([_note(rep)] * bool(_note(rep)) + [f"the {r} sweep refused its input (see the log above it)" for r in refused])
+    notes = [_note(rep)] if _note(rep) else []
+    note = "; ".join(notes + [f"the {r} sweep refused its input (see the log above it)" for r in refused])
     return Outcome(preset, directory, seconds, (load0, load1), code, rep.verdicts, note, rounds.counts(rep.runs))
 
 
@@ -325,35 +143,22 @@ def more_seeds(args: Args, outcomes: list[Outcome], look: int) -> tuple[int, flo
     return len(pending), time.time() - t0, (load0, os.getloadavg()[0])
 
 
-def check_overrides(args: Args) -> None:
-    """The key=value overrides, composed with every preset's sweep as `lnbench train` would before its first job
-    (lnbench.launch.preflight): a typo is one error now, not a failed sweep per preset after the first has run."""
-    if not args.overrides:
-        return
-    from lnbench.config.schema import register_configs
-    from lnbench.launch.preflight import preflight
-
-    register_configs()
-    for preset in args.presets:
-        try:
-            preflight(sweep_command(args, preset)[4:], str(CONF_DIR))
-        except UserError as e:
-            raise CheckError(f"{e} (with the sweep of {preset})") from None
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["help"] or "-h" in argv or "--help" in argv:
-        print(USAGE.format(presets=", ".join(claim_presets()), defaults=" ".join(f"{k}={v}" for k, v in DEFAULTS.items())))
-        return 0
+    if argv[:1] == ["help"]:
+        argv = ["--help"]
     try:
         args = parse_args(argv)
         check_design(args)
         basic_launcher_unless_joblib(args)
         check_overrides(args)
+    except SystemExit as e:  # --help
+        return int(e.code or 0)
     except CheckError as e:
         print(f"lnbench check: {e}", file=sys.stderr)
         return 2
+    for line in replaced_axes(args):
+        print(f"lnbench check: {line}", file=sys.stderr)
     t0 = time.time()
     outcomes: list[Outcome] = []
     extra: list[str] = []

@@ -4,12 +4,14 @@ single run, each sweep job's process once for its job.
 """
 from __future__ import annotations
 
+import difflib
 import math
-from typing import Any
+from typing import Any, Iterable
 
 from omegaconf import OmegaConf
 
 from lnbench import CONF_DIR
+from lnbench.config import overrides as hydra_args
 from lnbench.errors import ConfigError
 from lnbench.nn.normalizers import NORMALIZERS, normalizer
 
@@ -94,13 +96,19 @@ def check_keys(cfg: Any, prefix: str = "") -> None:
             value = OmegaConf.select(cfg, str(key), throw_on_missing=False)
             where = f"the {prefix[:-1]} config ({schema.__name__})" if prefix else "lnbench train"
             raise ConfigError(
-                f"{full}={_typed(value)} is not allowed: {where} has no key {key!r}. Its keys are "
-                f"{', '.join(sorted(k for k in allowed if not k.startswith('_')))}"
+                f"{full}={_typed(value)} is not allowed: {where} has no key {key!r}.{did_you_mean(str(key), allowed)} "
+                f"Its keys are {', '.join(sorted(k for k in allowed if not k.startswith('_')))}"
                 f"{'; keys free for any value: ' + ', '.join(FREE_FORM) if not prefix else ''}."
             )
         node = cfg._get_node(key)
         if isinstance(node, DictConfig) and not node._is_none() and not node._is_missing():
             check_keys(node, f"{full}.")
+
+
+def did_you_mean(word: str, options: Iterable[str]) -> str:
+    """" Did you mean X?" for a misspelt key or preset name close to one of `options`, else ""."""
+    near = difflib.get_close_matches(word, sorted(o for o in options if not o.startswith("_")), n=2, cutoff=0.75)
+    return f" Did you mean {' or '.join(near)}?" if near else ""
 
 
 def _leaves(node: Any, prefix: str = ""):
@@ -121,9 +129,14 @@ def _typed(value: Any) -> str:
 def validate(cfg: Any) -> None:
     """Checks a type cannot express; each raises ConfigError naming the key, the value, what is allowed."""
     check_keys(cfg)
-    for key, value in _leaves(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)):
+    leaves = _leaves(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
+    for key, value in sorted(leaves, key=lambda kv: kv[0].count(".")):  # `seed`, not the dataset.seed it sets
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{key}={value} is not allowed: it must be a finite number.")
+        if isinstance(value, int) and not -BIGGEST <= value <= BIGGEST:
+            # torch's seeds, steps and sizes are 64-bit: a bigger number is an overflow deep in a run
+            raise ConfigError(f"{key}={value} is not allowed: it must be a 64-bit integer, at most {BIGGEST} "
+                              "(2**63-1).")
     if cfg.seed < 0:
         raise ConfigError(f"seed={cfg.seed} is not allowed: it must be an integer >= 0.")
     for key in ("steps", "eval_every", "log_every", "checkpoint_every", "dataset.batch_size", "dataset.eval_batch_size"):
@@ -132,6 +145,17 @@ def validate(cfg: Any) -> None:
         _at_least(cfg, key, 1, optional=True)
     _at_least(cfg, "schedule.warmup_steps", 0)
     _check_combinations(cfg)
+
+
+BIGGEST = 2**63 - 1
+
+
+def _check_betas(cfg: Any) -> None:
+    """Their count only: torch's Adam checks their range itself (and says so), but indexes a short list blindly."""
+    betas = OmegaConf.select(cfg, "optim.betas", default=None)
+    if betas is not None and len(betas) != 2:
+        raise ConfigError(f"optim.betas={list(betas)} is not allowed: Adam takes two decay rates, each >= 0 and < 1, "
+                          "e.g. optim.betas=[0.9,0.999] (the gradient's running mean, then its square's).")
 
 
 def _check_combinations(cfg: Any) -> None:
@@ -149,6 +173,7 @@ def _check_combinations(cfg: Any) -> None:
         )
     if cfg.clip_grad_norm is not None and cfg.clip_grad_norm <= 0:
         raise ConfigError(f"clip_grad_norm={cfg.clip_grad_norm} is not allowed: it must be > 0, or null for no clipping.")
+    _check_betas(cfg)
     if cfg.optim.lr <= 0:
         raise ConfigError(f"optim.lr={cfg.optim.lr} is not allowed: the learning rate must be > 0.")
     if cfg.stage not in ("tune", "widen", "judge"):
@@ -179,3 +204,25 @@ def _at_least(cfg: Any, key: str, low: int, optional: bool = False) -> None:
         return
     if value is None or value < low:
         raise ConfigError(f"{key}={value} is not allowed: it must be an integer >= {low}.")
+
+
+def validate_sweep(master: Any) -> None:
+    """A sweep's own settings, before its first job: a joblib launcher with no job slots (joblib would refuse
+    only after Hydra began), and the same job twice (`seed=0,0`: twice the time for one result, and a report
+    that counts one seed as two)."""
+    launcher = OmegaConf.select(master, "hydra.launcher", default=None) or {}
+    if str(launcher.get("_target_", "")).endswith("JoblibLauncher") and launcher.get("n_jobs") == 0:
+        raise ConfigError("hydra.launcher.n_jobs=0 is not allowed: it is how many jobs joblib runs at once. Give an "
+                          "integer >= 1, or -1 for one job per core (-2 for all cores but one).")
+    if not str(OmegaConf.select(master, "hydra.sweeper._target_", default="")).endswith(".BasicSweeper"):
+        return
+    params = OmegaConf.select(master, "hydra.sweeper.params", default=None) or {}
+    axes = hydra_args.axes([*(f"{k}={v}" for k, v in params.items()), *master.hydra.overrides.task])
+    for key, values in axes.items():
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:
+            raise ConfigError(
+                f"{key}={','.join(v.split('=', 1)[1] for v in values)} is not allowed: it sweeps "
+                f"{' and '.join(twice)} more than once, so the sweep would run the same job twice. Give each value "
+                "once."
+            )

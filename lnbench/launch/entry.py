@@ -19,7 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import lnbench
-from lnbench.launch import failures
+from lnbench.launch import failures, guardian
 from lnbench.launch import sweep_stop
 from lnbench.errors import UserError
 from lnbench.runs import CRASH_LOG
@@ -100,7 +100,7 @@ def stop_handling(plan: Plan):
     Ctrl-C with a traceback and take their job down mid-checkpoint: ignored here, SIGINT stays ignored in
     them (inherited); each job installs its own handler, checkpoints and stops. SLURM's jobs are SLURM's."""
     if plan.launcher == "in-process":
-        with sweep_stop.SweepStop(plan.out_dir) as stop:
+        with guardian.guarding(), sweep_stop.SweepStop(plan.out_dir) as stop:
             yield stop
         return
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if plan.launcher == "submitit_local" else None

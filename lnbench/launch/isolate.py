@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from lnbench.launch.failures import JobCrashed
+from lnbench.launch.guardian import die_with_parent
 from lnbench.runs import CRASH_LOG
 
 log = logging.getLogger("lnbench")
@@ -75,7 +76,7 @@ def _child(read_end: int, write_end: int, fn, args, kwargs) -> None:
     try:
         os.close(read_end)
         os.setpgid(0, 0)  # Ctrl-C reaches it once, from the parent (two would mean "stop at once")
-        _die_with_parent()
+        die_with_parent()
         try:
             answer = ("returned", fn(*args, **kwargs))
         except BaseException as e:  # noqa: BLE001 - every outcome goes back to the parent
@@ -166,13 +167,3 @@ def warm_up() -> None:
     keep_freed_memory()  # a joblib worker did not start through lnbench.cli
     torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))])
     gc.freeze()
-
-
-def _die_with_parent() -> None:
-    """Linux: SIGTERM to this child if its parent dies (a killed launcher leaves no orphan training)."""
-    import ctypes
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass

@@ -23,6 +23,7 @@ from typing import Any
 
 from lnbench.config import overrides as hydra_args
 from lnbench.config.presets import Sweep
+from lnbench.config.validate import did_you_mean
 from lnbench.errors import ConfigError
 
 # The launchers an extra of lnbench installs (pyproject.toml): refused with the extra to install where it is missing.
@@ -54,8 +55,10 @@ class Plan:
         return self.launcher != "slurm"
 
 
-def preflight(args: list[str], conf_dir: str) -> Plan | None:
-    """The Plan of `lnbench train <args>`, or None for Hydra's own flags (--help, --cfg, ...)."""
+def preflight(args: list[str], conf_dir: str, sweep_values: bool = False) -> Plan | None:
+    """The Plan of `lnbench train <args>`, or None for Hydra's own flags (--help, --cfg, ...). With sweep_values,
+    a sweep's composed jobs are validated too, values included (lnbench check: a bad value is refused before
+    any job; `lnbench train -m` lets such a job fail alone, the others run)."""
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
@@ -63,7 +66,7 @@ def preflight(args: list[str], conf_dir: str) -> Plan | None:
     from omegaconf import OmegaConf
 
     from lnbench.launch import user_modules
-    from lnbench.config.validate import check_keys, validate
+    from lnbench.config.validate import check_keys, validate, validate_sweep
 
     parsed = hydra_args.parse(args)
     if not hydra_args.is_a_run(parsed):
@@ -79,9 +82,14 @@ def preflight(args: list[str], conf_dir: str) -> Plan | None:
         check_output_dir(out_dir, key)
         plan = Plan([*args, f"{key}={hydra_value(str(out_dir))}"], multirun, out_dir, launcher_kind(master), not out_dir.exists())
         if multirun:
+            validate_sweep(master)
             for job in sweep_jobs(master):
                 with composing(job, sweep=True):
-                    check_keys(without_hydra(loader.load_sweep_config(master, job)))
+                    job_cfg = without_hydra(loader.load_sweep_config(master, job))
+                    check_keys(job_cfg)
+                    if sweep_values:
+                        user_modules.load(job_cfg.imports)
+                        validate(job_cfg)
             return plan
     cfg = without_hydra(master)
     user_modules.load(cfg.imports)  # before validation: a user's normalizer is a kind model.norm.kind may name
@@ -227,11 +235,12 @@ def composing(overrides: list[str], sweep: bool = False):
     except MissingConfigException as e:  # model=ln_lstmm: no such preset
         group, _, name = str(e.missing_cfg_file).rpartition("/")
         typed = next((o for o in overrides if o.split("=", 1)[0].lstrip("+~") == group), f"{group}={name}")
-        options = ", ".join(o for o in e.options or [] if not o.startswith("base_"))
+        options = [o for o in e.options or [] if not o.startswith("base_")]
         if group == "hydra/launcher" and (extra := LAUNCHER_EXTRAS.get(name)):  # slurm.yaml names submitit_slurm
             raise ConfigError(f"{typed} is not allowed{job}: the {name} launcher is not installed. Install it with "
-                              f"pip install 'lnbench[{extra}]', or choose one of {options}.") from None
-        raise ConfigError(f"{typed} is not allowed{job}: there is no {group} preset {name!r}. The {group} presets are {options}.") from None
+                              f"pip install 'lnbench[{extra}]', or choose one of {', '.join(options)}.") from None
+        raise ConfigError(f"{typed} is not allowed{job}: there is no {group} preset {name!r}."
+                          f"{did_you_mean(name, options)} The {group} presets are {', '.join(options)}.") from None
     except (HydraException, OmegaConfBaseException) as e:
         cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else e
         typed = _typed_override(overrides, str(getattr(cause, "full_key", "") or ""), str(e))
@@ -239,12 +248,22 @@ def composing(overrides: list[str], sweep: bool = False):
             typed = hydra_args.unreadable(overrides) or typed
         schema, key = getattr(cause, "object_type", None), str(getattr(cause, "key", "") or "")
         if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and dataclasses.is_dataclass(schema):
-            keys = ", ".join(sorted(f.name for f in dataclasses.fields(schema) if not f.name.startswith("_")))
-            raise ConfigError(f"{typed or key} is not allowed{job}: {schema.__name__} has no key {key!r}. Its keys are {keys}.") from None
+            keys = sorted(f.name for f in dataclasses.fields(schema) if not f.name.startswith("_"))
+            raise ConfigError(f"{typed or key} is not allowed{job}: {schema.__name__} has no key {key!r}."
+                              f"{did_you_mean(key, keys)} Its keys are {', '.join(keys)}.") from None
         said = _one_paragraph(str(e) + ("\n" + str(cause) if cause is not e else ""))
+        said += _list_hint(typed, said)
         error = ConfigError(f"{typed + ' is not allowed' + job + ': ' if typed else ''}{said}")
         error.hint = hydra_args.quoting_hint() if isinstance(e, OverrideParseException) else None
         raise error from None
+
+
+def _list_hint(typed: str, message: str) -> str:
+    """`imports=mynorm` for a key that takes a list: the spelling that works."""
+    key, eq, value = typed.partition("=")
+    if not eq or "is not a ListConfig" not in message or value.startswith("["):
+        return ""
+    return f" {key.lstrip('+~')} takes a list: write {key}=[{value}] (several: {key}=[a,b])."
 
 
 def _typed_override(overrides: list[str], full_key: str, message: str) -> str:

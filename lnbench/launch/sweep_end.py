@@ -23,15 +23,19 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from lnbench.runs import read_summary
+from lnbench.launch.sweep_progress import SweepProgress
+from lnbench.runs import lock_held, read_summary
 
 log = logging.getLogger("lnbench")
+IN_USE = "in use"
 
 
 class SweepEnd(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         print(f"sweep: {config.hydra.sweep.dir}", flush=True)
         self.config, self.done, self.pid = config, False, os.getpid()
+        self.progress = SweepProgress(Path(str(config.hydra.sweep.dir)))  # job starts and ends, and a total
+        self.progress.start()
         if wants_report(config):
             try:  # now: at exit it is too late to import (it registers exit hooks of its own)
                 import wandb  # noqa: F401
@@ -40,6 +44,10 @@ class SweepEnd(Callback):
         # Hydra skips on_multirun_end when a job failed (the sweeper re-raises the first failure once
         # every job has run) or a signal stopped the sweep: the block then comes at exit, after the error.
         atexit.register(self.end)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Hydra's joblib launcher pickles the callbacks with each job: the progress (a thread) stays here
+        return {k: v for k, v in self.__dict__.items() if k != "progress"}
 
     def on_job_end(self, config: DictConfig, **kwargs: Any) -> None:
         # Exit hooks run last-registered first: keep ours ahead of those W&B registered during a job run
@@ -65,6 +73,8 @@ class SweepEnd(Callback):
         if getattr(self, "done", True):
             return
         self.done = True
+        if getattr(self, "progress", None) is not None:
+            self.progress.stop()
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         jobs = job_statuses(sweep_dir)
         report_run = log_report(self.config, sweep_dir) if wants_report(self.config) and jobs else None
@@ -82,11 +92,17 @@ class Prefixed(logging.Formatter):
 
 # ---- the end-of-sweep block -------------------------------------------------------------------
 def job_statuses(sweep_dir: Path) -> dict[str, dict[str, Any]]:
-    """Job directory (relative) -> its summary.json ({} for a job that left none: killed or never ran)."""
+    """Job directory (relative) -> its summary.json ({} for a job that left none: killed or never ran). A job
+    whose directory another process still holds (this sweep's jobs have all let go by now) is `in use`: this
+    sweep did not run it, and failed it, whatever the other process's summary says."""
     found = {}
     for overrides in sorted(sweep_dir.glob("**/.hydra/overrides.yaml")):
         job = overrides.parent.parent
-        found[str(job.relative_to(sweep_dir))] = read_summary(job)
+        summary = read_summary(job)
+        if lock_held(job / ".lock"):
+            summary = {**summary, "status": IN_USE, "error": "its directory is in use by another lnbench process: "
+                       "this sweep did not run it (wait for that process, then run the sweep again)"}
+        found[str(job.relative_to(sweep_dir))] = summary
     return dict(sorted(found.items(), key=lambda kv: [int(p) if p.isdigit() else p for p in Path(kv[0]).parts]))
 
 
@@ -96,7 +112,7 @@ def end_of_sweep_block(sweep_dir: Path, jobs: dict[str, dict[str, Any]], report_
     shown = [f"{counts.get(s, 0)} {s}" for s in order] + [f"{n} {s}" for s, n in counts.items() if s not in order]
     lines = [f"sweep done: {sweep_dir}", f"  jobs       {len(jobs)}: " + ", ".join(shown)]
     for job, s in jobs.items():
-        if s.get("status") in ("failed", "diverged"):
+        if s.get("status") in ("failed", "diverged", IN_USE):
             why = s.get("error") or f"loss not finite at step {s.get('diverged_at_step')}"
             lines.append(f"  {s['status']:<10} {job}: {_short(why)}")
         for flag in s.get("flags") or ():  # completed, but its numbers are suspect (lnbench.training.recipe.suspect)

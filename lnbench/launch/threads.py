@@ -47,6 +47,11 @@ def choose(requested: Optional[int], hc=None) -> tuple[int, str]:
     """(threads, why) for one job: `requested` (the threads= key) if given, else the cores the job may use
     (affinity, SLURM's cpus_per_task, the launcher's share)."""
     if requested is not None:  # validated with the rest of the config
+        cores = len(usable_cores())
+        if requested > cores:  # legitimate (an experiment on oversubscription), but rarely meant
+            log.warning("threads=%d is more than the %d cores this job may use: torch runs %d threads that take turns "
+                        "on them, usually slower than threads=%d (or threads=null: lnbench's choice).",
+                        requested, cores, requested, cores)
         return int(requested), f"threads={requested} as configured"
     n = len(usable_cores())
     why = [f"{n} usable cores"]

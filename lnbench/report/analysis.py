@@ -227,9 +227,27 @@ def best_val(run: Run, metric: str) -> float | None:
 
 
 def default_target(runs: list[Run], metric: str) -> float | None:
-    """The best value the slowest-converging completed run reaches, so every completed run reaches it."""
-    bests = [b for r in runs if r.status == "completed" and (b := best_val(r, metric)) is not None]
+    """The best value the slowest-converging completed run that learned reaches, so every such run reaches it.
+    A run learned if its best is judge.LEARNED_MARGIN below the trivial predictor's value, where that is known:
+    a run that never learned would put the target at the trivial predictor, which says nothing."""
+    trivial = trivial_value(runs, metric)
+    ceiling = math.inf if trivial is None else (1 - judge.LEARNED_MARGIN) * trivial
+    bests = [b for r in runs if r.status == "completed" and (b := best_val(r, metric)) is not None and b <= ceiling]
     return max(bests) if bests else None
+
+
+# A trivial predictor's value of a metric, from the dataset's baseline loss in nats (bpc: in bits). No entry:
+# unknown from the loss alone (a classifier's error rate).
+TRIVIAL_UNITS = {"loss": 1.0, "mse": 1.0, "bound": 1.0, "bpc": 1 / math.log(2)}
+
+
+def trivial_value(runs: list[Run], metric: str) -> float | None:
+    """The value of `metric` a trivial predictor scores on these runs' dataset; None where unknown or where the
+    runs' datasets differ."""
+    values = {r.summary.get("baseline") for r in runs} - {None}
+    if metric not in TRIVIAL_UNITS or len(values) != 1:
+        return None
+    return float(values.pop()) * TRIVIAL_UNITS[metric]
 
 
 def reach(run: Run, metric: str, target: float) -> tuple[int, float] | None:

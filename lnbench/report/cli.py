@@ -42,7 +42,7 @@ def parser() -> argparse.ArgumentParser:
                         "outputs/runs/<date>); several are compared in one report")
     p.add_argument("--target", action="append", default=[], metavar="METRIC=VALUE",
                    help="count steps and seconds until val METRIC <= VALUE (repeatable; default: the primary "
-                        "metric's best value of the slowest-converging completed run)")
+                        "metric's best value of the slowest-converging completed run that learned)")
     p.add_argument("--lines", metavar="KEY", help="the swept key drawn as lines (default: model)")
     p.add_argument("--panels", metavar="KEY[,KEY]", help="the swept keys drawn as panels (default: the other swept keys)")
     p.add_argument("--tune", metavar="KEY[,KEY]",
@@ -138,6 +138,10 @@ def parse_targets(items: list[str]) -> dict[str, float]:
             value = math.nan
         if not math.isfinite(value):
             raise ReportError(f"--target {item!r} is not METRIC=NUMBER with a finite number (e.g. --target error=0.05).")
+        if value < 0:  # "steps to target" counts until val METRIC <= VALUE: never, below every metric's floor
+            raise ReportError(f"--target {item!r} can never be reached: every metric lnbench logs (loss, error, mse, "
+                              "bpc, the bound) is >= 0, and a target counts the steps until the metric is at or below "
+                              "it. Give a number >= 0 (e.g. --target error=0.05).")
         targets[metric or PRIMARY] = value
     return targets
 
@@ -154,6 +158,11 @@ def check_options(runs: list[Run], line: str | None, panels: list[str] | None, t
                     f"{option} {key!r} is no config key of these runs. Keys that vary between them: "
                     f"{', '.join(axes) or 'none'}" + (f"; did you mean {' or '.join(near)}?" if near else "")
                     + " (any key of the runs' .hydra/config.yaml is allowed, e.g. dataset.batch_size).")
+    for key in tune or []:
+        if key not in axes:  # legitimate elsewhere, a no-op here: there is one value to choose from
+            raise ReportError(f"--tune {key!r} is not allowed: these runs did not sweep it (every run has {key}="
+                              f"{runs[0].value(key)}), so there is nothing to choose. Keys that vary between them: "
+                              f"{', '.join(axes) or 'none'}.")
     if line and panels and line in panels:
         raise ReportError(f"--lines {line!r} is also in --panels: a key draws either the lines or the panels.")
     logged = set().union(*(r.metrics("val") for r in runs))

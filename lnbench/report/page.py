@@ -103,14 +103,19 @@ def provenance_lines(rep: Report) -> list[str]:
     prov = rep.provenance
     if prov is None:
         return []
+    still = (f"not recorded yet by the {len(prov.running)} run(s) still running (each records it when it ends): "
+             + names_text([f"`{n}`" for n in prov.running], 6)) if prov.running else ""
     if not prov.shared and not prov.differs:
-        return ["provenance: not recorded by these runs (made before lnbench recorded it in summary.json)"]
+        return [f"provenance: {still}" if still and not prov.missing else
+                "provenance: not recorded by these runs (made before lnbench recorded it in summary.json)"]
     label = "provenance of every run" if not prov.missing else "provenance shared by the runs that recorded it"
     lines = [f"{label}: " + ", ".join(f"{k}={v}" for k, v in prov.shared.items())]
     if prov.differs:
         lines.append("provenance that differs between runs: " + ", ".join(prov.differs.columns[1:]) + " (see the table below)")
     if prov.missing:
         lines.append("no provenance recorded (made before lnbench recorded it): " + names_text([f"`{n}`" for n in prov.missing], 6))
+    if still:
+        lines.append(f"provenance {still}")
     return lines
 
 

@@ -7,16 +7,15 @@ import math
 import textwrap
 from typing import Any
 
-from lnbench.report.analysis import X_AXES, Group, Layout, seed_band
+from lnbench.report.analysis import X_AXES, Group, Layout, seed_band, trivial_value
 
 # Metrics the paper plots on a log scale: losses span decades while a model learns.
 LOG_METRICS = {"loss", "mse", "bpc"}
-# Metrics in the units of the dataset's `baseline` (a trivial predictor's loss): bpc is in bits, not nats.
-LOSS_METRICS = {"loss", "mse"}
 # Panels side by side before the next row starts: a folder of many runs stays readable.
 PANELS_PER_ROW = 4
 # Characters per line of a legend entry; longer names wrap (the figure is at least one panel wide).
 LEGEND_WRAP = 40
+TITLE_WRAP = 48  # characters per line of a panel's title: a long one would run into its neighbour's
 ROWS = [("train", "loss"), ("val", None)]  # each panel: training loss above its own validation metric
 
 
@@ -47,17 +46,24 @@ def plot_curves(groups: list[Group], lay: Layout, x: str) -> bytes | None:
 # ---- the curves -----------------------------------------------------------------------------------
 def curves_figure(groups: list[Group], lay: Layout, x: str):
     """Panels in rows of at most PANELS_PER_ROW; each panel is two plots, the training loss above the
-    validation metric; one legend above all. None if x never varies."""
-    if not any(len({p[0] for p in r.points("train", "loss", x).values()}) > 1 for g in groups for r in g.runs):
-        return None  # e.g. epochs of a synthetic task that draws fresh batches every step
+    validation metric; one legend above all. Only the panels whose runs' x varies (no epochs for a task that
+    draws fresh batches every step); None if none does."""
+    # a line keeps its colour in every figure, also where some of its panels are left out
+    # (a refused line draws nothing)
+    order = list(dict.fromkeys(g.line for g in groups if any(r.trained for r in g.runs)))
+    groups = [g for g in groups if _varies(g, x)]
+    if not groups:
+        return None
     plt = _pyplot()
     panels = list(dict.fromkeys(g.panel for g in groups))
-    lines = list(dict.fromkeys(g.line for g in groups if any(r.trained for r in g.runs)))  # a refused line draws nothing
-    colors = {line: plt.cm.tab10(i % 10) for i, line in enumerate(lines)}
+    colors = {line: plt.cm.tab10(order.index(line) % 10) for line in order if any(g.line == line for g in groups)}
     ncols = min(len(panels), PANELS_PER_ROW)
     nrows = math.ceil(len(panels) / ncols)
     metric = {g.panel: g.metric for g in groups}
-    shared = {"train": True, "val": len(set(metric.values())) == 1}
+    # One scale across panels only where they plot the same metric of one dataset (one trivial predictor): a
+    # folder of runs on several datasets gets a scale per panel (DRAW's ~200 nats beside the adding task's 0.001).
+    kinds = {(metric[p], _trivial([g for g in groups if g.panel == p], "loss")) for p in panels}
+    shared = {"train": len({k[1] for k in kinds}) == 1, "val": len(kinds) == 1}
     # constrained layout leaves room for the legend outside the axes, however many rows it takes
     fig, axes = plt.subplots(len(ROWS) * nrows, ncols, figsize=(4.6 * ncols, 3.4 * len(ROWS) * nrows), squeeze=False,
                              layout="constrained")
@@ -65,14 +71,17 @@ def curves_figure(groups: list[Group], lay: Layout, x: str):
     def ax_of(i: int, r: int):
         return axes[len(ROWS) * (i // ncols) + r][i % ncols]
 
+    drew_trivial = False
     for i, panel in enumerate(panels):
+        cell = [g for g in groups if g.panel == panel and g.line in colors]
         for r, (split, m) in enumerate(ROWS):
             if i and shared[split]:  # one metric, one scale: the panels of a metric can be compared at a glance
                 ax_of(i, r).sharey(axes[r][0])
-            cell = [g for g in groups if g.panel == panel and g.line in colors]
-            _draw_panel(ax_of(i, r), cell, groups, colors, (split, m or metric[panel], x), i % ncols == 0 or not shared[split])
-            if r == 0:
-                ax_of(i, r).set_title(lay.title(panel))
+            if r:  # under its training plot, on the same steps: a single evaluation sits where it was made
+                ax_of(i, r).sharex(ax_of(i, 0))
+            drew_trivial |= _draw_panel(ax_of(i, r), cell, colors, (split, m or metric[panel], x),
+                                        i % ncols == 0 or not shared[split])
+        ax_of(i, 0).set_title(textwrap.fill(lay.title(panel), TITLE_WRAP), fontsize=10)
     for i in range(len(panels), ncols * nrows):  # the unused places of the last row
         for r in range(len(ROWS)):
             ax_of(i, r).set_visible(False)
@@ -80,27 +89,40 @@ def curves_figure(groups: list[Group], lay: Layout, x: str):
         for r, (split, m) in enumerate(ROWS):
             if (m or metric[panel]) in LOG_METRICS and (i == 0 or not shared[split]):
                 _log_y(ax_of(i, r))
-    _legend(fig, groups, lay, colors)
+    _legend(fig, groups, lay, colors, drew_trivial)
     return fig
 
 
-def _draw_panel(ax, cell: list[Group], groups: list[Group], colors: dict, what: tuple[str, str, str], ylabel: bool) -> None:
+def _varies(group: Group, x: str) -> bool:
+    return any(len({p[0] for p in r.points("train", "loss", x).values()}) > 1 for r in group.runs)
+
+
+def _trivial(cell: list[Group], metric: str) -> float | None:
+    return trivial_value([r for g in cell for r in g.runs], metric)
+
+
+def _draw_panel(ax, cell: list[Group], colors: dict, what: tuple[str, str, str], ylabel: bool) -> bool:
+    """One plot of a panel; returns whether it drew the trivial predictor."""
     split, metric, x = what
     for g in cell:
         _draw_band(ax, g, split, metric, x, colors[g.line])
-    _baseline(ax, groups, metric)
+    trivial = _trivial(cell, metric)
+    if trivial is not None:  # a dataset's trivial predictor, in this metric's units (lnbench.report.analysis)
+        ax.axhline(trivial, color="grey", ls="--", lw=1)
     ax.set_xlabel(X_AXES[x])
     if ylabel:  # a shared y axis is labelled once, at the left of its row
         ax.set_ylabel(f"{split} {metric}")
     ax.grid(True, which="major", alpha=0.3)
+    return trivial is not None
 
 
-def _legend(fig, groups: list[Group], lay: Layout, colors: dict) -> None:
+def _legend(fig, groups: list[Group], lay: Layout, colors: dict, trivial: bool) -> None:
+    """One legend for every panel; the trivial predictor in it only where some panel drew it."""
     import matplotlib.pyplot as plt
 
     handles = [plt.Line2D([], [], color=color, lw=2) for color in colors.values()]
     labels = [line_label(groups, line) for line in colors]
-    if any(r.summary.get("baseline") is not None for g in groups for r in g.runs):
+    if trivial:
         handles.append(plt.Line2D([], [], color="grey", ls="--", lw=1))
         labels.append("trivial predictor")
     band = " (line: mean over seeds, band: min–max)" if lay.seeds else ""
@@ -148,19 +170,12 @@ def _draw_band(ax, group: Group, split: str, metric: str, x: str, color) -> None
     xs, mean, lo, hi = seed_band(group.runs, split, metric, x)
     if not xs:
         return
-    ax.plot(xs, mean, color=color, lw=1.6, marker="o" if len(xs) == 1 else None)
+    if len(xs) == 1:  # a single evaluation (eval_every >= steps): a dot, its seeds' range as a bar
+        ax.errorbar(xs, mean, yerr=[[mean[0] - lo[0]], [hi[0] - mean[0]]], color=color, fmt="o", capsize=3)
+        return
+    ax.plot(xs, mean, color=color, lw=1.6)
     if len(group.runs) > 1:
         ax.fill_between(xs, lo, hi, color=color, alpha=0.2, lw=0)
-
-
-def _baseline(ax, groups: list[Group], metric: str) -> None:
-    """The loss of a trivial predictor (the dataset's baseline), on panels that plot a loss."""
-    if metric not in LOSS_METRICS:
-        return
-    values = {r.summary.get("baseline") for g in groups for r in g.runs}
-    values.discard(None)
-    if len(values) == 1:
-        ax.axhline(values.pop(), color="grey", ls="--", lw=1)
 
 
 # ---- the claims -----------------------------------------------------------------------------------

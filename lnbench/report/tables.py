@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lnbench.claims import judge
@@ -102,6 +102,7 @@ class Provenance:
     shared: dict[str, Any]  # what every run that recorded provenance has in common
     differs: Table | None  # one row per combination of the keys that differ, naming its runs
     missing: list[str]  # runs whose summary.json holds none
+    running: list[str] = field(default_factory=list)  # runs still running: their summary.json comes at their end
 
 
 def provenance_of(runs: list[Run]) -> Provenance:
@@ -116,7 +117,9 @@ def provenance_of(runs: list[Run]) -> Provenance:
         for i, r in enumerate(have):
             combos.setdefault(tuple(values[k][i] for k in differ), []).append(r.name)
         table = Table(["runs", *differ], [[names_text(names), *combo] for combo, names in combos.items()])
-    return Provenance(shared, table, [r.name for r in runs if r not in have])
+    lacking = [r for r in runs if r not in have]
+    return Provenance(shared, table, [r.name for r in lacking if r.status != "running"],
+                      [r.name for r in lacking if r.status == "running"])
 
 
 def _prov_text(key: str, value: Any) -> str:

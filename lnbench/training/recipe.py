@@ -291,6 +291,7 @@ class Recipe:
             values, grad_norm = train_step(*parts, self.dataset.train_batch(self.step), self.device, clip)
             self.window.append(values)
             self.step += 1
+            self.tracker.tick(self.step)
             last = self.step == steps
             if self.step % log_every == 0 or last:
                 if (bad_step := self.log_train(grad_norm)) is not None:

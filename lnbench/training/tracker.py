@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lnbench.config.presets import Sweep
 from lnbench.runs import Summary, write_summary
+from lnbench.training.progress import Pace, in_sweep
 from lnbench.training.sinks import RunInfo, Sink
 from lnbench.training.sinks.jsonl import KEY as RECORD_KEY
 from lnbench.training.sinks.jsonl import MetricsJsonl
@@ -33,8 +34,11 @@ class Console:
     """
 
     def __init__(self, total: int, enabled: bool | None, start: int = 0):
-        self.enabled = sys.stdout.isatty() if enabled is None else enabled
+        # a sweep's jobs share the terminal: their bars would overwrite each other's lines (its process shows the
+        # sweep's progress: lnbench.launch.sweep_progress)
+        self.enabled = sys.stdout.isatty() and not in_sweep() if enabled is None else enabled
         self.progress, self._swapped = None, []
+        self.pace = Pace(total, start, lines=not self.enabled)  # a line every 30 s where no bar is drawn
         if self.enabled:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -59,6 +63,8 @@ class Console:
         """line: also a log line (val results), kept in the terminal and in train.log."""
         if self.progress is not None:
             self.progress.update(self.task, completed=step, info=text)
+        if not line:
+            self.pace.note(text)
         if line:
             log.info("step %d  %s", step, text)
 
@@ -103,6 +109,10 @@ class Tracker:
 
     def show(self, step: int, text: str, line: bool = False) -> None:
         self.console.update(step, text, line)
+
+    def tick(self, step: int) -> None:
+        """After every step: the pace's line and its warning when due (lnbench.training.progress)."""
+        self.console.pace.tick(step)
 
     def close_console(self) -> None:
         """Before the last log lines, so they go under the finished bar, not over it."""

@@ -57,6 +57,11 @@ BAD_REPORT = {
     "target-not-finite": (["{t}/sweep", "--target", "error=nan"], ["--target 'error=nan' is not METRIC=NUMBER with a finite number"]),
     "target-unlogged": (["{t}/sweep", "--target", "accuracy=0.9"], ["--target 'accuracy': no run logged a validation accuracy",
                                                                    "Metrics they logged: error, loss"]),
+    "target-below-every-metric": (["{t}/sweep", "--target", "mse=-1"],
+                                  ["--target 'mse=-1' can never be reached", "Give a number >= 0"]),
+    "tune-not-swept": (["{t}/sweep", "--tune", "dataset.batch_size"],
+                       ["--tune 'dataset.batch_size' is not allowed: these runs did not sweep it (every run has "
+                        "dataset.batch_size=128)", "Keys that vary between them: model, seed"]),
     "adjust-unknown": (["{t}/sweep", "--adjust", "bonf"], ["--adjust 'bonf' is not allowed: use bonferroni (", "holm (", "bh (", "none ("]),
     "out-is-a-file": (["{t}/sweep", "--out", "{t}/file.txt"], ["--out {t}/file.txt cannot be written: {t}/file.txt is a file"]),
     "out-under-a-file": (["{t}/sweep", "--out", "{t}/file.txt/report"], ["--out {t}/file.txt/report cannot be written: {t}/file.txt is a file"]),
@@ -113,6 +118,15 @@ BAD_CHECK = {
     "scale-without-value": (["scale"], ["scale is not allowed: scale must be a finite number > 0"]),
     "out-is-a-file": (["pmnist", "--out", "{t}/file.txt"], ["--out {t}/file.txt cannot be written: {t}/file.txt is a file"]),
     "design-unreadable": (["pmnist", "--out", "{t}/check"], ["{t}/check/pmnist/judging.json is not the design lnbench check wrote"]),
+    # issue 32: values are validated before the first job, and an --out the file system refuses is refused
+    "override-bad-value": (["ln_gain_init", "optim.lr=-3", "--out", "{t}/fresh"],
+                           ["optim.lr=-3.0 is not allowed: the learning rate must be > 0",
+                            "(with the sweep of ln_gain_init)"]),
+    "override-bad-value-swept": (["ln_gain_init", "model.norm.gain_init=1.0,-inf", "--out", "{t}/fresh"],
+                                 ["model.norm.gain_init=-inf is not allowed: it must be a finite number"]),
+    "out-refused-by-the-file-system": (["ln_gain_init", "--out", "/proc/nope"],
+                                       ["--out /proc/nope cannot be written: /proc refuses new files"]),
+    "preset-misspelt": (["ln_gain_int"], ["preset 'ln_gain_int' is not a claim preset (did you mean ln_gain_init?)"]),
 }
 
 
@@ -126,6 +140,17 @@ def test_bad_check_input_is_one_paragraph_exit_2_and_nothing_written(tree, args,
     for text in says:
         assert text.format(t=tree) in line
     assert snapshot(tree) == before
+
+
+def test_an_override_that_replaces_a_presets_swept_axis_is_said(capsys):
+    from lnbench.check import cli as check
+
+    args = check.parse_args(["ln_gain_init", "pmnist", "optim.lr=1e-3", "seed=0,1"])
+    lines = check.replaced_axes(args)
+    assert lines[0] == ("optim.lr=1e-3 seed=0,1 replace ln_gain_init's swept optim.lr=1e-3,3e-3,1e-2, seed=0,1,2: "
+                        "its sweep runs 4 jobs, not 18, and optim.lr is tuned over the values given only.")
+    assert lines[1].startswith("optim.lr=1e-3 seed=0,1 replace pmnist's swept") and len(lines) == 2
+    assert check.replaced_axes(check.parse_args(["ln_gain_init", "dataset.val_size=64"])) == []
 
 
 def test_check_help_anywhere_is_exit_0(capsys):

@@ -42,9 +42,9 @@ def a_file(tmp):
 
 # (id, overrides (a callable gets tmp_path), what stderr must say)
 CASES = [
-    ("unknown-preset", ["model=ln_lstmm"], "model=ln_lstmm is not allowed: there is no model preset 'ln_lstmm'. The model presets are bn_cnn, bn_gru,"),
-    ("unknown-key", ["stepz=10"], "stepz=10 is not allowed: TrainConfig has no key 'stepz'. Its keys are checkpoint_every,"),
-    ("unknown-nested-key", ["optim.lrr=0.1"], "optim.lrr=0.1 is not allowed: AdamConfig has no key 'lrr'. Its keys are betas,"),
+    ("unknown-preset", ["model=ln_lstmm"], "model=ln_lstmm is not allowed: there is no model preset 'ln_lstmm'. Did you mean ln_lstm or wn_lstm? The model presets are bn_cnn, bn_gru,"),
+    ("unknown-key", ["stepz=10"], "stepz=10 is not allowed: TrainConfig has no key 'stepz'. Did you mean steps? Its keys are checkpoint_every,"),
+    ("unknown-nested-key", ["optim.lrr=0.1"], "optim.lrr=0.1 is not allowed: AdamConfig has no key 'lrr'. Did you mean lr? Its keys are betas,"),
     ("wrong-type", ["steps=ten"], "Value 'ten' of type 'str' could not be converted to Integer"),
     ("batch-size-0", ["dataset.batch_size=0"], "dataset.batch_size=0 is not allowed: it must be an integer >= 1"),
     ("bn-batch-size-1", ["model=bn_lstm", "dataset.batch_size=1"], "dataset.batch_size=1 is not allowed with batch normalization"),

@@ -62,6 +62,23 @@ BAD = {
     "bad-enum": (["model.norm.kind=instance"], ["model.norm.kind=instance is not allowed", "expected one of [none, batch, layer, weight, rms, group]"]),
     "sweep-with-a-typo": (["-m", "seed=0,x"], ["seed=x is not allowed (in the sweep job", "could not be converted to Integer"]),
     "sweep-with-unknown-key": (["-m", "steps=2,3", "+stepz=1"], ["stepz=1 is not allowed", "Its keys are checkpoint_every,"]),
+    # issue 32: plausible input that used to be a traceback, pass without a word, or bury the point
+    "betas-one": (["optim.betas=[0.9]"], ["optim.betas=[0.9] is not allowed: Adam takes two decay rates"]),
+    "seed-over-64-bits": (["seed=99999999999999999999"],
+                          ["seed=99999999999999999999 is not allowed: it must be a 64-bit integer"]),
+    "steps-over-64-bits": (["steps=99999999999999999999"],
+                           ["steps=99999999999999999999 is not allowed: it must be a 64-bit integer"]),
+    "joblib-no-slots": (["-m", "seed=0,1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=0"],
+                        ["hydra.launcher.n_jobs=0 is not allowed: it is how many jobs joblib runs at once"]),
+    "same-job-twice": (["-m", "seed=0,0"], ["seed=0,0 is not allowed: it sweeps seed=0 more than once"]),
+    "same-preset-twice": (["-m", "model=ln_lstm,lstm,ln_lstm"],
+                          ["model=ln_lstm,lstm,ln_lstm is not allowed: it sweeps model=ln_lstm more"]),
+    "model-too-big": (["model.hidden_size=100000000"], ["model.hidden_size=100000000 is not allowed: "
+                                                        "lnbench.models.SequenceModel cannot be built in this machine's memory"]),
+    "imports-not-a-list": (["imports=mynorm"], ["imports takes a list: write imports=[mynorm]"]),
+    "misspelt-key": (["optim.lrr=0.1"], ["AdamConfig has no key 'lrr'. Did you mean lr?"]),
+    "misspelt-added-key": (["+model.hiden_size=3"], ["has no key 'hiden_size'. Did you mean hidden_size?"]),
+    "misspelt-preset": (["model=ln_lstmm"], ["there is no model preset 'ln_lstmm'. Did you mean ln_lstm or wn_lstm?"]),
     "wn-init-one-step": (["model=wn_lstm", "model.norm.data_init=true", "dataset=seq_mnist", "dataset.seq_len=1"], ["model.norm.data_init=true could initialise only 1 of the 2"]),
 }
 

@@ -365,6 +365,10 @@ def test_scancel_fails_the_cancelled_jobs_by_name_and_the_others_complete(tmp_pa
         ids = wait_for(lambda: len(ledger_ids(sweep)) == 4 and ledger_ids(sweep), 120, proc)
         wait_for(lambda: last_train_step(sweep / "1") >= 100, 180, proc, every=0.2)
         assert scontrol(ids["3"])["JobState"] == "PENDING"
+        live = run_cli("status", str(sweep))  # from files: job 3, queued, has no directory (multirun.yaml counts it)
+        assert live.returncode == 0, live.stderr
+        assert "0 of 4 done" in live.stdout and " running" in live.stdout and " pending" in live.stdout, live.stdout
+        assert "left" in live.stdout, live.stdout
         subprocess.run(["scancel", ids["1"], ids["3"]], check=True)
         out = finish(proc, sweep)
     except BaseException:

@@ -27,6 +27,16 @@ def test_takes_the_usable_cores(machine):
     assert threads.choose(None) == (4, "4 usable cores")
 
 
+def test_more_threads_than_cores_is_allowed_with_a_warning_saying_what_happens(machine, caplog):
+    with caplog.at_level(logging.WARNING, logger="lnbench"):
+        assert threads.choose(1000) == (1000, "threads=1000 as configured")
+    (said,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "threads=1000 is more than the 4 cores this job may use" in said and "usually slower than threads=4" in said
+    caplog.clear()
+    threads.choose(4)
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+
+
 def test_threads_key_overrides_the_policy(machine):
     assert threads.choose(3) == (3, "threads=3 as configured")
 

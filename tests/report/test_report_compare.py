@@ -125,7 +125,8 @@ def test_panels_of_different_datasets_rank_by_their_own_metric(tmp_path):
     assert "| dataset | model | runs | status | val metric | final val | best val | test | target |" in md
     assert "| adding | lstm ★ | 1 | completed | mse | 0.01 |" in md and "| mnist | mlp ★ | 1 | completed | error | 0.1 |" in md
     fig = report.curves_figure(rep.groups, rep.lay, "step")
-    assert [ax.get_ylabel() for ax in fig.axes] == ["train loss", "", "val error", "val mse"]  # loss shares its axis
+    # each dataset on a scale of its own, also for the training loss (issue 32: DRAW's nats beside adding's mse)
+    assert [ax.get_ylabel() for ax in fig.axes] == ["train loss", "train loss", "val error", "val mse"]
 
 
 def test_many_panels_wrap_into_rows(tmp_path):

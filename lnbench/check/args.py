@@ -1,0 +1,302 @@
+"""`lnbench check`'s arguments: parsed by argparse, sorted into presets, scale=K and overrides, and checked
+before any sweep starts (the options' values, --out, the design of looks of a sweep judged before, and each
+preset's sweep composed with the overrides and validated, values included). Every refusal is a CheckError:
+one paragraph, exit 2, nothing written."""
+from __future__ import annotations
+
+import argparse
+import difflib
+import importlib.util
+import json
+import math
+import re
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from lnbench import CONF_DIR
+from lnbench.atomic import unwritable
+from lnbench.claims import verdicts as verdictlib
+from lnbench.claims.family import DEFAULT_ADJUST
+from lnbench.claims.judge import DESIGN_FILE
+from lnbench.claims.stats import ADJUST
+from lnbench.config import overrides as hydra_args
+from lnbench.errors import UserError
+
+# The order of a full check: the cheap synthetic presets first, so a first verdict comes early.
+ORDER = ("ln_gain_init", "longer_test_seqs", "seq_len_sweep", "batch_size_sweep", "pmnist", "fig6_mnist", "shakespeare_bpc")
+SCALED = ("steps", "eval_every", "log_every")
+EPOCHS = re.compile(r"^\$\{lnbench\.epochs:([0-9.eE+-]+),")
+DEFAULTS = {"hydra/launcher": "joblib", "logger": "none", "progress": "false"}
+
+USAGE = """usage: lnbench check [PRESET ...] [scale=K] [--out DIR] [options] [key=value ...]
+
+  PRESET              claim presets to run (default: all): {presets}
+  scale=K             multiply steps (or epochs) by K, e.g. scale=10 on a GPU or a cluster
+  --out DIR           where the sweeps and check.md/check.html go (default: outputs/check)
+  --judging-seeds N   fresh seeds per look at each line's chosen value (default 3; 0: judge on the tuning
+                      seeds the value was chosen on, which favours the noisier line)
+  --max-seeds N       judging seeds a claim still inconclusive may reach, N/judging-seeds looks in all
+                      (default 9; equal to --judging-seeds: one look, no added rounds)
+  --widen N           values added past a grid's edge when a line's winner sits there (default 1; 0: none)
+  --adjust METHOD     over each claim's declared family: bonferroni (default: the same verdict on every page),
+                      holm, bh (false discovery rate) or none
+  key=value           passed to every sweep, e.g. hydra/launcher=slurm hydra.launcher.partition=gpu
+                      (defaults: {defaults})
+"""
+OPTIONS = {"--judging-seeds": "judging", "--max-seeds": "max_seeds", "--widen": "widen", "--adjust": "adjust"}
+
+
+class CheckError(UserError):
+    """Bad arguments: one paragraph, exit 2."""
+
+
+def claim_presets() -> list[str]:
+    """Every experiment preset that declares claims, in ORDER first, then by name."""
+    found = []
+    for path in sorted((CONF_DIR / "experiment").glob("*.yaml")):
+        if (yaml.safe_load(path.read_text()) or {}).get("claims"):
+            found.append(path.stem)
+    return sorted(found, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
+
+
+@dataclass
+class Args:
+    presets: list[str]
+    scale: float = 1.0
+    out: Path = Path("outputs/check")
+    overrides: list[str] = field(default_factory=list)
+    judging: int = 3
+    max_seeds: int = 9
+    widen: int = 1
+    adjust: str = DEFAULT_ADJUST
+
+    @property
+    def looks(self) -> list[int]:
+        """The numbers of judging seeds at which the claims are looked at: 3, 6, 9 by default."""
+        if not self.judging:
+            return []
+        looks = list(range(self.judging, self.max_seeds + 1, self.judging))
+        return looks + ([self.max_seeds] if looks[-1] != self.max_seeds else [])
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's errors as one paragraph (it would print its usage and exit), in lnbench check's words."""
+
+    argv: list[str] = []
+
+    def error(self, message: str):
+        if m := re.fullmatch(r"argument (--[\w-]+): expected one argument", message):
+            name = m.group(1)
+            after = self.argv[self.argv.index(name) + 1:self.argv.index(name) + 2] if name in self.argv else []
+            given = f"{after[0]!r}, another option" if after else "none"
+            wanted = WANTED.get(name, "a value (lnbench check --help)")
+            raise CheckError(f"{name} needs {wanted}; it was given {given}.")
+        if m := re.match(r"unrecognized arguments: (\S+)", message):
+            option = m.group(1).split("=")[0]
+            raise CheckError(f"option {option!r} is not allowed: use --out, {', '.join(OPTIONS)}, scale=K, preset "
+                             "names or key=value overrides for every sweep (`lnbench check --help`).")
+        raise CheckError(f"{message} (`lnbench check --help` lists the options).")
+
+    def format_help(self) -> str:
+        defaults = " ".join(f"{k}={v}" for k, v in DEFAULTS.items())
+        return USAGE.format(presets=", ".join(claim_presets()), defaults=defaults)
+
+
+WANTED = {"--out": "a directory, e.g. --out outputs/check"}
+
+
+def parser(argv: list[str]) -> _Parser:
+    p = _Parser(prog="lnbench check", allow_abbrev=False)
+    p.argv = argv
+    p.add_argument("items", nargs="*", metavar="PRESET|scale=K|key=value")
+    p.add_argument("--out", type=Path, default=Args.out)
+    for option, attr in OPTIONS.items():
+        p.add_argument(option, dest=attr)
+    return p
+
+
+def parse_args(argv: list[str]) -> Args:
+    """Options by argparse; the positional items sorted into presets, scale=K and overrides; values checked."""
+    parsed = parser(argv).parse_intermixed_args(argv)
+    args = Args([], out=parsed.out)
+    available = claim_presets()
+    for item in parsed.items:
+        name, eq, given = item.partition("=")
+        if name == "scale":
+            args.scale = _scale(item, given)
+        elif eq:
+            args.overrides.append(item)
+        elif item in available:
+            args.presets.append(item)
+        else:
+            near = difflib.get_close_matches(item, available, n=2)
+            hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+            raise CheckError(f"preset {item!r} is not a claim preset{hint}: use one of {', '.join(available)} "
+                             "(conf/experiment/*.yaml with a `claims:` list), or none for all of them.")
+    for option, attr in OPTIONS.items():
+        if (text := getattr(parsed, attr)) is not None:
+            _set_option(args, option, text)
+    args.presets = args.presets or available
+    if args.judging and args.max_seeds < args.judging:
+        raise CheckError(f"--max-seeds {args.max_seeds} is not allowed with --judging-seeds {args.judging}: a claim gets at "
+                         f"least the first look's seeds (use --max-seeds {args.judging} for a single look).")
+    return args
+
+
+def _scale(arg: str, text: str) -> float:
+    try:
+        scale = float(text)
+    except ValueError:
+        scale = math.nan
+    if not (math.isfinite(scale) and scale > 0):
+        raise CheckError(f"{arg} is not allowed: scale must be a finite number > 0 (e.g. scale=10 multiplies every preset's steps by 10).")
+    return scale
+
+
+def _set_option(args: Args, name: str, text: str) -> None:
+    if name == "--adjust":
+        if text not in ADJUST:
+            raise CheckError(f"--adjust {text!r} is not allowed: use bonferroni (the default), holm, bh or none.")
+        args.adjust = text
+        return
+    low = {"--judging-seeds": 0, "--max-seeds": verdictlib.MIN_SEEDS, "--widen": 0}[name]
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < low or name == "--judging-seeds" and 0 < value < verdictlib.MIN_SEEDS:
+        what = {"--judging-seeds": f"0 (judge on the tuning seeds) or an integer >= {verdictlib.MIN_SEEDS}",
+                "--max-seeds": f"an integer >= {verdictlib.MIN_SEEDS}", "--widen": "an integer >= 0"}[name]
+        raise CheckError(f"{name} {text!r} is not allowed: use {what}.")
+    setattr(args, OPTIONS[name], value)
+
+
+def scaled_overrides(preset: str, scale: float) -> list[str]:
+    """steps, eval_every, log_every of the preset times `scale` (its epochs, where it counts in epochs)."""
+    if scale == 1:
+        return []
+    cfg = yaml.safe_load((CONF_DIR / "experiment" / f"{preset}.yaml").read_text()) or {}
+    out = []
+    for key in SCALED:
+        value = cfg.get(key)
+        if isinstance(value, int):
+            out.append(f"{key}={max(1, round(value * scale))}")
+        elif isinstance(value, str) and (m := EPOCHS.match(value)):
+            epochs = float(m.group(1)) * scale
+            # quoted: Hydra's override grammar takes no nested interpolation bare; OmegaConf resolves it
+            out.append(f"{key}='{value[:m.start(1)]}{epochs:g}{value[m.end(1):]}'")
+    return out
+
+
+def sweep_dir(args: Args, preset: str) -> Path:
+    # a different scale is a different config: its own directory (a checkpoint resumes only its own config)
+    return args.out / (preset if args.scale == 1 else f"{preset}-x{args.scale:g}")
+
+
+def sweep_command(args: Args, preset: str) -> list[str]:
+    """The `lnbench train -m ...` of a preset's tuning sweep, as a command line."""
+    return [sys.executable, "-m", "lnbench.cli", "train", *sweep_overrides(args, preset)]
+
+
+def sweep_overrides(args: Args, preset: str) -> list[str]:
+    """What `lnbench train` is given for a preset's tuning sweep: -m, the preset, its directory, the defaults
+    the user did not override, the scaled steps, then the user's overrides (the last word is theirs)."""
+    given = {o.split("=", 1)[0].lstrip("+") for o in args.overrides}
+    if any(k.startswith("logger.") for k in given):  # logger.wandb.mode=online (or logger.mode=...): that logger, not none
+        given.add("logger")
+    defaults = [f"{k}={v}" for k, v in DEFAULTS.items() if k not in given]
+    if any(o.startswith("logger.wandb.") or o.startswith("logger=") and "wandb" in o for o in args.overrides):
+        # W&B: every round of a preset in one group; the round as the job type (lnbench.check.rounds.commands)
+        wandb = {"logger.wandb.group": sweep_dir(args, preset).name, "logger.wandb.job_type": "tune"}
+        defaults += [f"{k}={v}" for k, v in wandb.items() if k not in given]
+    return ["-m", f"+experiment={preset}", f"hydra.sweep.dir={sweep_dir(args, preset)}", *defaults,
+            *scaled_overrides(preset, args.scale), *args.overrides]
+
+
+def basic_launcher_unless_joblib(args: Args) -> None:
+    """The default launcher, joblib, is an extra (lnbench[joblib]): without it the sweeps run on Hydra's basic one."""
+    chosen = any(o.startswith("hydra/launcher=") for o in args.overrides)
+    if chosen or importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher"):
+        return
+    args.overrides.append("hydra/launcher=basic")
+    print("lnbench check: the joblib launcher is not installed (pip install 'lnbench[joblib]'): each sweep runs its "
+          "jobs one at a time (hydra/launcher=basic).", file=sys.stderr)
+
+
+def check_design(args: Args) -> None:
+    """A sweep judged under one design of looks is never continued under another: choosing the looks after
+    seeing the data would void the error rates they keep (lnbench/claims/verdicts.py). And --out must be writable."""
+    check_out(args.out)
+    for preset in args.presets:
+        path = sweep_dir(args, preset) / DESIGN_FILE
+        try:
+            had = json.loads(path.read_text()).get("looks") if path.is_file() else args.looks
+        except (OSError, ValueError, AttributeError):
+            raise CheckError(f"{path} is not the design lnbench check wrote (a JSON object with `looks`): the looks this sweep "
+                             "was judged in are unknown. Restore it, or give another --out.") from None
+        if had != args.looks:
+            raise CheckError(f"{sweep_dir(args, preset)} was judged in looks of {had} judging seeds ({path}); --judging-seeds "
+                             f"{args.judging} --max-seeds {args.max_seeds} asks for {args.looks or 'none'}. Changing the looks after "
+                             f"seeing results would void their error rates: give the same options, or another --out.")
+
+
+def check_overrides(args: Args) -> None:
+    """The key=value overrides, composed with every preset's sweep as `lnbench train` would before its first job
+    (lnbench.launch.preflight), and each job validated, values included: a typo or a bad value is one error now,
+    not a sweep of failed jobs per preset."""
+    if not args.overrides:
+        return
+    from lnbench.config.schema import register_configs
+    from lnbench.launch.preflight import preflight
+
+    register_configs()
+    for preset in args.presets:
+        try:
+            preflight(sweep_overrides(args, preset), str(CONF_DIR), sweep_values=True)
+        except UserError as e:
+            raise CheckError(f"{e} (with the sweep of {preset})") from None
+
+
+def replaced_axes(args: Args) -> list[str]:
+    """A line per preset whose swept axis an override replaces: legitimate (one learning rate on purpose), but
+    the sweep is smaller than the preset's and a tuned key has fewer values to choose from, so it is said."""
+    given = hydra_args.axes(args.overrides)
+    lines = []
+    for preset in args.presets:
+        cfg = yaml.safe_load((CONF_DIR / "experiment" / f"{preset}.yaml").read_text()) or {}
+        params = {k: str(v) for k, v in cfg.get("hydra", {}).get("sweeper", {}).get("params", {}).items()}
+        hit = [k for k in given if k.lstrip("+") in params]
+        if not hit:
+            continue
+        axes = hydra_args.axes([f"{k}={v}" for k, v in params.items()])
+        before = math.prod(len(v) for v in axes.values())
+        after = math.prod(len(given[k] if k in hit else v) for k, v in axes.items())
+        tuned = [k for k in hit if k in (cfg.get("tune") or [])]
+        typed = [o for o in args.overrides if o.split("=", 1)[0].lstrip("+") in hit]
+        lines.append(f"{' '.join(typed)} {'replaces' if len(typed) == 1 else 'replace'} {preset}'s swept "
+                     + ", ".join(f"{k}={params[k]}" for k in hit) + f": its sweep runs {after} jobs, not {before}"
+                     + (f", and {' and '.join(tuned)} is tuned over the values given only" if tuned else "") + ".")
+    return lines
+
+
+def check_out(out: Path) -> None:
+    """--out can be made and written into: asked, not assumed from permissions (root may write everywhere, except
+    where the file system refuses, e.g. under /proc). A probe file is made and removed; no folder is made."""
+    if why := unwritable(out):
+        raise CheckError(f"--out {out} cannot be written: {why}. Give a directory you can write to with --out DIR.")
+    existing = out.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+        if existing != out.absolute():
+            existing.joinpath(".lnbench-probe").mkdir()
+            existing.joinpath(".lnbench-probe").rmdir()
+    except OSError as e:
+        raise CheckError(f"--out {out} cannot be written: {existing} refuses new files ({e.strerror or e}). "
+                         "Give a directory you can write to with --out DIR.") from None

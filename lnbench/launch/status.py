@@ -1,0 +1,282 @@
+"""`lnbench status DIR`: how far a run, a sweep or a check has got, live or finished, from its files alone.
+
+Each job's state comes from its directory (lnbench.runs): its summary.json once it has ended; running while a
+process holds its lock, or, where that lock cannot be seen (a SLURM job on another node), while its log was
+written in the last FRESH_S seconds. A sweep's jobs that have no directory yet are pending: Hydra's
+multirun.yaml says how many it has in all (lnbench.runs.sweep_total). A check's jobs are counted per stage
+(tune: the preset's sweep; widen and judge: the rounds lnbench check added, each a sweep of its own).
+
+The time left is an estimate: each running job's steps left at its own pace so far, plus the pending jobs at
+the mean length of the jobs seen, shared among as many slots as jobs run now.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from lnbench.errors import UserError
+from lnbench.runs import SKIP_DIRS, Run, find_run_dirs, load_run, lock_held, sweep_total
+
+FRESH_S = 300.0  # a log written this recently is a running job's, where its lock cannot be seen
+STAGES = ("tune", "widen", "judge")
+DONE = ("completed", "failed", "diverged")
+
+
+@dataclass
+class Job:
+    run: Run
+    state: str  # completed, failed, diverged, running, stopped (interrupted or killed: a rerun resumes it)
+    sweep: Path | None  # the sweep directory it belongs to (None: a single run)
+    stage: str
+
+    @property
+    def step(self) -> int:
+        return max((int(r["step"]) for r in self.run.records if "step" in r), default=0)
+
+    @property
+    def steps(self) -> int | None:
+        steps = self.run.value("steps")
+        return steps if isinstance(steps, int) and steps > 0 else None
+
+    @property
+    def seconds(self) -> float:
+        """Seconds of training so far (every attempt's), from its log."""
+        return max((float(r["time"]) for r in self.run.records if isinstance(r.get("time"), (int, float))), default=0.0)
+
+    @property
+    def seconds_left(self) -> float | None:
+        if self.state != "running" or not self.step or not self.steps:
+            return None
+        return max(0, self.steps - self.step) * self.seconds / self.step
+
+
+def state_of(run: Run, now: float) -> str:
+    status = run.status
+    if status in DONE or status == "running":
+        return status
+    if status in ("incomplete", "not started") and fresh(run.path, now):
+        return "running"
+    return "stopped"
+
+
+def fresh(path: Path, now: float) -> bool:
+    for name in ("metrics.jsonl", "train.log", ".hydra/overrides.yaml"):
+        try:
+            if now - (path / name).stat().st_mtime < FRESH_S:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def sweep_of(path: Path, root: Path) -> Path | None:
+    """The nearest directory at or above the job's parent, up to `root`, that holds a multirun.yaml."""
+    for folder in [path.parent, *path.parent.parents]:
+        if (folder / "multirun.yaml").is_file():
+            return folder
+        if folder == root or root not in folder.parents:
+            return None
+    return None
+
+
+def jobs_in(root: Path, now: float, cache: dict[Path, tuple[tuple, Run]] | None = None) -> list[Job]:
+    """The jobs under `root`. With a cache (a sweep's process looks every few seconds), a job whose files did not
+    change since the last look is not read again: a big sweep's finished jobs would cost a core's share each time."""
+    jobs = []
+    for path in find_run_dirs(root):
+        run = cached_run(path, root, cache) if cache is not None else load_run(path, root)
+        stage = str(run.config.get("stage") or "tune")
+        jobs.append(Job(run, state_of(run, now), sweep_of(run.path, root), stage if stage in STAGES else "tune"))
+    return jobs
+
+
+def cached_run(path: Path, root: Path, cache: dict[Path, tuple[tuple, Run]]) -> Run:
+    signature = tuple(_stat(path / name) for name in ("summary.json", "metrics.jsonl", ".hydra/config.yaml"))
+    seen = cache.get(path)
+    if seen is None or seen[0] != signature:
+        cache[path] = (signature, load_run(path, root))
+    run = cache[path][1]
+    if run.summary.get("status") not in DONE:  # its lock may have gone (killed) with no file changed
+        run.running = lock_held(path / ".lock")
+    return run
+
+
+def _stat(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (0, -1)
+    return (st.st_mtime_ns, st.st_size)
+
+
+def sweeps_in(root: Path) -> list[Path]:
+    found = [root] if (root / "multirun.yaml").is_file() else []
+    return found + sorted(p.parent for p in root.rglob("multirun.yaml") if p.parent != root
+                          and not SKIP_DIRS & set(p.relative_to(root).parts))
+
+
+@dataclass
+class Tally:
+    """Jobs counted by state, with those announced but not started yet."""
+
+    counts: Counter
+    pending: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values()) + self.pending
+
+    def text(self) -> str:
+        done = sum(self.counts[s] for s in DONE)
+        how = ", ".join(f"{self.counts[s]} {s}" for s in DONE if self.counts[s])
+        parts = [f"{done} of {self.total} done" + (f" ({how})" if how else "")]
+        parts += [f"{self.counts[s]} {s}" for s in ("running", "stopped") if self.counts[s]]
+        parts += [f"{self.pending} pending"] if self.pending else []
+        return ", ".join(parts)
+
+
+def tally(jobs: list[Job], sweeps: list[Path]) -> Tally:
+    counts = Counter(j.state for j in jobs)
+    pending = 0
+    for sweep in sweeps:
+        total = sweep_total(sweep)
+        seen = sum(1 for j in jobs if j.sweep == sweep)
+        pending += max(0, (total or 0) - seen)
+    return Tally(counts, pending)
+
+
+def seconds_left(jobs: list[Job], pending: int) -> float | None:
+    """Running jobs' steps left at their pace, plus pending jobs at the mean job length, over the slots in use."""
+    running = [j for j in jobs if j.state == "running"]
+    lengths = [j.seconds for j in jobs if j.state == "completed" and j.seconds] or \
+              [j.seconds * j.steps / j.step for j in running if j.step and j.steps]
+    if (pending and not lengths) or any(j.seconds_left is None for j in running):
+        return None
+    work = sum(j.seconds_left or 0.0 for j in running) + pending * (statistics.mean(lengths) if lengths else 0.0)
+    return work / max(1, len(running))
+
+
+def elapsed(root: Path, jobs: list[Job], now: float, live: bool) -> float:
+    """From the sweep's (or first job's) start to now while live, else to its last write."""
+    firsts = [root / "multirun.yaml", *(j.run.path / ".hydra" for j in jobs)]
+    lasts = [p for j in jobs for p in (j.run.path / "summary.json", j.run.path / "metrics.jsonl")]
+    starts = [p.stat().st_mtime for p in firsts if p.exists()]
+    ends = [p.stat().st_mtime for p in lasts if p.exists()]
+    if not starts:
+        return 0.0
+    return (now if live else max(ends, default=min(starts))) - min(starts)
+
+
+def minutes(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def label(job: Job, jobs: list[Job]) -> str:
+    """The job's name and the values that tell it apart from the other jobs of its sweep."""
+    mates = [j.run.overrides for j in jobs if j.sweep == job.sweep]
+    varying = [k for k, v in job.run.overrides.items() if any(m.get(k) != v for m in mates)]
+    values = " ".join(f"{k.rsplit('.', 1)[-1]}={job.run.overrides[k]}" for k in varying)
+    return f"{job.run.name}" + (f" ({values})" if values else "")
+
+
+def kind_of(root: Path, jobs: list[Job], sweeps: list[Path]) -> str:
+    """check (lnbench check's folder: its page, or rounds it added), sweeps (a folder of several), sweep, run, runs."""
+    if any(j.stage != "tune" for j in jobs) or (root / "check.md").is_file():
+        return "check"
+    if len(sweeps) > 1:
+        return "sweeps"
+    if sweeps:
+        return "sweep"
+    return "run" if len(jobs) == 1 and jobs[0].run.path == root else "runs"
+
+
+def lines(root: Path, now: float | None = None) -> list[str]:
+    """What `lnbench status` prints for `root`."""
+    now = time.time() if now is None else now
+    jobs, sweeps = jobs_in(root, now), sweeps_in(root)
+    if not jobs and not sweeps:
+        raise UserError(f"no runs under {root} (no summary.json, metrics.jsonl, .hydra/overrides.yaml or "
+                        "multirun.yaml): give the directory of a run, a sweep or a check (outputs/check).")
+    kind, whole = kind_of(root, jobs, sweeps), tally(jobs, sweeps)
+    out = [f"{kind} {root}"]
+    if kind in ("check", "sweeps"):
+        out += stage_lines(root, jobs, sweeps, stages=kind == "check")
+    if kind == "run":
+        out.append(f"  state      {jobs[0].state}, step {jobs[0].step}" + (f" of {jobs[0].steps}" if jobs[0].steps else ""))
+    else:
+        out.append(f"  jobs       {whole.text()}")
+    out += [f"  running    {label(j, jobs)}: {progress(j)}" for j in jobs if j.state == "running"]
+    return out + [time_line(root, kind, jobs, whole, now)]
+
+
+def progress(job: Job) -> str:
+    """"step 30 of 100, ~7 s left" for a running job."""
+    left = job.seconds_left
+    return f"step {job.step}" + (f" of {job.steps}" if job.steps else "") + (f", ~{minutes(left)} left" if left is not None else "")
+
+
+def time_line(root: Path, kind: str, jobs: list[Job], whole: Tally, now: float) -> str:
+    live = whole.counts["running"] > 0
+    so_far = minutes(jobs[0].seconds if kind == "run" else elapsed(root, jobs, now, live))
+    if live or whole.pending:
+        left = seconds_left(jobs, whole.pending)
+        return f"  time       {so_far} so far, " + (f"~{minutes(left)} left (estimate)" if left is not None
+                                                    else "time left unknown until a job has logged")
+    stopped = whole.counts["stopped"]
+    return (f"  time       {so_far} {'of training' if kind == 'run' else 'from start to last write'}; nothing running"
+            + (f" ({stopped} stopped: run the same command again to resume)" if stopped else ""))
+
+
+def stage_lines(root: Path, jobs: list[Job], sweeps: list[Path], stages: bool = True) -> list[str]:
+    """A line per preset of a check (a top folder of `root`): its jobs counted per stage (`stages`: named)."""
+    out = []
+    presets = sorted({(j.sweep or j.run.path).relative_to(root).parts[0] for j in jobs if j.sweep != root} |
+                     {s.relative_to(root).parts[0] for s in sweeps if s != root})
+    width = max(map(len, presets), default=0)
+    for preset in presets:
+        mine = [j for j in jobs if j.run.path.relative_to(root).parts[0] == preset]
+        mine_sweeps = [s for s in sweeps if s != root and s.relative_to(root).parts[0] == preset]
+        parts = []
+        for stage in STAGES:
+            staged = [j for j in mine if j.stage == stage]
+            stage_sweeps = [s for s in mine_sweeps if stage_of_sweep(s) == stage]
+            if staged or stage_sweeps:
+                parts.append(f"{stage} " * stages + tally(staged, stage_sweeps).text())
+        out.append(f"  {preset:<{width}}  " + " · ".join(parts or ["no jobs yet"]))
+    return out
+
+
+def stage_of_sweep(sweep: Path) -> str:
+    """widen-K and judge-K are lnbench check's rounds (lnbench.check.rounds); any other sweep tunes."""
+    prefix = sweep.name.split("-", 1)[0]
+    return prefix if prefix in STAGES else "tune"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse would print its usage and exit: one paragraph instead
+        raise UserError(f"{message} (`lnbench status --help`).")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _Parser(prog="lnbench status", description="How far a run, a sweep or a check has got: its jobs by state "
+                "(per stage for a check), the time so far and an estimate of the time left.")
+    p.add_argument("dir", type=Path, metavar="DIR", help="a run, a sweep or a check directory (live or finished)")
+    try:
+        args = p.parse_args(sys.argv[1:] if argv is None else argv)
+        if not args.dir.is_dir():
+            what = "is a file, not a directory" if args.dir.exists() else "does not exist"
+            raise UserError(f"DIR {args.dir} {what}: give the directory of a run, a sweep or a check (outputs/check).")
+        print("\n".join(lines(args.dir)))
+    except SystemExit as e:  # --help
+        return int(e.code or 0)
+    except UserError as e:
+        print(f"lnbench status: {e}", file=sys.stderr)
+        return 2
+    return 0
