@@ -15,7 +15,7 @@ CONSTRAIN := $(if $(LOCK),-c $(LOCK),)
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: setup run test test-slow test-install smoke bench check clean slurm-up test-slurm lock
+.PHONY: setup run lint test test-slow test-install smoke bench check clean slurm-up test-slurm lock
 
 setup: $(VENV)/.installed
 
@@ -29,6 +29,12 @@ $(VENV)/.installed: pyproject.toml setup.py $(LOCK)
 
 run: setup
 	$(BIN)/lnbench train
+
+# ruff's rules and its per-file exceptions: [tool.ruff] in pyproject.toml.
+LINT_PATHS := lnbench tests hydra_plugins scripts setup.py
+lint: setup
+	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/ruff format --check $(LINT_PATHS)
 
 test: setup
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)

@@ -1,6 +1,7 @@
 """conf/ stays at the repository's top level, where users look for it, and ships in the wheel as the package data
 of `lnbench.conf` (lnbench.CONF_DIR finds either). Only what pyproject.toml cannot say lives here: the package
 list depends on conf/'s folders, each mapped under lnbench/conf. Everything else is in pyproject.toml."""
+
 from pathlib import Path
 
 from setuptools import find_namespace_packages, setup

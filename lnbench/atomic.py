@@ -4,6 +4,7 @@ os.replace is atomic on POSIX: a reader (or a resumed run) sees the old file or 
 mix. Append-only logs (metrics.jsonl) cannot be replaced per line; a kill can tear their last line,
 which `read_jsonl` skips and flags, and which a resumed run cuts off (see lnbench.training.checkpoint).
 """
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,6 @@ import tempfile
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Iterator
-
 
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)

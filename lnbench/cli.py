@@ -1,4 +1,5 @@
 """`lnbench train|report|bench ...`: dispatch only."""
+
 from __future__ import annotations
 
 import re
@@ -20,9 +21,11 @@ commands:
 
 COMPLETION = ("-sc", "--shell-completion")  # Hydra's flag, also in the query its install script makes
 NEEDS_CONF = ("train", "check", "bench", "presets")
-NO_CONF = ("lnbench: its config groups are missing: neither {conf} (an installed wheel's) nor {parent} (a checkout's) "
-           "holds train.yaml, so there is no preset to run. Reinstall lnbench (`pip install --force-reinstall "
-           "<path or git URL of lnbench>`), or in a checkout restore conf/ with `git checkout -- conf`.")
+NO_CONF = (
+    "lnbench: its config groups are missing: neither {conf} (an installed wheel's) nor {parent} (a checkout's) "
+    "holds train.yaml, so there is no preset to run. Reinstall lnbench (`pip install --force-reinstall "
+    "<path or git URL of lnbench>`), or in a checkout restore conf/ with `git checkout -- conf`."
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,8 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         from lnbench.config.presets import main as presets_main
 
         return presets_main(rest)
-    print(f"lnbench: unknown command {cmd!r}: use one of train, report, bench, check, status, presets.\n\n{USAGE}",
-          file=sys.stderr)
+    print(
+        f"lnbench: unknown command {cmd!r}: use one of train, report, bench, check, status, presets.\n\n{USAGE}",
+        file=sys.stderr,
+    )
     return 2
 
 

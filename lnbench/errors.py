@@ -1,4 +1,5 @@
 """Errors whose message is meant for the user: the CLI prints them as one paragraph, no traceback."""
+
 from __future__ import annotations
 
 import re
@@ -76,7 +77,12 @@ def refused_while_building(key: str, node: Any) -> Iterator[None]:
         cause = e.__cause__
         if isinstance(cause, UserError):
             raise cause from None
-        if cause is None or _not_importable(cause, node) or key in TORCH_CHECKS and isinstance(cause, (TypeError, ValueError)):
+        if (
+            cause is None
+            or _not_importable(cause, node)
+            or key in TORCH_CHECKS
+            and isinstance(cause, (TypeError, ValueError))
+        ):
             raise _refused(key, node, cause or e) from e
         if _out_of_memory(cause):
             raise _refused(key, node, cause) from None
@@ -125,7 +131,9 @@ def _refused(key: str, node: Any, error: BaseException) -> ConfigError:
     # Name the key the constructor complained about where its message names it (torch: "Invalid beta
     # parameter", "Invalid learning rate"...); otherwise all the values it was given.
     words = said.lower().replace("_", " ")
-    named = [k for k in values if k.lower().replace("_", " ").rstrip("s") in words or k == "lr" and "learning rate" in words]
+    named = [
+        k for k in values if k.lower().replace("_", " ").rstrip("s") in words or k == "lr" and "learning rate" in words
+    ]
     if isinstance(error, (ImportError, AttributeError)):  # `_target_` names nothing importable
         values, named, target = {"_target_": target}, ["_target_"], "Hydra"
     if _out_of_memory(error):  # the allocator's text and every value would bury the one size that is too big

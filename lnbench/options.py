@@ -1,2 +1,3 @@
 """Kept for users' modules written before lnbench.nn.normalizers: `from lnbench.options import register`."""
-from lnbench.nn.normalizers import NormConfig, NormKind, Normalizer, normalizer, register  # noqa: F401
+
+from lnbench.nn.normalizers import Normalizer, NormConfig, NormKind, normalizer, register  # noqa: F401

@@ -5,6 +5,7 @@ Read from files alone (a report needs no network and works on a sweep that is st
 `.hydra/{overrides,config,hydra}.yaml`, `config.yaml` (the config as the run resolved it), `metrics.jsonl`,
 `summary.json` and `.lock`, and a sweep's `multirun.yaml` for how many jobs it has in all.
 """
+
 from __future__ import annotations
 
 import json
@@ -108,7 +109,13 @@ class Run:
             return None
 
     def has(self, key: str) -> bool:
-        return key == SOURCE_KEY and self.source is not None or key in self.overrides or key in self.choices or lookup(self.config, key) is not None
+        return (
+            key == SOURCE_KEY
+            and self.source is not None
+            or key in self.overrides
+            or key in self.choices
+            or lookup(self.config, key) is not None
+        )
 
     @cached_property
     def resolved(self) -> dict[str, Any]:
@@ -259,8 +266,10 @@ class Summary:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Summary":
         known = {f.name for f in fields(cls)} - {"extra"}
-        return cls(**{k: v for k, v in data.items() if k in known and k != "extra"},
-                   extra={k: v for k, v in data.items() if k not in known})
+        return cls(
+            **{k: v for k, v in data.items() if k in known and k != "extra"},
+            extra={k: v for k, v in data.items() if k not in known},
+        )
 
 
 def write_summary(run_dir: Path, summary: Summary) -> None:
@@ -381,5 +390,7 @@ def sweep_total(root: Path) -> int | None:
     None if there is no multirun.yaml or it cannot be expanded."""
     try:
         return len(Sweep.recorded(root).jobs())
-    except Exception:  # no record, or a sweep this parser cannot expand without the config (glob choices, other sweepers)
+    except (
+        Exception
+    ):  # no record, or a sweep this parser cannot expand without the config (glob choices, other sweepers)
         return None

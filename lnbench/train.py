@@ -1,2 +1,3 @@
 """Kept for users' modules written before lnbench.training.recipe: `from lnbench.train import train`."""
+
 from lnbench.training.recipe import train  # noqa: F401

@@ -1,3 +1,4 @@
+import fcntl
 import os
 from pathlib import Path
 
@@ -5,8 +6,8 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from lnbench.launch.entry import CONF_DIR
 from lnbench.config.schema import model_presets, register_configs
+from lnbench.launch.entry import CONF_DIR
 
 REPO = Path(__file__).resolve().parent.parent
 # A developer's own defaults (~/.config/lnbench/local/default.yaml, docs/install.md) never reach the tests, nor the
@@ -23,7 +24,13 @@ TINY = {
     "mnist": ["dataset.carve=[256,64,64]", "dataset.batch_size=32", "dataset.eval_batch_size=64"],
     "seq_mnist": ["dataset.carve=[256,64,64]", "dataset.batch_size=16", "dataset.eval_batch_size=64"],
     "adding": ["dataset.seq_len=12", "dataset.val_size=32", "dataset.test_size=32", "dataset.batch_size=8"],
-    "copy": ["dataset.seq_len=12", "dataset.copy_len=3", "dataset.val_size=32", "dataset.test_size=32", "dataset.batch_size=8"],
+    "copy": [
+        "dataset.seq_len=12",
+        "dataset.copy_len=3",
+        "dataset.val_size=32",
+        "dataset.test_size=32",
+        "dataset.batch_size=8",
+    ],
     "shakespeare": ["dataset.seq_len=16", "dataset.max_eval_windows=4", "dataset.batch_size=8"],
 }
 REAL_DATA = {"mnist", "seq_mnist", "shakespeare"}
@@ -38,19 +45,49 @@ def float64():
     torch.set_default_dtype(old)
 
 
+@pytest.fixture
+def holding():
+    """Locks a job directory as a live run does (flock on <run>/.lock), released at the end."""
+    held = []
+
+    def hold(job):
+        f = open(job / ".lock", "a+")
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.append(f)
+        return f
+
+    yield hold
+    for f in held:
+        f.close()
+
+
 def compose_train(overrides=()):
     register_configs()
     # W&B off unless a test turns it on; a logger choice without W&B (logger=csv) has no key to turn off
     chosen = next((o.split("=", 1)[1] for o in overrides if o.startswith("logger=")), "wandb")
     quiet = ["logger.wandb.mode=disabled"] if "wandb" in chosen else []
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose("train", overrides=[f"dataset.data_dir={DATA_DIR}", *quiet, "progress=false", *overrides]
-                       if any(o.startswith("dataset=") and o.split("=")[1] in REAL_DATA for o in overrides)
-                       else [*quiet, "progress=false", *overrides])
+        return compose(
+            "train",
+            overrides=[f"dataset.data_dir={DATA_DIR}", *quiet, "progress=false", *overrides]
+            if any(o.startswith("dataset=") and o.split("=")[1] in REAL_DATA for o in overrides)
+            else [*quiet, "progress=false", *overrides],
+        )
 
 
 def tiny(model, dataset, *extra):
-    return compose_train([f"model={model}", f"dataset={dataset}", *TINY[dataset], "steps=2", "eval_every=2", "log_every=1", "model.hidden_size=16" if model not in MODELS_FLAT else "model.hidden_sizes=[32,32]", *extra])
+    return compose_train(
+        [
+            f"model={model}",
+            f"dataset={dataset}",
+            *TINY[dataset],
+            "steps=2",
+            "eval_every=2",
+            "log_every=1",
+            "model.hidden_size=16" if model not in MODELS_FLAT else "model.hidden_sizes=[32,32]",
+            *extra,
+        ]
+    )
 
 
 # ---- helpers for end-to-end tests of `lnbench train` (resume, errors, W&B) ----------------------
@@ -59,8 +96,18 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 
 # A run of the CLI that takes a moment: a tiny LSTM on a short adding problem, one thread (bit-exact).
-TINY_CLI = ["model.hidden_size=8", "dataset=adding", "dataset.seq_len=8", "dataset.val_size=16", "dataset.test_size=16",
-            "dataset.batch_size=8", "threads=1", "device=cpu", "progress=false", "logger.wandb.mode=disabled"]
+TINY_CLI = [
+    "model.hidden_size=8",
+    "dataset=adding",
+    "dataset.seq_len=8",
+    "dataset.val_size=16",
+    "dataset.test_size=16",
+    "dataset.batch_size=8",
+    "threads=1",
+    "device=cpu",
+    "progress=false",
+    "logger.wandb.mode=disabled",
+]
 
 
 def lnbench_cmd() -> list[str]:
@@ -68,11 +115,15 @@ def lnbench_cmd() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "lnbench.cli"]
 
 
-def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """`lnbench <args>` in a subprocess (stdout and stderr captured as text)."""
     full_env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
     full_env.update({"WANDB_MODE": "disabled", "WANDB_BASE_URL": "http://127.0.0.1:9", **(env or {})})
-    return subprocess.run([*lnbench_cmd(), *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [*lnbench_cmd(), *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def metrics_without_time(run_dir: Path) -> list[dict]:

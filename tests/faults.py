@@ -4,6 +4,7 @@ crashing job; a model with a bug in its constructor, for tests that a bug is rep
 `dataset._target_=tests.faults.CrashingAdding` with LNBENCH_TEST_FAULT=<segv|kill>:<seed>: the job whose
 seed is <seed> dies at its second training batch, by a segfault or by SIGKILL (what the OOM killer sends).
 """
+
 import ctypes
 import os
 import signal
@@ -24,7 +25,8 @@ class CrashingAdding(Adding):
 
 
 class BuggySequenceModel(SequenceModel):
-    """A model whose constructor has a bug (a TypeError in its own code): `model._target_=tests.faults.BuggySequenceModel`."""
+    """A model whose constructor has a bug (a TypeError in its own code):
+    `model._target_=tests.faults.BuggySequenceModel`."""
 
     def __init__(self, spec, **kwargs):
         super().__init__(spec, **kwargs)

@@ -4,6 +4,7 @@ A private name (`_x`) crossing a module boundary means a split made for length, 
 modules are one. The scan reads lnbench/ with the ast module (nothing is imported), so it sees every
 `from lnbench.a import _b` and every `<name imported from lnbench>._b`.
 """
+
 from __future__ import annotations
 
 import ast
@@ -56,13 +57,18 @@ def test_the_scan_finds_each_kind_of_crossing_and_nothing_else():
         "x = base._mix(1) + norm.apply_norm + NormKind._value2member_map_ + R.__name__ + _own() + self._y\n"
     )
     assert sorted(private_crossings(source)) == [
-        "3: from lnbench.nn.norm import _hidden", "6: NormKind._value2member_map_", "6: base._mix"]
+        "3: from lnbench.nn.norm import _hidden",
+        "6: NormKind._value2member_map_",
+        "6: base._mix",
+    ]
 
 
 def test_no_module_imports_a_private_name_from_another():
     found = [f"{p.relative_to(PACKAGE.parent)}:{hit}" for p in modules() for hit in private_crossings(p.read_text())]
-    assert not found, "private names used across modules (make them public where they are an interface, or " \
-                      "move them beside their one user):\n" + "\n".join(found)
+    assert not found, (
+        "private names used across modules (make them public where they are an interface, or "
+        "move them beside their one user):\n" + "\n".join(found)
+    )
 
 
 def test_no_module_outgrows_400_lines():

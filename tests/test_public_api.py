@@ -3,6 +3,7 @@
 The package was re-laid out by layer (issue 29); users' modules written against the old flat names keep
 working through two shims, `lnbench.options` and `lnbench.train`.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -5,6 +5,7 @@ wandb.Api cannot open offline runs and wandb 0.31 no longer ships a Python reade
 blocks of records, each with a 7-byte header (CRC, length, type) -- and hands each payload to W&B's own
 protobuf class, wandb.proto.wandb_internal_pb2.Record.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,8 @@ def payloads(path: Path):
         if left_in_block < HEADER:  # the block's tail is padding
             pos += left_in_block
             continue
-        crc, length, kind = struct.unpack("<IHB", data[pos:pos + HEADER])
-        chunk = data[pos + HEADER:pos + HEADER + length]
+        crc, length, kind = struct.unpack("<IHB", data[pos : pos + HEADER])
+        chunk = data[pos + HEADER : pos + HEADER + length]
         if kind == 0 and length == 0:
             break
         assert zlib.crc32(bytes([kind]) + chunk) & 0xFFFFFFFF == crc, f"{path}: bad checksum at byte {pos}"
@@ -43,6 +44,7 @@ def payloads(path: Path):
 @dataclass
 class OfflineRun:
     """What the W&B server would show after `wandb sync`: the run's identity, config, history, summary."""
+
     id: str = ""
     name: str = ""
     group: str = ""
@@ -73,7 +75,13 @@ def read_run(path: Path, into: OfflineRun | None = None) -> OfflineRun:
         kind = record.WhichOneof("record_type")
         if kind == "run":
             r = record.run
-            run.id, run.name, run.group, run.job_type, run.tags = r.run_id, r.display_name, r.run_group, r.job_type, list(r.tags)
+            run.id, run.name, run.group, run.job_type, run.tags = (
+                r.run_id,
+                r.display_name,
+                r.run_group,
+                r.job_type,
+                list(r.tags),
+            )
             run.resumed = run.resumed or r.resumed
             for item in r.config.update:
                 run.config[item.key] = json.loads(item.value_json)
@@ -81,7 +89,9 @@ def read_run(path: Path, into: OfflineRun | None = None) -> OfflineRun:
             for item in record.config.update:
                 run.config[item.key] = json.loads(item.value_json)
         elif kind == "history":
-            run.history.append({(item.key or "/".join(item.nested_key)): json.loads(item.value_json) for item in record.history.item})
+            run.history.append(
+                {(item.key or "/".join(item.nested_key)): json.loads(item.value_json) for item in record.history.item}
+            )
         elif kind == "summary":
             for item in record.summary.update:
                 run.summary[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)

@@ -5,6 +5,7 @@ work, imported on first use so that Hydra's scan of its plugins at start-up stay
 Without the `slurm` extra (hydra-submitit-launcher) the module defines no launcher and imports cleanly: Hydra's scan
 imports every module under hydra_plugins and warns at every start about one that fails ("incompatible or buggy").
 hydra/launcher=slurm is then refused by lnbench.launch.preflight with the extra to install."""
+
 from typing import Any, Sequence
 
 from hydra.core.utils import JobReturn

@@ -6,6 +6,7 @@ check's sweeps and every config lnbench composes, in a checkout as in an install
 edit. Its `local/default.yaml` is applied to every run (conf/train.yaml's `optional local: default`); any other
 group file there is one more preset (`~/.config/lnbench/model/mine.yaml` is `model=mine`). docs/install.md.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,6 +46,8 @@ def sources(overrides: list[str]) -> str:
     mine = "off (LNBENCH_CONFIG_DIR is empty)" if folder is None else str(folder / "local" / f"{name}.yaml")
     if folder is not None and not (folder / "local" / f"{name}.yaml").is_file():
         mine += " (none there)"
-    return (f"lnbench: the values come from, each over the one before: lnbench's presets in {lnbench.CONF_DIR} "
-            f"(train.yaml and the groups it names); your defaults, {mine}; +experiment=...; the command line. "
-            "`--info defaults` lists every file.")
+    return (
+        f"lnbench: the values come from, each over the one before: lnbench's presets in {lnbench.CONF_DIR} "
+        f"(train.yaml and the groups it names); your defaults, {mine}; +experiment=...; the command line. "
+        "`--info defaults` lists every file."
+    )

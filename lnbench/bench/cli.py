@@ -34,12 +34,14 @@ preset, with the LN-LSTM also on torch's ops alone (model.impl=torch): what a us
 The runner rows time a whole `lnbench train` run's steps (metrics file, logging, checkpoints) against
 a bare loop of the same model, optimizer and batches, interleaved run by run (`--no-runner` skips it).
 
-The sweep row (`--sweep`, on by default, off with --quick) is the wall time of fig6_mnist's sweep (one lr, one seed: 8 jobs
-at the preset's equal epochs, `--sweep-epochs` to shrink them) with the joblib launcher over that with the basic one.
+The sweep row (`--sweep`, on by default, off with --quick) is the wall time of fig6_mnist's sweep (one lr, one seed:
+8 jobs at the preset's equal epochs, `--sweep-epochs` to shrink them) with the joblib launcher over that with the
+basic one.
 
 Results also go to JSON (`--json`, default bench-results/bench-<timestamp>.json) so commits can be
 compared.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,8 +68,23 @@ FULL_SHAPES = [(b, t, h) for h in (256, 1000) for t in (50, 100, 400) for b in (
 MLP_BATCHES = (4, 128)
 
 COLUMNS = [
-    "section", "model", "impl", "batch", "seq_len", "hidden", "input_size", "reps", "ms_median",
-    "ms_iqr", "ms_min", "ms_max", "samples_per_s", "mem_mb", "baseline", "baseline_ms_median", "ratio",
+    "section",
+    "model",
+    "impl",
+    "batch",
+    "seq_len",
+    "hidden",
+    "input_size",
+    "reps",
+    "ms_median",
+    "ms_iqr",
+    "ms_min",
+    "ms_max",
+    "samples_per_s",
+    "mem_mb",
+    "baseline",
+    "baseline_ms_median",
+    "ratio",
 ]
 
 
@@ -116,10 +133,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g = p.add_mutually_exclusive_group()
     g.add_argument("--quick", action="store_true", help=f"shapes {QUICK_SHAPES}, 3 reps, MLP at batch 4 only (< 1 min)")
-    g.add_argument("--full", action="store_true", help="the full grid: batch 1/4/32/128 x seq_len 50/100/400 x hidden 256/1000")
-    p.add_argument("--models", type=_parse_models, default=None,
-                   help="comma list of recurrent model presets and/or mlp (default: the presets with a fused or fast layer, and mlp)")
-    p.add_argument("--shapes", type=_parse_shapes, default=None, help="comma list of BATCHxSEQ_LENxHIDDEN (overrides the preset)")
+    g.add_argument(
+        "--full", action="store_true", help="the full grid: batch 1/4/32/128 x seq_len 50/100/400 x hidden 256/1000"
+    )
+    p.add_argument(
+        "--models",
+        type=_parse_models,
+        default=None,
+        help="comma list of recurrent model presets and/or mlp "
+        "(default: the presets with a fused or fast layer, and mlp)",
+    )
+    p.add_argument(
+        "--shapes", type=_parse_shapes, default=None, help="comma list of BATCHxSEQ_LENxHIDDEN (overrides the preset)"
+    )
     p.add_argument("--reps", type=int, default=None, help="timed steps per candidate (default 7; --quick 3)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps per candidate first (default 2)")
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2)")
@@ -127,17 +153,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ref", action="store_true", help="also time the reference Python loop (RecurrentLayer)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    p.add_argument("--json", type=Path, default=None, help="where to write results (default bench-results/bench-<timestamp>.json)")
-    p.add_argument("--runner", action=argparse.BooleanOptionalAction, default=True,
-                   help="time a `lnbench train` step against a bare loop of the same model (default on)")
+    p.add_argument(
+        "--json", type=Path, default=None, help="where to write results (default bench-results/bench-<timestamp>.json)"
+    )
+    p.add_argument(
+        "--runner",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="time a `lnbench train` step against a bare loop of the same model (default on)",
+    )
     p.add_argument("--runner-steps", type=int, default=100, help="steps of each runner-overhead run (default 100)")
-    p.add_argument("--train", action=argparse.BooleanOptionalAction, default=None,
-                   help="time `lnbench train` of each recurrent preset at the first shape (default on, off with --quick)")
+    p.add_argument(
+        "--train",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="time `lnbench train` of each recurrent preset at the first shape (default on, off with --quick)",
+    )
     p.add_argument("--train-steps", type=int, default=100, help="steps of each `lnbench train` run (default 100)")
-    p.add_argument("--sweep", action=argparse.BooleanOptionalAction, default=None,
-                   help="time fig6_mnist's sweep, joblib vs basic launcher (default on, off with --quick)")
-    p.add_argument("--sweep-epochs", type=float, default=None,
-                   help="epochs per sweep job (default the preset's 2; --quick 0.25)")
+    p.add_argument(
+        "--sweep",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="time fig6_mnist's sweep, joblib vs basic launcher (default on, off with --quick)",
+    )
+    p.add_argument(
+        "--sweep-epochs", type=float, default=None, help="epochs per sweep job (default the preset's 2; --quick 0.25)"
+    )
     return p
 
 
@@ -154,25 +195,40 @@ def _print_table(rows: list[dict], meta: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"lnbench bench: ms per training step (fwd+bwd) on {meta['cpu']} ({meta['isa']}), "
-                        f"{meta['threads']} threads, {meta['device']}, {meta['dtype']}; lnbench's kernels: {meta['kernels']}")
+    table = Table(
+        title=f"lnbench bench: ms per training step (fwd+bwd) on {meta['cpu']} ({meta['isa']}), "
+        f"{meta['threads']} threads, {meta['device']}, {meta['dtype']}; lnbench's kernels: {meta['kernels']}"
+    )
     for col in ("model", "impl", "B", "T", "H", "median ms", "IQR", "min", "samples/s", "mem MB", "baseline", "ratio"):
         table.add_column(col, justify="left" if col in ("model", "impl", "baseline") else "right")
+
     def cell(v) -> str:
         return "-" if v is None else str(v)
 
     for r in rows:
         table.add_row(
-            r["model"], r["impl"], cell(r["batch"]), cell(r["seq_len"]), cell(r["hidden"]),
-            f"{r['ms_median']:.1f}", f"{r['ms_iqr']:.1f}", f"{r['ms_min']:.1f}", cell(r["samples_per_s"] and f"{r['samples_per_s']:.0f}"),
-            cell(r["mem_mb"] and f"{r['mem_mb']:.1f}"), r["baseline"], f"{r['ratio']:.2f}x",
+            r["model"],
+            r["impl"],
+            cell(r["batch"]),
+            cell(r["seq_len"]),
+            cell(r["hidden"]),
+            f"{r['ms_median']:.1f}",
+            f"{r['ms_iqr']:.1f}",
+            f"{r['ms_min']:.1f}",
+            cell(r["samples_per_s"] and f"{r['samples_per_s']:.0f}"),
+            cell(r["mem_mb"] and f"{r['mem_mb']:.1f}"),
+            r["baseline"],
+            f"{r['ratio']:.2f}x",
         )
     console = Console(width=max(Console().width, 150))
     console.print(table)
     console.print(
         "ratio: median over rounds of (row / baseline in the same round). mem MB: "
-        + ("CUDA peak allocated over one step." if meta["device"].startswith("cuda") else
-           "tensors kept for the backward (activation memory), CPU.")
+        + (
+            "CUDA peak allocated over one step."
+            if meta["device"].startswith("cuda")
+            else "tensors kept for the backward (activation memory), CPU."
+        )
     )
 
 
@@ -199,7 +255,9 @@ def checked_args(argv: list[str] | None) -> argparse.Namespace:
     args.json = args.json or Path("bench-results") / f"bench-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
     folder = next(p for p in [args.json.parent.absolute(), *args.json.parent.absolute().parents] if p.exists())
     if args.json.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
-        raise Refused(f"--json={args.json} is not allowed: the results cannot be written there; give a file in a writable folder")
+        raise Refused(
+            f"--json={args.json} is not allowed: the results cannot be written there; give a file in a writable folder"
+        )
     return args
 
 
@@ -213,12 +271,24 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     rows, reps = timed_rows(args)
     meta = {
-        "timestamp": _dt.datetime.now().isoformat(timespec="seconds"), "git_commit": _git_commit(),
-        "torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
-        "cpu": cpu_model(), "isa": torch.backends.cpu.get_cpu_capability(), "kernels": native.status(),
-        "cpu_count": os.cpu_count(), "load_avg": round(os.getloadavg()[0], 2), "threads": args.threads,
-        "device": str(args.device), "dtype": args.dtype, "reps": reps, "warmup": args.warmup,
-        "argv": list(argv) if argv is not None else None, "seconds": round(time.perf_counter() - t0, 1), "columns": COLUMNS,
+        "timestamp": _dt.datetime.now().isoformat(timespec="seconds"),
+        "git_commit": _git_commit(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpu": cpu_model(),
+        "isa": torch.backends.cpu.get_cpu_capability(),
+        "kernels": native.status(),
+        "cpu_count": os.cpu_count(),
+        "load_avg": round(os.getloadavg()[0], 2),
+        "threads": args.threads,
+        "device": str(args.device),
+        "dtype": args.dtype,
+        "reps": reps,
+        "warmup": args.warmup,
+        "argv": list(argv) if argv is not None else None,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "columns": COLUMNS,
     }
     _print_table(rows, meta)
     args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -229,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def timed_rows(args: argparse.Namespace) -> tuple[list[dict], int]:
     """Every section the options ask for, in order; (rows, reps)."""
+
     def log(msg: str) -> None:
         print(msg, flush=True)
 

@@ -1,5 +1,6 @@
 """`lnbench bench`'s timing of layers and optimizer steps (the rnn and mlp rows; lnbench.bench.cli describes them);
 how each candidate is timed is lnbench.bench.timing's."""
+
 from __future__ import annotations
 
 import functools
@@ -116,7 +117,9 @@ def _rnn_candidate(name: str, impl: str, layer: nn.Module, x: torch.Tensor, devi
     return Candidate(name, impl, step, lambda: _mem_mb(loss, device), baseline)
 
 
-def bench_rnn(models: list[str], shapes, reps: int, warmup: int, F: int, device, dtype, with_ref: bool, log) -> list[dict]:
+def bench_rnn(
+    models: list[str], shapes, reps: int, warmup: int, F: int, device, dtype, with_ref: bool, log
+) -> list[dict]:
     rows: list[dict] = []
     for B, T, H in shapes:
         for family in ("lstm", "gru"):
@@ -139,14 +142,24 @@ def bench_rnn(models: list[str], shapes, reps: int, warmup: int, F: int, device,
             for c in cands:
                 ts = times[c.name + "/" + c.impl]
                 st = summarize(ts)
-                rows.append({
-                    "section": "rnn", "model": c.name, "impl": c.impl, "batch": B, "seq_len": T, "hidden": H,
-                    "input_size": F, "reps": reps, **st,
-                    "samples_per_s": B / (st["ms_median"] / 1e3),
-                    "mem_mb": c.mem(),
-                    "baseline": base_name, "baseline_ms_median": statistics.median(base_ts),
-                    "ratio": statistics.median(a / b for a, b in zip(ts, base_ts)),
-                })
+                rows.append(
+                    {
+                        "section": "rnn",
+                        "model": c.name,
+                        "impl": c.impl,
+                        "batch": B,
+                        "seq_len": T,
+                        "hidden": H,
+                        "input_size": F,
+                        "reps": reps,
+                        **st,
+                        "samples_per_s": B / (st["ms_median"] / 1e3),
+                        "mem_mb": c.mem(),
+                        "baseline": base_name,
+                        "baseline_ms_median": statistics.median(base_ts),
+                        "ratio": statistics.median(a / b for a, b in zip(ts, base_ts)),
+                    }
+                )
     return rows
 
 
@@ -187,7 +200,9 @@ def bench_mlp(reps: int, warmup: int, device, dtype, batches, log) -> list[dict]
                     opt.step()
 
                 name = {"none": "mlp", "batch": "bn_mlp", "layer": "ln_mlp"}[norm]
-                cands.append(Candidate(name, f"adam_{impl}", step, lambda loss=loss: _mem_mb(loss, device), impl == "foreach"))
+                cands.append(
+                    Candidate(name, f"adam_{impl}", step, lambda loss=loss: _mem_mb(loss, device), impl == "foreach")
+                )
             if not cands:
                 continue
             log(f"  B={B} {cands[0].name}: {', '.join(c.impl for c in cands)}")
@@ -197,11 +212,22 @@ def bench_mlp(reps: int, warmup: int, device, dtype, batches, log) -> list[dict]
             for c in cands:
                 ts = times[c.name + "/" + c.impl]
                 st = summarize(ts)
-                rows.append({
-                    "section": "mlp", "model": c.name, "impl": c.impl, "batch": B, "seq_len": None,
-                    "hidden": 1000, "input_size": 784, "reps": reps, **st,
-                    "samples_per_s": B / (st["ms_median"] / 1e3), "mem_mb": c.mem(),
-                    "baseline": f"{base.name}/{base.impl}", "baseline_ms_median": statistics.median(base_ts),
-                    "ratio": statistics.median(a / b for a, b in zip(ts, base_ts)),
-                })
+                rows.append(
+                    {
+                        "section": "mlp",
+                        "model": c.name,
+                        "impl": c.impl,
+                        "batch": B,
+                        "seq_len": None,
+                        "hidden": 1000,
+                        "input_size": 784,
+                        "reps": reps,
+                        **st,
+                        "samples_per_s": B / (st["ms_median"] / 1e3),
+                        "mem_mb": c.mem(),
+                        "baseline": f"{base.name}/{base.impl}",
+                        "baseline_ms_median": statistics.median(base_ts),
+                        "ratio": statistics.median(a / b for a, b in zip(ts, base_ts)),
+                    }
+                )
     return rows

@@ -1,6 +1,7 @@
 """`lnbench bench`'s timing of whole `lnbench train` runs: the runner's overhead against a bare loop, each
 recurrent preset's step, and a sweep under the joblib launcher against the basic one (lnbench.bench.cli
 describes the rows)."""
+
 from __future__ import annotations
 
 import os
@@ -36,8 +37,18 @@ def runner_overhead_rows(reps: int, steps: int, device: torch.device, log) -> li
     rows = []
     for name, overrides in OVERHEAD_RUNS.items():
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose("train", overrides=[*overrides, f"steps={steps}", f"eval_every={steps}", "logger=none",
-                                              "progress=false", f"device={device.type}", f"threads={torch.get_num_threads()}"])
+            cfg = compose(
+                "train",
+                overrides=[
+                    *overrides,
+                    f"steps={steps}",
+                    f"eval_every={steps}",
+                    "logger=none",
+                    "progress=false",
+                    f"device={device.type}",
+                    f"threads={torch.get_num_threads()}",
+                ],
+            )
         try:
             from hydra.utils import instantiate
 
@@ -57,13 +68,24 @@ def runner_overhead_rows(reps: int, steps: int, device: torch.device, log) -> li
         pairs = [(runner(), bare_loop_ms(cfg, dataset, steps, device)) for _ in range(reps)]
         run_ts, bare_ts = [p[0] for p in pairs], [p[1] for p in pairs]
         st = summarize(run_ts)
-        rows.append({
-            "section": "runner", "model": name, "impl": "lnbench train", "batch": dataset.batch_size,
-            "seq_len": dataset.spec.seq_len or None, "hidden": None, "input_size": None, "reps": reps, **st,
-            "samples_per_s": dataset.batch_size / (st["ms_median"] / 1e3), "mem_mb": None,
-            "baseline": "bare loop", "baseline_ms_median": statistics.median(bare_ts),
-            "ratio": statistics.median(a / b for a, b in pairs),
-        })
+        rows.append(
+            {
+                "section": "runner",
+                "model": name,
+                "impl": "lnbench train",
+                "batch": dataset.batch_size,
+                "seq_len": dataset.spec.seq_len or None,
+                "hidden": None,
+                "input_size": None,
+                "reps": reps,
+                **st,
+                "samples_per_s": dataset.batch_size / (st["ms_median"] / 1e3),
+                "mem_mb": None,
+                "baseline": "bare loop",
+                "baseline_ms_median": statistics.median(bare_ts),
+                "ratio": statistics.median(a / b for a, b in pairs),
+            }
+        )
     return rows
 
 
@@ -85,8 +107,12 @@ def bare_loop_ms(cfg, dataset, steps: int, device: torch.device) -> float:
 # What a user's `lnbench train` costs per step at one shape, each recurrent preset against its family's
 # un-normalized preset, and the LN-LSTM also on torch's ops alone (model.impl=torch).
 TRAIN_RUNS = {
-    "lstm": ["model=lstm"], "ln_lstm": ["model=ln_lstm"], "ln_lstm/torch ops": ["model=ln_lstm", "model.impl=torch"],
-    "bn_lstm": ["model=bn_lstm"], "gru": ["model=gru"], "ln_gru": ["model=ln_gru"],
+    "lstm": ["model=lstm"],
+    "ln_lstm": ["model=ln_lstm"],
+    "ln_lstm/torch ops": ["model=ln_lstm", "model.impl=torch"],
+    "bn_lstm": ["model=bn_lstm"],
+    "gru": ["model=gru"],
+    "ln_gru": ["model=ln_gru"],
 }
 
 
@@ -103,35 +129,61 @@ def train_rows(shape: tuple[int, int, int], reps: int, steps: int, device: torch
     cfgs = {}
     for name, overrides in TRAIN_RUNS.items():
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfgs[name] = compose("train", overrides=[
-                *overrides, "dataset=adding", f"dataset.batch_size={B}", f"dataset.seq_len={T}", f"model.hidden_size={H}",
-                f"steps={steps}", f"eval_every={steps}", "dataset.val_size=256", "dataset.test_size=256", "logger=none",
-                "progress=false", f"device={device.type}", f"threads={torch.get_num_threads()}"])
+            cfgs[name] = compose(
+                "train",
+                overrides=[
+                    *overrides,
+                    "dataset=adding",
+                    f"dataset.batch_size={B}",
+                    f"dataset.seq_len={T}",
+                    f"model.hidden_size={H}",
+                    f"steps={steps}",
+                    f"eval_every={steps}",
+                    "dataset.val_size=256",
+                    "dataset.test_size=256",
+                    "logger=none",
+                    "progress=false",
+                    f"device={device.type}",
+                    f"threads={torch.get_num_threads()}",
+                ],
+            )
     log(f"  B={B} T={T} H={H}: {reps} rounds x ({', '.join(cfgs)}) of {steps} steps")
     times: dict[str, list[float]] = {n: [] for n in cfgs}
     names = list(cfgs)
     for r in range(reps):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             with tempfile.TemporaryDirectory() as d:
                 times[name].append(train(cfgs[name], Path(d))["time_per_step"] * 1e3)
     rows = []
     for name, ts in times.items():
         base = "gru" if "gru" in name else "lstm"
         st = summarize(ts)
-        rows.append({
-            "section": "train", "model": name.split("/")[0], "impl": "lnbench train" + (f", {name.split('/')[1]}" if "/" in name else ""),
-            "batch": B, "seq_len": T, "hidden": H, "input_size": 2, "reps": reps, **st,
-            "samples_per_s": B / (st["ms_median"] / 1e3), "mem_mb": None, "baseline": f"{base} (lnbench train)",
-            "baseline_ms_median": statistics.median(times[base]),
-            "ratio": statistics.median(a / b for a, b in zip(ts, times[base])),
-        })
+        rows.append(
+            {
+                "section": "train",
+                "model": name.split("/")[0],
+                "impl": "lnbench train" + (f", {name.split('/')[1]}" if "/" in name else ""),
+                "batch": B,
+                "seq_len": T,
+                "hidden": H,
+                "input_size": 2,
+                "reps": reps,
+                **st,
+                "samples_per_s": B / (st["ms_median"] / 1e3),
+                "mem_mb": None,
+                "baseline": f"{base} (lnbench train)",
+                "baseline_ms_median": statistics.median(times[base]),
+                "ratio": statistics.median(a / b for a, b in zip(ts, times[base])),
+            }
+        )
     return rows
 
 
 # The default run's step (model ln_lstm, adding: batch 64, seq_len 50, hidden 128; input 2 features).
 def sweep_rows(reps: int, epochs: Optional[float], log) -> list[dict]:
-    """fig6_mnist's sweep (8 jobs: model x batch size, one lr and seed) with the joblib launcher against the basic one, wall time of the whole
-    `lnbench train -m` command, interleaved. Skipped where MNIST or the joblib launcher is missing.
+    """fig6_mnist's sweep (8 jobs: model x batch size, one lr and seed) with the joblib launcher against the basic one,
+    wall time of the whole `lnbench train -m` command, interleaved. Skipped where MNIST or the joblib launcher is
+    missing.
 
     The jobs train as the preset has them, at equal epochs: a batch-4 job takes 32 times the steps of a
     batch-128 one. `epochs` (None: the preset's own 2) scales all of them alike; a fixed step count for
@@ -139,16 +191,31 @@ def sweep_rows(reps: int, epochs: Optional[float], log) -> list[dict]:
     machine's 1-minute load average after it: with a neighbour on one of 2 cores, joblib's two workers
     share one core and the ratio says more about the neighbour than about the launcher."""
     # One learning rate and one seed: the preset's model x batch size grid, as many jobs as a small sweep has.
-    cmd = [sys.executable, "-m", "lnbench.cli", "train", "-m", "+experiment=fig6_mnist", "optim.lr=0.001", "seed=0",
-           "logger=none", "progress=false"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lnbench.cli",
+        "train",
+        "-m",
+        "+experiment=fig6_mnist",
+        "optim.lr=0.001",
+        "seed=0",
+        "logger=none",
+        "progress=false",
+    ]
     if epochs is not None:  # the preset's own formulas (2 epochs, 8 evaluations), with `epochs` in place of its 2
         carve = "${oc.select:dataset.carve.0,55000}"
-        cmd += [f"steps='${{lnbench.epochs:{epochs},${{dataset.batch_size}},{carve}}}'",
-                f"eval_every='${{lnbench.epochs:{epochs / 8},${{dataset.batch_size}},{carve}}}'"]
+        cmd += [
+            f"steps='${{lnbench.epochs:{epochs},${{dataset.batch_size}},{carve}}}'",
+            f"eval_every='${{lnbench.epochs:{epochs / 8},${{dataset.batch_size}},{carve}}}'",
+        ]
     launchers = {"basic": [], "joblib": ["hydra/launcher=joblib"]}
     walls: dict[str, list[float]] = {k: [] for k in launchers}
     loads: dict[str, list[float]] = {k: [] for k in launchers}
-    log(f"  fig6_mnist sweep ({'2 epochs, the preset' if epochs is None else f'{epochs} epochs'} per job): {reps} x (basic, joblib)")
+    log(
+        f"  fig6_mnist sweep ({'2 epochs, the preset' if epochs is None else f'{epochs} epochs'} per job): "
+        f"{reps} x (basic, joblib)"
+    )
     for _ in range(reps):
         for name, extra in launchers.items():
             with tempfile.TemporaryDirectory() as d:
@@ -162,10 +229,22 @@ def sweep_rows(reps: int, epochs: Optional[float], log) -> list[dict]:
             loads[name].append(round(os.getloadavg()[0], 2))
             log(f"    {name:6s} {wall:6.1f} s  (load average {loads[name][-1]:.1f})")
     st = summarize([w * 1e3 for w in walls["joblib"]])
-    return [{
-        "section": "sweep", "model": "fig6_mnist (8 jobs)", "impl": "joblib launcher", "batch": None,
-        "seq_len": None, "hidden": None, "input_size": None, "reps": reps, **st, "samples_per_s": None,
-        "mem_mb": None, "baseline": "basic launcher", "baseline_ms_median": statistics.median(walls["basic"]) * 1e3,
-        "ratio": statistics.median(j / b for j, b in zip(walls["joblib"], walls["basic"])),
-        "load_avg": loads,
-    }]
+    return [
+        {
+            "section": "sweep",
+            "model": "fig6_mnist (8 jobs)",
+            "impl": "joblib launcher",
+            "batch": None,
+            "seq_len": None,
+            "hidden": None,
+            "input_size": None,
+            "reps": reps,
+            **st,
+            "samples_per_s": None,
+            "mem_mb": None,
+            "baseline": "basic launcher",
+            "baseline_ms_median": statistics.median(walls["basic"]) * 1e3,
+            "ratio": statistics.median(j / b for j, b in zip(walls["joblib"], walls["basic"])),
+            "load_avg": loads,
+        }
+    ]

@@ -1,5 +1,6 @@
 """How `lnbench bench` times its candidates: interleaved, rotating, after untimed warm-up steps, and the
 summary of their step times (lnbench.bench.kernels for layers, lnbench.bench.runs for whole runs)."""
+
 from __future__ import annotations
 
 import statistics
@@ -34,7 +35,7 @@ def time_interleaved(cands: list[Candidate], reps: int, warmup: int, device: tor
     sync(device)
     times: dict[str, list[float]] = {c.name + "/" + c.impl: [] for c in cands}
     for r in range(reps):
-        for c in cands[r % len(cands):] + cands[:r % len(cands)]:
+        for c in cands[r % len(cands) :] + cands[: r % len(cands)]:
             sync(device)
             t0 = time.perf_counter()
             c.step()

@@ -2,6 +2,7 @@
 before any sweep starts (the options' values, --out, the design of looks of a sweep judged before, and each
 preset's sweep composed with the overrides and validated, values included). Every refusal is a CheckError:
 one paragraph, exit 2, nothing written."""
+
 from __future__ import annotations
 
 import argparse
@@ -27,7 +28,15 @@ from lnbench.config import overrides as hydra_args
 from lnbench.errors import UserError
 
 # The order of a full check: the cheap synthetic presets first, so a first verdict comes early.
-ORDER = ("ln_gain_init", "longer_test_seqs", "seq_len_sweep", "batch_size_sweep", "pmnist", "fig6_mnist", "shakespeare_bpc")
+ORDER = (
+    "ln_gain_init",
+    "longer_test_seqs",
+    "seq_len_sweep",
+    "batch_size_sweep",
+    "pmnist",
+    "fig6_mnist",
+    "shakespeare_bpc",
+)
 SCALED = ("steps", "eval_every", "log_every")
 EPOCHS = re.compile(r"^\$\{lnbench\.epochs:([0-9.eE+-]+),")
 DEFAULTS = {"hydra/launcher": "joblib", "logger": "none", "progress": "false"}
@@ -91,14 +100,16 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         if m := re.fullmatch(r"argument (--[\w-]+): expected one argument", message):
             name = m.group(1)
-            after = self.argv[self.argv.index(name) + 1:self.argv.index(name) + 2] if name in self.argv else []
+            after = self.argv[self.argv.index(name) + 1 : self.argv.index(name) + 2] if name in self.argv else []
             given = f"{after[0]!r}, another option" if after else "none"
             wanted = WANTED.get(name, "a value (lnbench check --help)")
             raise CheckError(f"{name} needs {wanted}; it was given {given}.")
         if m := re.match(r"unrecognized arguments: (\S+)", message):
             option = m.group(1).split("=")[0]
-            raise CheckError(f"option {option!r} is not allowed: use --out, {', '.join(OPTIONS)}, scale=K, preset "
-                             "names or key=value overrides for every sweep (`lnbench check --help`).")
+            raise CheckError(
+                f"option {option!r} is not allowed: use --out, {', '.join(OPTIONS)}, scale=K, preset "
+                "names or key=value overrides for every sweep (`lnbench check --help`)."
+            )
         raise CheckError(f"{message} (`lnbench check --help` lists the options).")
 
     def format_help(self) -> str:
@@ -135,15 +146,19 @@ def parse_args(argv: list[str]) -> Args:
         else:
             near = difflib.get_close_matches(item, available, n=2)
             hint = f" (did you mean {' or '.join(near)}?)" if near else ""
-            raise CheckError(f"preset {item!r} is not a claim preset{hint}: use one of {', '.join(available)} "
-                             "(conf/experiment/*.yaml with a `claims:` list), or none for all of them.")
+            raise CheckError(
+                f"preset {item!r} is not a claim preset{hint}: use one of {', '.join(available)} "
+                "(conf/experiment/*.yaml with a `claims:` list), or none for all of them."
+            )
     for option, attr in OPTIONS.items():
         if (text := getattr(parsed, attr)) is not None:
             _set_option(args, option, text)
     args.presets = args.presets or available
     if args.judging and args.max_seeds < args.judging:
-        raise CheckError(f"--max-seeds {args.max_seeds} is not allowed with --judging-seeds {args.judging}: a claim gets at "
-                         f"least the first look's seeds (use --max-seeds {args.judging} for a single look).")
+        raise CheckError(
+            f"--max-seeds {args.max_seeds} is not allowed with --judging-seeds {args.judging}: a claim gets at "
+            f"least the first look's seeds (use --max-seeds {args.judging} for a single look)."
+        )
     return args
 
 
@@ -153,7 +168,10 @@ def _scale(arg: str, text: str) -> float:
     except ValueError:
         scale = math.nan
     if not (math.isfinite(scale) and scale > 0):
-        raise CheckError(f"{arg} is not allowed: scale must be a finite number > 0 (e.g. scale=10 multiplies every preset's steps by 10).")
+        raise CheckError(
+            f"{arg} is not allowed: scale must be a finite number > 0 "
+            "(e.g. scale=10 multiplies every preset's steps by 10)."
+        )
     return scale
 
 
@@ -169,8 +187,11 @@ def _set_option(args: Args, name: str, text: str) -> None:
     except ValueError:
         value = -1
     if value < low or name == "--judging-seeds" and 0 < value < verdictlib.MIN_SEEDS:
-        what = {"--judging-seeds": f"0 (judge on the tuning seeds) or an integer >= {verdictlib.MIN_SEEDS}",
-                "--max-seeds": f"an integer >= {verdictlib.MIN_SEEDS}", "--widen": "an integer >= 0"}[name]
+        what = {
+            "--judging-seeds": f"0 (judge on the tuning seeds) or an integer >= {verdictlib.MIN_SEEDS}",
+            "--max-seeds": f"an integer >= {verdictlib.MIN_SEEDS}",
+            "--widen": "an integer >= 0",
+        }[name]
         raise CheckError(f"{name} {text!r} is not allowed: use {what}.")
     setattr(args, OPTIONS[name], value)
 
@@ -188,7 +209,7 @@ def scaled_overrides(preset: str, scale: float) -> list[str]:
         elif isinstance(value, str) and (m := EPOCHS.match(value)):
             epochs = float(m.group(1)) * scale
             # quoted: Hydra's override grammar takes no nested interpolation bare; OmegaConf resolves it
-            out.append(f"{key}='{value[:m.start(1)]}{epochs:g}{value[m.end(1):]}'")
+            out.append(f"{key}='{value[: m.start(1)]}{epochs:g}{value[m.end(1) :]}'")
     return out
 
 
@@ -206,15 +227,23 @@ def sweep_overrides(args: Args, preset: str) -> list[str]:
     """What `lnbench train` is given for a preset's tuning sweep: -m, the preset, its directory, the defaults
     the user did not override, the scaled steps, then the user's overrides (the last word is theirs)."""
     given = {o.split("=", 1)[0].lstrip("+") for o in args.overrides}
-    if any(k.startswith("logger.") for k in given):  # logger.wandb.mode=online (or logger.mode=...): that logger, not none
+    if any(
+        k.startswith("logger.") for k in given
+    ):  # logger.wandb.mode=online (or logger.mode=...): that logger, not none
         given.add("logger")
     defaults = [f"{k}={v}" for k, v in DEFAULTS.items() if k not in given]
     if any(o.startswith("logger.wandb.") or o.startswith("logger=") and "wandb" in o for o in args.overrides):
         # W&B: every round of a preset in one group; the round as the job type (lnbench.check.rounds.commands)
         wandb = {"logger.wandb.group": sweep_dir(args, preset).name, "logger.wandb.job_type": "tune"}
         defaults += [f"{k}={v}" for k, v in wandb.items() if k not in given]
-    return ["-m", f"+experiment={preset}", f"hydra.sweep.dir={sweep_dir(args, preset)}", *defaults,
-            *scaled_overrides(preset, args.scale), *args.overrides]
+    return [
+        "-m",
+        f"+experiment={preset}",
+        f"hydra.sweep.dir={sweep_dir(args, preset)}",
+        *defaults,
+        *scaled_overrides(preset, args.scale),
+        *args.overrides,
+    ]
 
 
 def basic_launcher_unless_joblib(args: Args) -> None:
@@ -223,8 +252,11 @@ def basic_launcher_unless_joblib(args: Args) -> None:
     if chosen or importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher"):
         return
     args.overrides.append("hydra/launcher=basic")
-    print("lnbench check: the joblib launcher is not installed (pip install 'lnbench[joblib]'): each sweep runs its "
-          "jobs one at a time (hydra/launcher=basic).", file=sys.stderr)
+    print(
+        "lnbench check: the joblib launcher is not installed (pip install 'lnbench[joblib]'): each sweep runs its "
+        "jobs one at a time (hydra/launcher=basic).",
+        file=sys.stderr,
+    )
 
 
 def check_design(args: Args) -> None:
@@ -236,12 +268,17 @@ def check_design(args: Args) -> None:
         try:
             had = json.loads(path.read_text()).get("looks") if path.is_file() else args.looks
         except (OSError, ValueError, AttributeError):
-            raise CheckError(f"{path} is not the design lnbench check wrote (a JSON object with `looks`): the looks this sweep "
-                             "was judged in are unknown. Restore it, or give another --out.") from None
+            raise CheckError(
+                f"{path} is not the design lnbench check wrote (a JSON object with `looks`): the looks this sweep "
+                "was judged in are unknown. Restore it, or give another --out."
+            ) from None
         if had != args.looks:
-            raise CheckError(f"{sweep_dir(args, preset)} was judged in looks of {had} judging seeds ({path}); --judging-seeds "
-                             f"{args.judging} --max-seeds {args.max_seeds} asks for {args.looks or 'none'}. Changing the looks after "
-                             f"seeing results would void their error rates: give the same options, or another --out.")
+            raise CheckError(
+                f"{sweep_dir(args, preset)} was judged in looks of {had} judging seeds ({path}); --judging-seeds "
+                f"{args.judging} --max-seeds {args.max_seeds} asks for {args.looks or 'none'}. "
+                "Changing the looks after "
+                f"seeing results would void their error rates: give the same options, or another --out."
+            )
 
 
 def check_overrides(args: Args) -> None:
@@ -277,9 +314,13 @@ def replaced_axes(args: Args) -> list[str]:
         after = math.prod(len(given[k] if k in hit else v) for k, v in axes.items())
         tuned = [k for k in hit if k in (cfg.get("tune") or [])]
         typed = [o for o in args.overrides if o.split("=", 1)[0].lstrip("+") in hit]
-        lines.append(f"{' '.join(typed)} {'replaces' if len(typed) == 1 else 'replace'} {preset}'s swept "
-                     + ", ".join(f"{k}={params[k]}" for k in hit) + f": its sweep runs {after} jobs, not {before}"
-                     + (f", and {' and '.join(tuned)} is tuned over the values given only" if tuned else "") + ".")
+        lines.append(
+            f"{' '.join(typed)} {'replaces' if len(typed) == 1 else 'replace'} {preset}'s swept "
+            + ", ".join(f"{k}={params[k]}" for k in hit)
+            + f": its sweep runs {after} jobs, not {before}"
+            + (f", and {' and '.join(tuned)} is tuned over the values given only" if tuned else "")
+            + "."
+        )
     return lines
 
 
@@ -298,5 +339,7 @@ def check_out(out: Path) -> None:
             existing.joinpath(".lnbench-probe").mkdir()
             existing.joinpath(".lnbench-probe").rmdir()
     except OSError as e:
-        raise CheckError(f"--out {out} cannot be written: {existing} refuses new files ({e.strerror or e}). "
-                         "Give a directory you can write to with --out DIR.") from None
+        raise CheckError(
+            f"--out {out} cannot be written: {existing} refuses new files ({e.strerror or e}). "
+            "Give a directory you can write to with --out DIR."
+        ) from None

@@ -14,6 +14,7 @@ scale=K multiplies each preset's steps (and its evaluation and logging intervals
 preset counts in epochs (fig6_mnist). Any other key=value is passed to every sweep, e.g.
 hydra/launcher=slurm hydra.launcher.partition=gpu.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,9 +31,21 @@ import yaml
 from lnbench import CONF_DIR
 from lnbench.atomic import write_bytes
 from lnbench.check import rounds
+
 # claim_presets and scaled_overrides are not used here: callers of `lnbench check`'s module find them here too
-from lnbench.check.args import (Args, CheckError, basic_launcher_unless_joblib, check_design, check_overrides, claim_presets,  # noqa: F401
-                                parse_args, replaced_axes, scaled_overrides, sweep_command, sweep_dir)
+from lnbench.check.args import (
+    Args,
+    CheckError,
+    basic_launcher_unless_joblib,
+    check_design,
+    check_overrides,
+    claim_presets,  # noqa: F401
+    parse_args,
+    replaced_axes,
+    scaled_overrides,  # noqa: F401
+    sweep_command,
+    sweep_dir,
+)
 from lnbench.check.page import adjusted, write_page
 from lnbench.claims import verdicts as verdictlib
 from lnbench.claims.judge import DESIGN_FILE
@@ -109,7 +122,12 @@ def run_preset(args: Args, preset: str) -> Outcome:
 
 def _drop(preset: str, cells: list) -> set[str]:
     """The overrides a round's sweep leaves out of the preset's command: its cells set them (and the seeds)."""
-    params = (yaml.safe_load((CONF_DIR / "experiment" / f"{preset}.yaml").read_text()) or {}).get("hydra", {}).get("sweeper", {}).get("params", {})
+    params = (
+        (yaml.safe_load((CONF_DIR / "experiment" / f"{preset}.yaml").read_text()) or {})
+        .get("hydra", {})
+        .get("sweeper", {})
+        .get("params", {})
+    )
     return {"seed", *params, *(k for c in cells for k in c.values)}
 
 
@@ -117,7 +135,9 @@ def _note(rep) -> str:
     note = "; ".join(rep.claim_errors)
     failed = [r for r in rep.runs if r.status not in ("completed", "diverged")]
     if failed:
-        note = (note + "; " if note else "") + f"{len(failed)} of {len(rep.runs)} jobs neither completed nor diverged (see its report)"
+        note = (
+            note + "; " if note else ""
+        ) + f"{len(failed)} of {len(rep.runs)} jobs neither completed nor diverged (see its report)"
     return note
 
 
@@ -126,8 +146,14 @@ def more_seeds(args: Args, outcomes: list[Outcome], look: int) -> tuple[int, flo
     inconclusive (and could decide: judged on judging seeds, at the previous look, nothing blocking them).
     Returns (claims that got seeds, seconds, load at start and end)."""
     family = adjusted(outcomes, args.adjust)
-    pending = {d["id"] for d in family if d["verdict"] == verdictlib.INCONCLUSIVE and not d.get("raw_reason")
-               and not d.get("note") and d.get("n_seeds") == args.looks[look - 1]}
+    pending = {
+        d["id"]
+        for d in family
+        if d["verdict"] == verdictlib.INCONCLUSIVE
+        and not d.get("raw_reason")
+        and not d.get("note")
+        and d.get("n_seeds") == args.looks[look - 1]
+    }
     load0, t0 = os.getloadavg()[0], time.time()
     for o in outcomes:
         ids = pending & {d["id"] for d in o.verdicts}
@@ -136,10 +162,17 @@ def more_seeds(args: Args, outcomes: list[Outcome], look: int) -> tuple[int, flo
             continue
         cells = rounds.judge_cells(rep, rounds.needed(rep, ids), rounds.judging_seeds(args.looks, look))
         t1 = time.time()
-        for cmd in rounds.commands(sweep_command(args, o.preset), o.directory, f"judge-{look + 1}", cells, _drop(o.preset, cells)):
+        for cmd in rounds.commands(
+            sweep_command(args, o.preset), o.directory, f"judge-{look + 1}", cells, _drop(o.preset, cells)
+        ):
             run_sweep(cmd)
         rep = judge_preset(args, o.directory)
-        o.verdicts, o.note, o.added, o.seconds = rep.verdicts, _note(rep), rounds.counts(rep.runs), o.seconds + time.time() - t1
+        o.verdicts, o.note, o.added, o.seconds = (
+            rep.verdicts,
+            _note(rep),
+            rounds.counts(rep.runs),
+            o.seconds + time.time() - t1,
+        )
     return len(pending), time.time() - t0, (load0, os.getloadavg()[0])
 
 
@@ -172,11 +205,13 @@ def main(argv: list[str] | None = None) -> int:
             n, seconds, (l0, l1) = more_seeds(args, outcomes, look)
             if not n:
                 break
-            extra.append(f"round {look + 1}: judging seeds up to {args.looks[look]} for {n} claim(s) still inconclusive, "
-                         f"{seconds / 60:.1f} min, load {l0:.1f}→{l1:.1f}")
+            extra.append(
+                f"round {look + 1}: judging seeds up to {args.looks[look]} for {n} claim(s) still inconclusive, "
+                f"{seconds / 60:.1f} min, load {l0:.1f}→{l1:.1f}"
+            )
             md = write_page(outcomes, args, time.time() - t0, extra)
     except KeyboardInterrupt:
-        print(f"\nlnbench check: interrupted; run the same command again to resume.", file=sys.stderr)
+        print("\nlnbench check: interrupted; run the same command again to resume.", file=sys.stderr)
         return 130
     print("\n" + md)
     print(f"{args.out / 'check.md'}\n{args.out / 'check.html'}")

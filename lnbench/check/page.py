@@ -3,6 +3,7 @@ family (lnbench/claims/family.py, the same adjustment as each preset's report, s
 both), beside the unadjusted one, with the interval that decided at its level, the margin, the lines' means
 and the trivial predictor's value, its seeds (tuning + judging), the hyperparameters each line was judged at,
 and a link to its curves. Rendered by lnbench.report.render, like each preset's report."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,19 @@ from lnbench.claims.decision import ClaimVerdict
 from lnbench.report import claims_text, render
 from lnbench.report.render import Heading, Items, Link, Page, Table
 
-COLUMNS = ["claim", "preset", "verdict (adjusted)", "unadjusted", claims_text.EFFECT, "min_effect",
-           "means (units of the measure)", "P(better<than)", "seeds: tuning + judging", "chosen on validation (grid)", "curves"]
+COLUMNS = [
+    "claim",
+    "preset",
+    "verdict (adjusted)",
+    "unadjusted",
+    claims_text.EFFECT,
+    "min_effect",
+    "means (units of the measure)",
+    "P(better<than)",
+    "seeds: tuning + judging",
+    "chosen on validation (grid)",
+    "curves",
+]
 
 
 def adjusted(outcomes: list, method: str) -> list[dict[str, Any]]:
@@ -38,10 +50,21 @@ def table(outcomes: list, family: list[dict[str, Any]], base) -> Table:
             rows.append(["—", o.preset, "no verdict: " + (o.note or "no claims"), *["—"] * (len(COLUMNS) - 4), link])
             tones.append("")
         for d in (d for d in family if d["preset"] == o.preset):
-            rows.append([f"{d['id']}: {d['text']}", o.preset, claims_text.verdict_text(d), d["raw_verdict"],
-                         claims_text.effect_text(d), claims_text.margin_text(d), claims_text.lines_text(d),
-                         claims_text.p_improve_text(d), claims_text.seeds_text(d),
-                         claims_text.chosen_text(d), link])
+            rows.append(
+                [
+                    f"{d['id']}: {d['text']}",
+                    o.preset,
+                    claims_text.verdict_text(d),
+                    d["raw_verdict"],
+                    claims_text.effect_text(d),
+                    claims_text.margin_text(d),
+                    claims_text.lines_text(d),
+                    claims_text.p_improve_text(d),
+                    claims_text.seeds_text(d),
+                    claims_text.chosen_text(d),
+                    link,
+                ]
+            )
             tones.append(d["verdict"])
     return Table(COLUMNS, rows, tones, claims_text.NOWRAP)
 
@@ -54,19 +77,25 @@ def header(outcomes: list, family: list[dict[str, Any]], args, seconds: float, e
     adjust = familylib.NAMES[args.adjust]
     looks = ", ".join(map(str, args.looks)) if args.looks else "none (judged on the tuning seeds)"
     lines = [
-        f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}; scale={args.scale:g}; overrides: {' '.join(args.overrides) or 'none'}",
+        f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}; scale={args.scale:g}; "
+        f"overrides: {' '.join(args.overrides) or 'none'}",
         f"verdicts (adjusted: {adjust}) of the {len(family)} claims of this page: {count('verdict')}; "
         f"unadjusted: {count('raw_verdict')}",
-        f"time of this invocation: {seconds / 60:.1f} min on {os.cpu_count()} cores (jobs completed earlier were skipped); "
+        f"time of this invocation: {seconds / 60:.1f} min on {os.cpu_count()} cores "
+        "(jobs completed earlier were skipped); "
         "1-minute load average at the start and end of each preset: "
         + ", ".join(f"{o.preset} {o.seconds / 60:.1f} min, load {o.load[0]:.1f}→{o.load[1]:.1f}" for o in outcomes),
         *extra,
-        f"design: each line's hyperparameters chosen per panel on the final validation metric of the tuning seeds; a winner "
-        f"at the grid's edge widened up to {args.widen} value(s) past it (×3 or ÷3), and a line still at its edge makes "
-        f"its claims inconclusive (grid edge); judging seeds (1000, 1001, ...) at the chosen values, in looks of {looks} "
+        "design: each line's hyperparameters chosen per panel on the final validation metric of the tuning seeds; "
+        f"a winner at the grid's edge widened up to {args.widen} value(s) past it (×3 or ÷3), and a line still at its "
+        "edge makes its claims inconclusive (grid edge); judging seeds (1000, 1001, ...) at the chosen values, "
+        f"in looks of {looks} "
         "seeds, each look spending its declared share of alpha (judging.json); more seeds only for claims still "
         "inconclusive after the adjustment",
-        "runs: " + ", ".join(f"{o.preset} " + "+".join(f"{o.added.get(s, 0)} {s}" for s in ("tune", "widen", "judge")) for o in outcomes),
+        "runs: "
+        + ", ".join(
+            f"{o.preset} " + "+".join(f"{o.added.get(s, 0)} {s}" for s in ("tune", "widen", "judge")) for o in outcomes
+        ),
         "statistics: " + familylib.describe_method(args.adjust) + "; effect > 0 supports the claim",
         "each preset's own report adjusts over the same declared families, so it reads the same verdicts"
         + ("" if args.adjust in ("bonferroni", "none") else " or stricter ones (claims not run count as p = 1)"),
@@ -75,12 +104,25 @@ def header(outcomes: list, family: list[dict[str, Any]], args, seconds: float, e
 
 
 def write_page(outcomes: list, args, seconds: float, extra: list[str] | None = None) -> str:
-    """check.md, check.html and claims.json (the family, adjusted) in args.out, written together; returns the Markdown."""
+    """check.md, check.html and claims.json (the family, adjusted) in args.out, written together; returns the
+    Markdown."""
     family = adjusted(outcomes, args.adjust)
-    page = Page("lnbench check", [Heading("lnbench check", 1), Items(header(outcomes, family, args, seconds, extra or [])),
-                                  table(outcomes, family, args.out)])
+    page = Page(
+        "lnbench check",
+        [
+            Heading("lnbench check", 1),
+            Items(header(outcomes, family, args, seconds, extra or [])),
+            table(outcomes, family, args.out),
+        ],
+    )
     md = render.markdown(page)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_files(args.out, {"check.md": md.encode(), "check.html": render.html_page(page).encode(),
-                           "claims.json": (json.dumps(family, indent=2, default=str) + "\n").encode()})
+    write_files(
+        args.out,
+        {
+            "check.md": md.encode(),
+            "check.html": render.html_page(page).encode(),
+            "claims.json": (json.dumps(family, indent=2, default=str) + "\n").encode(),
+        },
+    )
     return md

@@ -6,6 +6,7 @@ line's winner sits at, x3 or /3) and `judge-K` (fresh seeds at each line's chose
 `+cell=NAME seed=...`: a cell is one (panel, line) of the sweep at one value of the tuned keys, written as
 a config file `<preset dir>/.cells/cell/NAME.yaml` that sets those values (and the run's `stage`).
 """
+
 from __future__ import annotations
 
 import re
@@ -48,7 +49,8 @@ class Cell:
             node[last] = value
         defaults = [{f"override /{k}": v} for k, v in self.values.items() if k in self.groups]
         return "# @package _global_\n# written by lnbench check (lnbench/check/rounds.py)\n" + yaml.safe_dump(
-            ({"defaults": defaults} if defaults else {}) | body, sort_keys=False)
+            ({"defaults": defaults} if defaults else {}) | body, sort_keys=False
+        )
 
 
 def needed(rep, claim_ids: set[str] | None = None) -> list:
@@ -60,7 +62,9 @@ def needed(rep, claim_ids: set[str] | None = None) -> list:
         for c in claims:
             if claim_ids is not None and c.id not in claim_ids:
                 continue
-            if any(claimlib.same(g.line, line) for line in (c.better, c.than)) and matches(c, dict(zip(lay.panels, g.panel)), cells.values()):
+            if any(claimlib.same(g.line, line) for line in (c.better, c.than)) and matches(
+                c, dict(zip(lay.panels, g.panel)), cells.values()
+            ):
                 out.append(g)
                 break
     return out
@@ -142,9 +146,18 @@ def commands(base: list[str], directory: Path, round_name: str, cells: list[Cell
     by_seeds: dict[tuple, list[str]] = {}
     for c in cells:
         by_seeds.setdefault(tuple(c.seeds), []).append(c.name)
-    return [[*kept, f"hydra.sweep.dir={directory / round_name}", f"+cell={','.join(names)}", f"seed={','.join(map(str, seeds))}",
-             f"hydra.searchpath=[file://{search}]", "hydra.sweeper.params=null", "hydra.sweep.subdir=${hydra:runtime.choices.cell}_s${seed}"]
-            for seeds, names in by_seeds.items()]
+    return [
+        [
+            *kept,
+            f"hydra.sweep.dir={directory / round_name}",
+            f"+cell={','.join(names)}",
+            f"seed={','.join(map(str, seeds))}",
+            f"hydra.searchpath=[file://{search}]",
+            "hydra.sweeper.params=null",
+            "hydra.sweep.subdir=${hydra:runtime.choices.cell}_s${seed}",
+        ]
+        for seeds, names in by_seeds.items()
+    ]
 
 
 def counts(runs: list) -> dict[str, int]:

@@ -8,6 +8,7 @@ it judges real ones, so the error rates measured on them are those of the whole 
 A job's only number is its final validation error, with a validation loss well below the trivial
 predictor's (the lines learned) unless the sweep says otherwise.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,12 +44,29 @@ class Sweep:
 
 
 def claim(cid: str = "noisy_beats_quiet", better: str = "noisy", than: str = "quiet", **kw: Any) -> dict[str, Any]:
-    return {"id": cid, "text": f"{better} beats {than}", "better": better, "than": than, "metric": "val/error",
-            "measure": "final", **kw}
+    return {
+        "id": cid,
+        "text": f"{better} beats {than}",
+        "better": better,
+        "than": than,
+        "metric": "val/error",
+        "measure": "final",
+        **kw,
+    }
 
 
-def job(path: Path, model: str, seed: int, lr: float, final: float, claims: list, *, stage: str = "tune",
-        status: str = "completed", loss: float | None = 0.5) -> None:
+def job(
+    path: Path,
+    model: str,
+    seed: int,
+    lr: float,
+    final: float,
+    claims: list,
+    *,
+    stage: str = "tune",
+    status: str = "completed",
+    loss: float | None = 0.5,
+) -> None:
     """One job; loss None: its validation loss is `final` too."""
     loss = final if loss is None else loss
     (path / ".hydra").mkdir(parents=True)
@@ -79,8 +97,17 @@ def write(root: Path, sweep: Sweep) -> Path:
             look = next(j for j, n in enumerate(looks) if k < n)
             status = "diverged" if k in sweep.diverged.get(line, ()) else "completed"
             seed = JUDGING_SEED0 + k
-            job(root / f"judge-{look + 1}" / f"{line}_s{seed}", line, seed, chosen[line], float(v), sweep.claims,
-                stage="judge", status=status, loss=_loss(sweep, line))
+            job(
+                root / f"judge-{look + 1}" / f"{line}_s{seed}",
+                line,
+                seed,
+                chosen[line],
+                float(v),
+                sweep.claims,
+                stage="judge",
+                status=status,
+                loss=_loss(sweep, line),
+            )
     if sweep.looks:
         (root / "judging.json").write_text(json.dumps(design_record(sweep.looks)))
     return root
@@ -90,8 +117,9 @@ def _loss(sweep: Sweep, line: str) -> float | None:
     return None if sweep.on_loss else sweep.loss.get(line, 0.5)
 
 
-def tuned(rng: np.random.Generator, lines: tuple[str, ...], seeds: int = 3, spread: float = 0.01
-          ) -> dict[str, np.ndarray]:
+def tuned(
+    rng: np.random.Generator, lines: tuple[str, ...], seeds: int = 3, spread: float = 0.01
+) -> dict[str, np.ndarray]:
     """Tuning values with a clear optimum inside the grid (the middle learning rate), so that the judging
     seeds, not the grid, are what a simulation measures."""
     shape = np.array([0.2, 0.0, 0.2])[:, None]
@@ -104,8 +132,10 @@ def skewed_null(rng: np.random.Generator, ratio: float, looks: list[int], scale:
     `scale` around an error of 1. The claim `noisy beats quiet` is false: any held is a false one."""
     n = looks[-1]
     shared = rng.normal(size=n)
-    judge = {"quiet": 1.0 + scale * (shared + rng.normal(size=n)),
-             "noisy": 1.0 + scale * (shared + ratio * (rng.exponential(size=n) - 1.0))}
+    judge = {
+        "quiet": 1.0 + scale * (shared + rng.normal(size=n)),
+        "noisy": 1.0 + scale * (shared + ratio * (rng.exponential(size=n) - 1.0)),
+    }
     return Sweep(tuned(rng, ("quiet", "noisy")), judge, [claim()], looks)
 
 

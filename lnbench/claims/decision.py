@@ -8,6 +8,7 @@ verdict and its interval never disagree: held <=> the interval lies above +margi
 -margin, equivalent <=> inside. Where the sign test vetoed the t test, or decided alone, no interval is shown,
 only what the sign test saw.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
@@ -82,12 +83,28 @@ class ClaimVerdict:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
-def judge_claim(claim: Claim, panels: list[Panel], design: Design | None = None, note: str = "",
-                family_size: int = 1, trivial: float | None = None) -> ClaimVerdict:
+def judge_claim(
+    claim: Claim,
+    panels: list[Panel],
+    design: Design | None = None,
+    note: str = "",
+    family_size: int = 1,
+    trivial: float | None = None,
+) -> ClaimVerdict:
     """A claim's unadjusted verdict over its panels and looks. family_size: the declared family's, to freeze
     a claim at the first look where it would pass the family's first step (Bonferroni's level)."""
-    v = ClaimVerdict(claim.id, claim.text, claim.better, claim.than, claim.describe(), claim.min_effect, claim.family,
-                     note, [p.as_dict() for p in panels], trivial=trivial)
+    v = ClaimVerdict(
+        claim.id,
+        claim.text,
+        claim.better,
+        claim.than,
+        claim.describe(),
+        claim.min_effect,
+        claim.family,
+        note,
+        [p.as_dict() for p in panels],
+        trivial=trivial,
+    )
     if not panels:
         v.raw_reason = "no panel of the claim's sweep matches its `where`"
         return v
@@ -98,15 +115,16 @@ def judge_claim(claim: Claim, panels: list[Panel], design: Design | None = None,
         _headline(v, panels, None, None)
         return v
     shares = _shares(design, shared)
-    per_look = [stats.combine_panels(*(np.array([getattr(_at(p, n), k) for p in panels]) for k in P_KEYS))
-                for n in shared]
+    per_look = [
+        stats.combine_panels(*(np.array([getattr(_at(p, n), k) for p in panels]) for k in P_KEYS)) for n in shared
+    ]
     for j in range(len(shared)):  # frozen at the first look that would pass the family's first step
-        ps = [float(stats.sequential([pl[i] for pl in per_look[:j + 1]], shares[:j + 1])) for i in range(3)]
+        ps = [float(stats.sequential([pl[i] for pl in per_look[: j + 1]], shares[: j + 1])) for i in range(3)]
         p_decide, kind = stats.decide(*ps)
         if p_decide * family_size <= ALPHA:
             break
     v.p_held, v.p_contra, v.p_equiv = ps
-    v.p_decide, v.kind, v.looks = float(p_decide), KINDS[int(kind)], shared[:j + 1]
+    v.p_decide, v.kind, v.looks = float(p_decide), KINDS[int(kind)], shared[: j + 1]
     spent = [per_look[i][int(kind)] / shares[i] for i in range(j + 1)]
     deciding = int(np.argmin(spent))
     v.decided_at, v.weight = shared[deciding], float(shares[deciding])

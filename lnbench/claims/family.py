@@ -9,6 +9,7 @@ same verdict on every page. Holm and Benjamini-Hochberg (asked for) count the fa
 on the page as p = 1, so a page never reads less strict than the full check, but can read stricter. A claim
 without a `family` is adjusted with the page's other undeclared claims, and the page says so.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,9 +25,12 @@ from lnbench.claims.verdicts import INCONCLUSIVE
 
 DEFAULT_ADJUST = "bonferroni"
 UNDECLARED = "undeclared"
-NAMES = {"bonferroni": "Bonferroni over the declared family",
-         "holm": "Holm over the declared family (claims not run: p = 1)",
-         "bh": "Benjamini-Hochberg over the declared family (claims not run: p = 1)", "none": "none (unadjusted)"}
+NAMES = {
+    "bonferroni": "Bonferroni over the declared family",
+    "holm": "Holm over the declared family (claims not run: p = 1)",
+    "bh": "Benjamini-Hochberg over the declared family (claims not run: p = 1)",
+    "none": "none (unadjusted)",
+}
 
 
 def declared(conf_dir: Path = lnbench.CONF_DIR) -> dict[str, set[str]]:
@@ -47,8 +51,9 @@ def sizes(members: Iterable[tuple[str, str]], conf_dir: Path = lnbench.CONF_DIR)
     return {f: len(ids) for f, ids in known.items()}
 
 
-def adjust(verdicts: list[ClaimVerdict], method: str = DEFAULT_ADJUST,
-           family_sizes: dict[str, int] | None = None) -> None:
+def adjust(
+    verdicts: list[ClaimVerdict], method: str = DEFAULT_ADJUST, family_sizes: dict[str, int] | None = None
+) -> None:
     """Sets each verdict's adjusted verdict, p-value, family size, the interval that decided and, if
     inconclusive, why. raw_verdict keeps the unadjusted one."""
     family_sizes = family_sizes or sizes((v.id, v.family) for v in verdicts)
@@ -64,8 +69,13 @@ def adjust(verdicts: list[ClaimVerdict], method: str = DEFAULT_ADJUST,
 def _set(v: ClaimVerdict, method: str, m: int, p_adjusted: float) -> None:
     v.adjust, v.family_size, v.p_adjusted = method, m, p_adjusted
     v.verdict = v.kind if v.kind and not v.raw_reason and p_adjusted <= stats.ALPHA else INCONCLUSIVE
-    factor = m if method == "bonferroni" else 1.0 if method == "none" else (
-        max(1.0, p_adjusted / v.p_decide) if 0 < v.p_decide < 1 and p_adjusted < 1 else m)
+    factor = (
+        m
+        if method == "bonferroni"
+        else 1.0
+        if method == "none"
+        else (max(1.0, p_adjusted / v.p_decide) if 0 < v.p_decide < 1 and p_adjusted < 1 else m)
+    )
     v.ci_low, v.ci_high, v.level = interval_shown(v, factor, v.verdict)
     v.mde = _mde(v)
     v.reason = "" if v.verdict != INCONCLUSIVE else why(v)
@@ -86,17 +96,20 @@ def why(v: ClaimVerdict) -> str:
     if v.ci_low is None and v.sign:
         return f"the sign test{where} did not pass at look {v.decided_at} ({v.sign})" + (f"; {mde}" if mde else "")
     if v.raw_verdict != INCONCLUSIVE:
-        return (f"{v.raw_verdict} before the family adjustment (p {v.p_decide:.2g}, adjusted {v.p_adjusted:.2g})"
-                + (f"; {mde}" if mde else ""))
+        return f"{v.raw_verdict} before the family adjustment (p {v.p_decide:.2g}, adjusted {v.p_adjusted:.2g})" + (
+            f"; {mde}" if mde else ""
+        )
     if mde and abs(v.effect) < v.mde:
         return f"underpowered{where}: {mde}"
     return f"the interval{where} includes " + (f"±{v.margin:.3g}" if v.margin else "0")
 
 
 def describe_method(method: str) -> str:
-    return ("estimand: the mean paired difference (than - better); test: paired t on the exact pairs, gated by "
-            "the exact sign test on every pair whose order is known at the look's share of alpha (the sign test "
-            "alone where a run diverged or never reached its target; Welch without 3 common seeds); "
-            "held/contradicted: the interval shown lies beyond ±min_effect, equivalent: inside it; looks spend "
-            "their declared shares of alpha; panels: "
-            f"intersection-union for held, Bonferroni for contradicted; family: {NAMES[method]}")
+    return (
+        "estimand: the mean paired difference (than - better); test: paired t on the exact pairs, gated by "
+        "the exact sign test on every pair whose order is known at the look's share of alpha (the sign test "
+        "alone where a run diverged or never reached its target; Welch without 3 common seeds); "
+        "held/contradicted: the interval shown lies beyond ±min_effect, equivalent: inside it; looks spend "
+        "their declared shares of alpha; panels: "
+        f"intersection-union for held, Bonferroni for contradicted; family: {NAMES[method]}"
+    )

@@ -8,6 +8,7 @@ otherwise the tuning seeds at the chosen value judge, and the entry says so. A r
 the worst value of its line; one that failed, was killed or still runs blocks its panel with the reason;
 so does a panel where neither line beats the trivial predictor by LEARNED_MARGIN (no learning).
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,10 @@ from lnbench.runs import Run
 DESIGN_FILE = "judging.json"  # written by lnbench check: the looks in which judging seeds were added
 LOSS_METRICS = ("loss", "mse")  # in the units of the dataset's `baseline` (a trivial predictor's loss)
 LEARNED_MARGIN = 0.05  # a line learned if its mean final validation loss is 5% below the trivial predictor's
-ON_TUNING_SEEDS = ("judged on the seeds that chose the hyperparameters (no judging runs): a winner's curse "
-                   "favours the noisier line; `lnbench check` adds fresh judging seeds")
+ON_TUNING_SEEDS = (
+    "judged on the seeds that chose the hyperparameters (no judging runs): a winner's curse "
+    "favours the noisier line; `lnbench check` adds fresh judging seeds"
+)
 
 
 def stage(run: Run) -> str:
@@ -49,8 +52,9 @@ def read_design(root: Path) -> verdicts.Design | None:
     return verdicts.Design.linear(looks)
 
 
-def judge_claims(groups: list, lay, design: verdicts.Design | None, adjust: str = family.DEFAULT_ADJUST
-                 ) -> tuple[list[dict[str, Any]], list[str]]:
+def judge_claims(
+    groups: list, lay, design: verdicts.Design | None, adjust: str = family.DEFAULT_ADJUST
+) -> tuple[list[dict[str, Any]], list[str]]:
     """claims.json's entries for every claim the runs declare, adjusted over their declared families. groups and
     lay: the report's (lnbench.report.analysis), duck-typed so that the report imports the judge, never both ways."""
     runs = [r for g in groups for r in (*g.runs, *g.judging)]
@@ -74,8 +78,16 @@ def judge_claims(groups: list, lay, design: verdicts.Design | None, adjust: str 
             panels.append(_compare(claim, lay.title(panel), better, than, judging, design))
             trivial |= {t for g in (better, than) if g is not None and (t := trivial_value(claim, g.runs)) is not None}
         note = ON_TUNING_SEEDS if on_tuning and panels else ""
-        judged.append(decision.judge_claim(claim, panels, design, note, declared.get(claim.family or family.UNDECLARED, 1),
-                                           trivial.pop() if len(trivial) == 1 else None))
+        judged.append(
+            decision.judge_claim(
+                claim,
+                panels,
+                design,
+                note,
+                declared.get(claim.family or family.UNDECLARED, 1),
+                trivial.pop() if len(trivial) == 1 else None,
+            )
+        )
     family.adjust(judged, adjust, declared)
     return [v.as_dict() for v in judged], []
 
@@ -120,9 +132,13 @@ def _compare(claim: Claim, title: str, better, than, judging: bool, design: verd
         tuned, _ = _values(claim, [r for r in _tuning(than) if claimlib.declares(r.config, claim)], than.line)
         exact = [v.x for v in tuned.values() if v.exact]
         margin = claim.margin(sum(exact) / len(exact) if exact else None)
-    p = verdicts.compare(title, numbers["better"], numbers["than"], claim, design if judging else None, "; ".join(blocked), margin)
+    p = verdicts.compare(
+        title, numbers["better"], numbers["than"], claim, design if judging else None, "; ".join(blocked), margin
+    )
     p.lines = {str(g.line): _line_info(g, judging) for g in (better, than) if g is not None}
-    p.values = {k: {str(s): (v.x if math.isfinite(v.x) else "diverged") for s, v in numbers[k].items()} for k in numbers}
+    p.values = {
+        k: {str(s): (v.x if math.isfinite(v.x) else "diverged") for s, v in numbers[k].items()} for k in numbers
+    }
     return p
 
 
@@ -132,8 +148,10 @@ def _grid_edge(*cells) -> list[str]:
     for g in cells:
         sel = g.selection
         if sel and sel.edge:
-            out.append(f"grid edge: {g.line} chose {sel.text()}; its best value may lie outside the grid "
-                       f"(lnbench check --widen N widens up to N values)")
+            out.append(
+                f"grid edge: {g.line} chose {sel.text()}; its best value may lie outside the grid "
+                f"(lnbench check --widen N widens up to N values)"
+            )
     return out
 
 
@@ -146,11 +164,15 @@ def _no_learning(claim: Claim, better, than, numbers: dict, judging: bool) -> li
         means = {k: sum(xs) / len(xs) for k, xs in means.items() if xs}
         if means and all(m > (1 - LEARNED_MARGIN) * base for m in means.values()):
             shown = ", ".join(f"{g.line} {means[k]:.3g}" for k, g in (("better", better), ("than", than)) if k in means)
-            return [f"no learning: neither line's {claim.describe()} ({shown}) is {LEARNED_MARGIN:.0%} below the trivial "
-                    f"predictor's {base:.3g}"]
+            return [
+                f"no learning: neither line's {claim.describe()} ({shown}) is {LEARNED_MARGIN:.0%} below the trivial "
+                f"predictor's {base:.3g}"
+            ]
         return []
     if not (_learned(better, judging) or _learned(than, judging)):
-        return [f"no learning: neither line's final validation loss is {LEARNED_MARGIN:.0%} below the trivial predictor's"]
+        return [
+            f"no learning: neither line's final validation loss is {LEARNED_MARGIN:.0%} below the trivial predictor's"
+        ]
     return []
 
 
@@ -201,6 +223,10 @@ def _learned(g, judging: bool) -> bool:
 
 def _line_info(g, judging: bool) -> dict[str, Any]:
     sel = g.selection
-    return {"chosen": sel.text() if sel else "", "edge": bool(sel and sel.edge), "widened": sel.widened if sel else 0,
-            "tuning_seeds": sorted({r.value("seed") for r in _tuning(g)}, key=str),
-            "judging_seeds": sorted({r.value("seed") for r in g.judging}, key=str) if judging else []}
+    return {
+        "chosen": sel.text() if sel else "",
+        "edge": bool(sel and sel.edge),
+        "widened": sel.widened if sel else 0,
+        "tuning_seeds": sorted({r.value("seed") for r in _tuning(g)}, key=str),
+        "judging_seeds": sorted({r.value("seed") for r in g.judging}, key=str) if judging else [],
+    }

@@ -17,6 +17,7 @@ shares, Bonferroni over the declared family).
 
     python -m lnbench.claims.simulate [--trials N] [--seed S] [--only 23|30]    # the tables of docs/verdicts.md
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,8 @@ import argparse
 import numpy as np
 
 from lnbench.claims import stats
-from lnbench.claims.tuning import pick
 from lnbench.claims.stats import POWER
+from lnbench.claims.tuning import pick
 
 SHARED_SD = 1.0  # the seed effect both models share
 TEST_SD = 0.1  # a run's test value: its validation value plus this much noise of its own
@@ -51,7 +52,9 @@ def _decisions(d, looks=None):
     return (p <= ALPHA) & (kind == stats.HELD), (p <= ALPHA) & (kind == stats.CONTRA)
 
 
-def tuning(trials: int, sd_ratio: float, judge: str = "fresh", lrs: int = 3, seeds: int = 3, n_judge: int = 3, seed: int = 0):
+def tuning(
+    trials: int, sd_ratio: float, judge: str = "fresh", lrs: int = 3, seeds: int = 3, n_judge: int = 3, seed: int = 0
+):
     """(false held, false contradicted) of a whole tuned comparison: each model's learning rate chosen on the
     mean final validation of its tuning seeds (tuning.pick), then the claim "the noisier model beats the
     quieter" judged on `judge`: the same runs ("same", before), their test values ("test") or fresh seeds at
@@ -215,55 +218,94 @@ def power80(rule: str, family: int, trials: int = 4000, seed: int = 0) -> float:
 
 def tables30(trials: int, seed: int = 0) -> str:
     """Issue 30's tables of docs/verdicts.md, as Markdown."""
-    out = [f"{trials:,} simulated claims per cell, numpy seed {seed}.", "",
-           "| skewed noisy model (centered exponential) | rule | false held | false contradicted |", "|---|---|---|---|"]
+    out = [
+        f"{trials:,} simulated claims per cell, numpy seed {seed}.",
+        "",
+        "| skewed noisy model (centered exponential) | rule | false held | false contradicted |",
+        "|---|---|---|---|",
+    ]
     for ratio in (1, 5, 10):
         for rule in ("before", "after"):
             h, c = skewed(trials, ratio, rule, seed=seed)
             out.append(f"| {ratio}x | {rule} | {h:.2%} | {c:.2%} |")
-    out += ["", "| 36 null claims, half skewed | rule | " + " | ".join(f"{f} ({m})" for f, m in FAMILIES.items()) + " | all 36 |",
-            "|---|---|---|---|---|---|"]
+    out += [
+        "",
+        "| 36 null claims, half skewed | rule | "
+        + " | ".join(f"{f} ({m})" for f, m in FAMILIES.items())
+        + " | all 36 |",
+        "|---|---|---|---|---|---|",
+    ]
     for ratio in (1, 5):
         for rule in ("before", "after"):
             fwe = whole_check(max(trials // 5, 200), rule, ratio, seed=seed)
             out.append(f"| {ratio}x | {rule} | " + " | ".join(f"{v:.2%}" for v in fwe.values()) + " |")
     out += ["", "| shared seed effect (sd, of the mean) | margin | false equivalent |", "|---|---|---|"]
     for pairing in (0.005, 0.02, 0.05):
-        for src, label in (("judged", "1% of the judged runs (before)"), ("tuning", "1% of the tuning runs, fixed first (after)")):
+        for src, label in (
+            ("judged", "1% of the judged runs (before)"),
+            ("tuning", "1% of the tuning runs, fixed first (after)"),
+        ):
             out.append(f"| {pairing:g} | {label} | {equivalence(trials, pairing, src, seed=seed):.2%} |")
-    out += ["", "| family (claims) | 80%-power effect before (Holm over 36) | after (Bonferroni over the family) |",
-            "|---|---|---|"]
+    out += [
+        "",
+        "| family (claims) | 80%-power effect before (Holm over 36) | after (Bonferroni over the family) |",
+        "|---|---|---|",
+    ]
     for name, m in FAMILIES.items():
-        out.append(f"| {name} ({m}) | {power80('before', 36, seed=seed):.2f} sd | {power80('after', m, seed=seed):.2f} sd |")
+        out.append(
+            f"| {name} ({m}) | {power80('before', 36, seed=seed):.2f} sd | {power80('after', m, seed=seed):.2f} sd |"
+        )
     return "\n".join(out)
 
 
 def tables(trials: int, seed: int = 0) -> str:
     """Every table of docs/verdicts.md, as Markdown."""
-    out = [f"{trials:,} simulated sweeps per cell, numpy seed {seed}; nominal: 2.5% per side, 5% family-wise.", "",
-           "| seed noise, noisy / quiet | judged on | false held | false contradicted |", "|---|---|---|---|"]
+    out = [
+        f"{trials:,} simulated sweeps per cell, numpy seed {seed}; nominal: 2.5% per side, 5% family-wise.",
+        "",
+        "| seed noise, noisy / quiet | judged on | false held | false contradicted |",
+        "|---|---|---|---|",
+    ]
     for ratio in (1, 5, 10):
-        for judge, label in (("same", "tuning seeds (before)"), ("test", "test split of the tuning runs"), ("fresh", "3 fresh seeds (after)")):
+        for judge, label in (
+            ("same", "tuning seeds (before)"),
+            ("test", "test split of the tuning runs"),
+            ("fresh", "3 fresh seeds (after)"),
+        ):
             h, c = tuning(trials, ratio, judge, seed=seed)
             out.append(f"| {ratio}x | {label} | {h:.2%} | {c:.2%} |")
     h, c = tuning(trials, 10, "same", seeds=10, seed=seed)
     out.append(f"| 10x | 10 tuning seeds (before) | {h:.2%} | {c:.2%} |")
     out += ["", "| 26 null claims | mean false verdicts per check | P(at least one) |", "|---|---|---|"]
-    for label, kw in (("before (tuning seeds, unadjusted)", {"procedure": "before"}), ("unadjusted", {"adjust": "none"}),
-                      ("Holm", {"adjust": "holm"}), ("Benjamini-Hochberg", {"adjust": "bh"})):
+    for label, kw in (
+        ("before (tuning seeds, unadjusted)", {"procedure": "before"}),
+        ("unadjusted", {"adjust": "none"}),
+        ("Holm", {"adjust": "holm"}),
+        ("Benjamini-Hochberg", {"adjust": "bh"}),
+    ):
         mean, any_ = family(max(trials // 10, 100), **kw, seed=seed)
         out.append(f"| {label} | {mean:.3f} | {any_:.2%} |")
     out += ["", "| null panels | rule | false held | false contradicted |", "|---|---|---|---|"]
     for k in (1, 2, 3):
-        for rule, label in (("before", "any panel contradicts (before)"), ("after", "intersection-union / Bonferroni (after)")):
+        for rule, label in (
+            ("before", "any panel contradicts (before)"),
+            ("after", "intersection-union / Bonferroni (after)"),
+        ):
             h, c = panels(trials, k, rule, seed=seed)
             out.append(f"| {k} | {label} | {h:.2%} | {c:.2%} |")
     out += ["", "| looks (judging seeds) | rule | false verdicts (both sides) |", "|---|---|---|"]
     for looks in ([3, 6, 9], [3, 4, 5, 6, 7], [5, 10, 15, 20, 25]):
-        for rule, label in (("before", "each look at 95% (before)"), ("after", "alpha spent linearly in seeds (after)")):
+        for rule, label in (
+            ("before", "each look at 95% (before)"),
+            ("after", "alpha spent linearly in seeds (after)"),
+        ):
             out.append(f"| {', '.join(map(str, looks))} | {label} | {stopping(trials, looks, rule, seed=seed):.2%} |")
-    out += ["", "| true effect (sd of the differences) | 3 seeds, alone | 3 seeds, 1 of 26 claims | looks 3, 6, 9, 1 of 26 claims |",
-            "|---|---|---|---|"]
+    out += [
+        "",
+        "| true effect (sd of the differences) | 3 seeds, alone | 3 seeds, 1 of 26 claims "
+        "| looks 3, 6, 9, 1 of 26 claims |",
+        "|---|---|---|---|",
+    ]
     for effect in (1.0, 2.0, 3.0, 5.0):
         cells = [power(trials, effect, looks, m, seed=seed) for looks, m in (([3], 1), ([3], 26), ([3, 6, 9], 26))]
         out.append(f"| {effect:g} | " + " | ".join(f"{c:.0%}" for c in cells) + " |")
@@ -276,7 +318,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--only", choices=("23", "30"), help="only the tables of issue 23 or of issue 30")
     args = p.parse_args(argv)
-    print("\n\n".join(t(args.trials, args.seed) for key, t in (("23", tables), ("30", tables30)) if args.only in (None, key)))
+    print(
+        "\n\n".join(
+            t(args.trials, args.seed) for key, t in (("23", tables), ("30", tables30)) if args.only in (None, key)
+        )
+    )
     return 0
 
 

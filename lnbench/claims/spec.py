@@ -18,6 +18,7 @@ A preset declares the paper's claims under `claims:` (they travel in every job's
         family: primary         # the family adjusted together (primary: the paper's own; control; beyond)
         # eval_seq_len: 160     # a test metric at this test length (a preset's test_seq_lens)
 """
+
 from __future__ import annotations
 
 import math
@@ -62,7 +63,11 @@ class Claim:
         """min_effect in the measure's units: a percentage is of the `than` line's mean on the runs given (the
         tuning runs at the chosen value, so that the margin is fixed before the judging seeds run)."""
         if isinstance(self.min_effect, str):
-            return float(self.min_effect.rstrip("%")) / 100 * abs(than_mean) if than_mean is not None and math.isfinite(than_mean) else 0.0
+            return (
+                float(self.min_effect.rstrip("%")) / 100 * abs(than_mean)
+                if than_mean is not None and math.isfinite(than_mean)
+                else 0.0
+            )
         return float(self.min_effect)
 
     def describe(self) -> str:
@@ -87,10 +92,15 @@ def parse_claim(raw: dict[str, Any]) -> Claim:
     known = set(Claim.__dataclass_fields__)
     if unknown := sorted(set(raw) - known):
         raise ClaimError(f"claim {cid}: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}.")
-    claim = Claim(**{**raw, "where": dict(raw.get("where") or {}), "min_effect": _min_effect(cid, raw.get("min_effect"))})
+    claim = Claim(
+        **{**raw, "where": dict(raw.get("where") or {}), "min_effect": _min_effect(cid, raw.get("min_effect"))}
+    )
     split, _, name = claim.metric.partition("/")
     if split not in SPLITS or not name:
-        raise ClaimError(f"claim {cid}: metric={claim.metric!r} is not split/name with split one of {', '.join(SPLITS)} (e.g. val/error).")
+        raise ClaimError(
+            f"claim {cid}: metric={claim.metric!r} is not split/name with split one of {', '.join(SPLITS)} "
+            "(e.g. val/error)."
+        )
     if claim.measure not in MEASURES:
         raise ClaimError(f"claim {cid}: measure={claim.measure!r} is not one of {', '.join(MEASURES)}.")
     if claim.x not in X_KEYS:
@@ -115,8 +125,10 @@ def _min_effect(cid: str, value: Any) -> float | str:
     except ValueError:
         number = -1.0
     if not (number >= 0 and math.isfinite(number)):
-        raise ClaimError(f"claim {cid}: min_effect={value!r} is not allowed: give a number >= 0 in the measure's units, "
-                         f"or a percentage of the `than` line's mean (e.g. 1%).")
+        raise ClaimError(
+            f"claim {cid}: min_effect={value!r} is not allowed: give a number >= 0 in the measure's units, "
+            f"or a percentage of the `than` line's mean (e.g. 1%)."
+        )
     return f"{number:g}%" if text.endswith("%") else number
 
 
@@ -169,7 +181,9 @@ def run_measure(claim: Claim, points: dict[int, tuple[float, float]], summary: d
     summary: the run's summary.json (test metrics exist once per run, there)."""
     if claim.split == "test":
         summary = summary or {}
-        test = summary.get("test_at_len", {}).get(str(claim.eval_seq_len)) if claim.eval_seq_len else summary.get("test")
+        test = (
+            summary.get("test_at_len", {}).get(str(claim.eval_seq_len)) if claim.eval_seq_len else summary.get("test")
+        )
         v = (test or {}).get(claim.name)
         return Value(float(v)) if isinstance(v, (int, float)) and math.isfinite(v) else None
     curve = [points[s] for s in sorted(points)]

@@ -13,6 +13,7 @@ claim's `min_effect`. Each comparison gives three one-sided p-values:
 A decision at two-sided level a is made when 2p <= a: for held and contra that is the (1 - a) Student t
 interval lying beyond +-margin, for equiv that interval lying inside +-margin (decide()).
 """
+
 from __future__ import annotations
 
 import math

@@ -8,6 +8,7 @@ metrics are never read here: the selection gets only a function that returns a r
 value, and None for a run that did not complete. A winner at either end of a numeric grid is flagged:
 the best value may lie outside the grid (`lnbench check` then widens it, lnbench/check/cli.py).
 """
+
 from __future__ import annotations
 
 import math
@@ -32,8 +33,15 @@ class Selection(Generic[R]):
 
     def text(self) -> str:
         chosen = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(self.keys, self.chosen))
-        notes = [n for n, on in (("edge of grid", self.edge), (f"grid widened ×{self.widened}", self.widened),
-                                 ("no value completed every seed", self.incomplete)) if on]
+        notes = [
+            n
+            for n, on in (
+                ("edge of grid", self.edge),
+                (f"grid widened ×{self.widened}", self.widened),
+                ("no value completed every seed", self.incomplete),
+            )
+            if on
+        ]
         return chosen + (f" ({'; '.join(notes)})" if notes else "")
 
 
@@ -53,7 +61,9 @@ def pick(values: np.ndarray, ok: np.ndarray, present: np.ndarray | None = None) 
     return np.argmin(np.where(eligible, mean, np.inf), -1)
 
 
-def select(runs: Sequence[R], keys: list[str], value: Callable[[R, str], Any], val_metric: Callable[[R], float | None]) -> Selection[R]:
+def select(
+    runs: Sequence[R], keys: list[str], value: Callable[[R, str], Any], val_metric: Callable[[R], float | None]
+) -> Selection[R]:
     """runs: one (panel, line) cell's runs across the tuned grid. value(run, key): its config value.
     val_metric(run): its final validation metric (lower is better), None if it did not complete."""
     by_value: dict[tuple, list[R]] = {}
@@ -61,7 +71,11 @@ def select(runs: Sequence[R], keys: list[str], value: Callable[[R, str], Any], v
         by_value.setdefault(tuple(value(run, k) for k in keys), []).append(run)
     grid = sorted(by_value, key=_order)
     width = max(len(rs) for rs in by_value.values())
-    values, ok, present = np.zeros((len(grid), width)), np.zeros((len(grid), width), bool), np.zeros((len(grid), width), bool)
+    values, ok, present = (
+        np.zeros((len(grid), width)),
+        np.zeros((len(grid), width), bool),
+        np.zeros((len(grid), width), bool),
+    )
     for i, v in enumerate(grid):
         for j, run in enumerate(by_value[v]):
             m = val_metric(run)

@@ -14,6 +14,7 @@ docs/verdicts.md gives the reasons and the simulated error rates.
 - A claim over several panels: held only where held in every panel (intersection-union), contradicted where
   contradicted in any (Bonferroni over panels), practically equivalent only where so in every panel.
 """
+
 from __future__ import annotations
 
 import math
@@ -103,8 +104,15 @@ def _mean(values: dict[Any, Value]) -> float | None:
     return float(np.mean(xs)) if xs else None
 
 
-def compare(panel: str, better: dict[Any, Value], than: dict[Any, Value], claim: Claim, design: Design | None = None,
-            blocked: str = "", margin: float | None = None) -> Panel:
+def compare(
+    panel: str,
+    better: dict[Any, Value],
+    than: dict[Any, Value],
+    claim: Claim,
+    design: Design | None = None,
+    blocked: str = "",
+    margin: float | None = None,
+) -> Panel:
     """better/than: seed -> the run's Value. design: the looks the judging seeds were added in (None: one look at
     every common seed). blocked: a reason this panel cannot be judged (no learning, a grid edge, a failed seed).
     margin: min_effect in the measure's units, fixed before judging (None: from these runs' `than`)."""
@@ -122,8 +130,9 @@ def compare(panel: str, better: dict[Any, Value], than: dict[Any, Value], claim:
         if min(len(better), len(than)) >= MIN_SEEDS:
             return _unpaired(p, better, than)
         p.n = len(common) if common else min(len(better), len(than))
-        p.reason = f"n<{MIN_SEEDS}: " + (f"{len(common)} paired seed(s)" if common
-                                          else f"{len(better)} vs {len(than)} seed(s)")
+        p.reason = f"n<{MIN_SEEDS}: " + (
+            f"{len(common)} paired seed(s)" if common else f"{len(better)} vs {len(than)} seed(s)"
+        )
         return p
     design = design or Design.linear([len(common)])
     looks = [n for n in design.looks if n <= len(common)]

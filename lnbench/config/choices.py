@@ -1,4 +1,5 @@
 """Enumerated choices a model config names (besides the normalizer, lnbench.nn.normalizers); free of torch."""
+
 from __future__ import annotations
 
 from enum import Enum

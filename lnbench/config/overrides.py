@@ -3,13 +3,24 @@
 Hydra has no public API for the first: `parse` is the one place lnbench uses a private one
 (tests/launch/test_preflight.py fails when Hydra changes it). The expansion uses the public override parser.
 """
+
 from __future__ import annotations
 
 import argparse
 import itertools
 
 # Flags with which `lnbench train` shows something instead of running (Hydra's business alone).
-NOT_A_RUN = ("help", "hydra_help", "cfg", "info", "shell_completion", "experimental_rerun", "config_path", "config_name", "config_dir")
+NOT_A_RUN = (
+    "help",
+    "hydra_help",
+    "cfg",
+    "info",
+    "shell_completion",
+    "experimental_rerun",
+    "config_path",
+    "config_name",
+    "config_dir",
+)
 
 
 def parse(args: list[str]) -> argparse.Namespace:
@@ -32,7 +43,11 @@ def axes(overrides: list[str]) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for o in OverridesParser.create().parse_overrides(overrides):
         key = o.get_key_element()
-        found[key] = [f"{key}={v}" for v in o.sweep_string_iterator()] if o.is_sweep_override() else [f"{key}={o.get_value_element_as_str()}"]
+        found[key] = (
+            [f"{key}={v}" for v in o.sweep_string_iterator()]
+            if o.is_sweep_override()
+            else [f"{key}={o.get_value_element_as_str()}"]
+        )
     return found
 
 
@@ -65,6 +80,8 @@ def unreadable(overrides: list[str]) -> str:
 def quoting_hint() -> str:
     """What to say after Hydra's lexer refused a value (`LexerNoViableAltException`): ordinary shell text
     (~, spaces, non-ASCII letters, quotes) is not a bare Hydra value."""
-    return ("Hydra reads an override's value in its own syntax: quote a value with ~, spaces, non-ASCII letters or "
-            "any of = , [ ] { } ( ) ' \" for Hydra and for the shell, e.g. 'dataset.data_dir=\"~/my data\"' "
-            "(lnbench expands ~ in paths itself).")
+    return (
+        "Hydra reads an override's value in its own syntax: quote a value with ~, spaces, non-ASCII letters or "
+        "any of = , [ ] { } ( ) ' \" for Hydra and for the shell, e.g. 'dataset.data_dir=\"~/my data\"' "
+        "(lnbench expands ~ in paths itself)."
+    )

@@ -2,6 +2,7 @@
 model, dataset and optimizer presets, each with its one-line description, read from conf/ (each preset's first
 comment line; an experiment's axes from its hydra.sweeper.params), so the list never goes stale and nothing is
 typed twice."""
+
 from __future__ import annotations
 
 import shutil
@@ -136,8 +137,11 @@ def main(argv: list[str]) -> int:
         print("usage: lnbench presets\n\n" + __doc__.split("\n\n")[0])
         return 0
     if argv:
-        print(f"lnbench presets: {argv[0]!r} is not allowed: `lnbench presets` takes no arguments (only --help) and "
-              "lists every preset of conf/.", file=sys.stderr)
+        print(
+            f"lnbench presets: {argv[0]!r} is not allowed: `lnbench presets` takes no arguments (only --help) and "
+            "lists every preset of conf/.",
+            file=sys.stderr,
+        )
         return 2
     print(render(read_presets(Path(CONF_DIR))), end="")
     return 0

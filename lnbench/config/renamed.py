@@ -4,6 +4,7 @@ key to the new one before Hydra sees it, and says so once per key on stderr.
 An old key maps to a new key (`a.b=1` -> `c.d=1`), or to a config group (`optim.schedule=cosine` ->
 `schedule=cosine`), since Hydra selects a group with the same `key=value` syntax.
 """
+
 from __future__ import annotations
 
 import sys
@@ -23,7 +24,7 @@ def rewrite(overrides: list[str], renamed: dict[str, str] | None = None) -> tupl
     out, notes = [], []
     for o in overrides:
         prefix = o[: len(o) - len(o.lstrip("+~"))]
-        key, eq, value = o[len(prefix):].partition("=")
+        key, eq, value = o[len(prefix) :].partition("=")
         new = renamed.get(key)
         if new is None:
             out.append(o)
@@ -44,5 +45,9 @@ def rewrite_and_say(overrides: list[str]) -> list[str]:
 
 
 # logger: one entry per metric sink (lnbench.training.sinks, conf/logger/); W&B's keys moved under logger.wandb.
-RENAMED.update({f"logger.{key}": f"logger.wandb.{key}" for key in (
-    "mode", "project", "entity", "group", "tags", "name", "init_timeout", "finish_timeout", "report")})
+RENAMED.update(
+    {
+        f"logger.{key}": f"logger.wandb.{key}"
+        for key in ("mode", "project", "entity", "group", "tags", "name", "init_timeout", "finish_timeout", "report")
+    }
+)

@@ -4,6 +4,7 @@ Each preset YAML under conf/ starts from one of these schemas (its defaults list
 misspelt key or a value of the wrong type fails at composition, with Hydra's own message, before any
 tensor is made. Checks that need more than a type (ranges, combinations) live in lnbench.config.validate.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ class WandbMode(str, Enum):
 
 class WandbConsole(str, Enum):
     """What W&B's Logs tab gets (lnbench.training.sinks.wandb_run.start_wandb says why not redirect)."""
+
     wrap = "wrap"
     off = "off"
 
@@ -69,7 +71,9 @@ class TransformerConfig:
 
 @dataclass
 class DRAWConfig:
-    """The paper's section 6.4 DRAW (lnbench.models.draw); the defaults are the paper's and Gregor et al.'s MNIST model."""
+    """The paper's section 6.4 DRAW (lnbench.models.draw); the defaults are the paper's and Gregor et al.'s MNIST
+    model."""
+
     _target_: str = "lnbench.models.draw.DRAW"
     glimpses: int = 64
     hidden_size: int = 256
@@ -218,6 +222,7 @@ class RMSpropConfig(OptimBase):
 class ScheduleConfig:
     """`main`: a torch scheduler as a `_partial_` component (conf/schedule/), built on the optimizer after
     `warmup_steps` of linear warmup from lr/warmup_steps to lr."""
+
     warmup_steps: int = 0
     main: Any = MISSING
 
@@ -231,6 +236,7 @@ def steps_after_warmup(steps: int, warmup_steps: int) -> int:
 @dataclass
 class WandbConfig:
     """logger.wandb (conf/logger/wandb.yaml): the run as a Weights & Biases run (lnbench.training.sinks.wandb_run)."""
+
     _target_: str = "lnbench.training.sinks.wandb_run.WandbSink"
     mode: WandbMode = "${oc.env:WANDB_MODE,offline}"  # type: ignore[assignment]
     project: str = "lnbench"
@@ -247,7 +253,9 @@ class WandbConfig:
 
 @dataclass
 class CsvConfig:
-    """logger.csv (conf/logger/csv.yaml): metrics.csv, the rows of metrics.jsonl as a table (lnbench.training.sinks.csv_file)."""
+    """logger.csv (conf/logger/csv.yaml): metrics.csv, the rows of metrics.jsonl as a table
+    (lnbench.training.sinks.csv_file)."""
+
     _target_: str = "lnbench.training.sinks.csv_file.CsvSink"
     file: str = "metrics.csv"  # in the run directory
 
@@ -289,8 +297,14 @@ class TrainConfig:
 
 
 SCHEMAS = {
-    "model": {"base_mlp": MLPConfig, "base_sequence": SequenceModelConfig, "base_transformer": TransformerConfig,
-              "base_draw": DRAWConfig, "base_conv": ConvNetConfig, "base_resnet": ResNetConfig},
+    "model": {
+        "base_mlp": MLPConfig,
+        "base_sequence": SequenceModelConfig,
+        "base_transformer": TransformerConfig,
+        "base_draw": DRAWConfig,
+        "base_conv": ConvNetConfig,
+        "base_resnet": ResNetConfig,
+    },
     "dataset": {
         "base_mnist": MNISTConfig,
         "base_seq_mnist": SeqMNISTConfig,
@@ -305,8 +319,6 @@ SCHEMAS = {
 }
 
 
-
-
 def presets(group: str, conf_dir: Path | str = CONF_DIR) -> dict[str, Optional[str]]:
     """{preset: the schema it is built on (`base_mlp`, ...)} for the presets in conf/<group>, read from each
     preset's defaults list: the one list of preset names (tests, Makefile, bench, error messages ask here)."""
@@ -315,7 +327,9 @@ def presets(group: str, conf_dir: Path | str = CONF_DIR) -> dict[str, Optional[s
     found = {}
     for path in sorted((Path(conf_dir) / group).glob("*.yaml")):
         defaults = (yaml.safe_load(path.read_text()) or {}).get("defaults") or []
-        found[path.stem] = next((d.lstrip("/") for d in defaults if isinstance(d, str) and d.lstrip("/") in SCHEMAS[group]), None)
+        found[path.stem] = next(
+            (d.lstrip("/") for d in defaults if isinstance(d, str) and d.lstrip("/") in SCHEMAS[group]), None
+        )
     return found
 
 
@@ -329,7 +343,11 @@ def presets_of_kind(group: str, attribute: str, kind: str) -> list[str]:
     models that take sequences (`accepts`), the datasets that give flat inputs (`kind`)."""
     from hydra.utils import get_class
 
-    return [name for name, base in presets(group).items() if base and getattr(get_class(SCHEMAS[group][base]._target_), attribute, None) == kind]
+    return [
+        name
+        for name, base in presets(group).items()
+        if base and getattr(get_class(SCHEMAS[group][base]._target_), attribute, None) == kind
+    ]
 
 
 def steps_for_epochs(epochs: float, batch_size: int, train_size: int) -> int:

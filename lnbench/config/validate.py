@@ -2,9 +2,13 @@
 each a ConfigError naming the key, the value and what is allowed. lnbench.launch.preflight runs them once for a
 single run, each sweep job's process once for its job.
 """
+
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import importlib
+import inspect
 import math
 from typing import Any, Iterable
 
@@ -19,7 +23,6 @@ from lnbench.nn.normalizers import NORMALIZERS, normalizer
 def validate_logger(logger: Any) -> None:
     """Each logger entry is one sink's config, with the `_target_` that builds it: anything else (`+logger.nope=1`)
     is a typo that would silently do nothing. metrics.jsonl is no entry: every run writes it."""
-    import importlib
 
     from lnbench.training.sinks.jsonl import KEY as RECORD_KEY
 
@@ -28,8 +31,11 @@ def validate_logger(logger: Any) -> None:
             value = OmegaConf.to_container(node) if OmegaConf.is_config(node) else node
             raise ConfigError(
                 f"logger.{key}={value} is not allowed: "
-                + ("metrics.jsonl is written by every run, it is not chosen. " if key == RECORD_KEY else
-                   f"each logger entry is a metric sink's config with a _target_, and {key!r} has none. ")
+                + (
+                    "metrics.jsonl is written by every run, it is not chosen. "
+                    if key == RECORD_KEY
+                    else f"each logger entry is a metric sink's config with a _target_, and {key!r} has none. "
+                )
                 + f"Choose sinks with logger=NAME or a list, logger=[wandb,csv] (the files in {CONF_DIR / 'logger'}: "
                 f"{', '.join(sorted(p.stem for p in (CONF_DIR / 'logger').glob('*.yaml')))})."
             )
@@ -45,14 +51,15 @@ def validate_logger(logger: Any) -> None:
         _check_sink_keys(key, node, sink)
     for key in ("init_timeout", "finish_timeout"):
         if OmegaConf.select(logger, f"wandb.{key}", default=1) <= 0:
-            raise ConfigError(f"logger.wandb.{key}={OmegaConf.select(logger, f'wandb.{key}')} is not allowed: it must be a number of seconds > 0.")
+            raise ConfigError(
+                f"logger.wandb.{key}={OmegaConf.select(logger, f'wandb.{key}')} is not allowed: "
+                "it must be a number of seconds > 0."
+            )
 
 
 def _check_sink_keys(key: str, node: Any, sink: Any) -> None:
     """A sink without a schema takes its keys as its constructor's arguments: one it has no argument for is a
     typo, refused here (its constructor would raise a TypeError, which would read as a bug in the sink)."""
-    import inspect
-
     given = [str(k) for k in node if k != "_target_"]
     try:
         params = inspect.signature(sink).parameters
@@ -62,9 +69,13 @@ def _check_sink_keys(key: str, node: Any, sink: Any) -> None:
         return
     for k in given:
         if k not in params or k in ("run", "resume"):
-            takes = ", ".join(n for n, p in params.items() if n not in ("self", "run", "resume") and p.kind is not p.VAR_POSITIONAL)
-            raise ConfigError(f"logger.{key}.{k}={OmegaConf.select(node, k)} is not allowed: {sink.__name__} has no argument "
-                              f"{k!r}. Its arguments are {takes or 'none'}.")
+            takes = ", ".join(
+                n for n, p in params.items() if n not in ("self", "run", "resume") and p.kind is not p.VAR_POSITIONAL
+            )
+            raise ConfigError(
+                f"logger.{key}.{k}={OmegaConf.select(node, k)} is not allowed: {sink.__name__} has no argument "
+                f"{k!r}. Its arguments are {takes or 'none'}."
+            )
 
 
 # Keys whose values are free-form (not checked against a schema, any nested keys allowed). Every other
@@ -75,7 +86,6 @@ FREE_FORM: tuple[str, ...] = ("claims",)
 def check_keys(cfg: Any, prefix: str = "") -> None:
     """Refuses a key its node's schema does not declare (e.g. `+foo=1`, `+model.foo=1`, `+optim.momentum=0.9`
     with Adam): the schema is the whitelist, so a misspelt key cannot silently do nothing."""
-    import dataclasses
 
     from omegaconf import DictConfig
 
@@ -106,7 +116,7 @@ def check_keys(cfg: Any, prefix: str = "") -> None:
 
 
 def did_you_mean(word: str, options: Iterable[str]) -> str:
-    """" Did you mean X?" for a misspelt key or preset name close to one of `options`, else ""."""
+    """ " Did you mean X?" for a misspelt key or preset name close to one of `options`, else ""."""
     near = difflib.get_close_matches(word, sorted(o for o in options if not o.startswith("_")), n=2, cutoff=0.75)
     return f" Did you mean {' or '.join(near)}?" if near else ""
 
@@ -135,11 +145,19 @@ def validate(cfg: Any) -> None:
             raise ConfigError(f"{key}={value} is not allowed: it must be a finite number.")
         if isinstance(value, int) and not -BIGGEST <= value <= BIGGEST:
             # torch's seeds, steps and sizes are 64-bit: a bigger number is an overflow deep in a run
-            raise ConfigError(f"{key}={value} is not allowed: it must be a 64-bit integer, at most {BIGGEST} "
-                              "(2**63-1).")
+            raise ConfigError(
+                f"{key}={value} is not allowed: it must be a 64-bit integer, at most {BIGGEST} (2**63-1)."
+            )
     if cfg.seed < 0:
         raise ConfigError(f"seed={cfg.seed} is not allowed: it must be an integer >= 0.")
-    for key in ("steps", "eval_every", "log_every", "checkpoint_every", "dataset.batch_size", "dataset.eval_batch_size"):
+    for key in (
+        "steps",
+        "eval_every",
+        "log_every",
+        "checkpoint_every",
+        "dataset.batch_size",
+        "dataset.eval_batch_size",
+    ):
         _at_least(cfg, key, 1)
     for key in ("dataset.seq_len", "dataset.eval_seq_len", "model.hidden_size", "model.num_layers", "threads"):
         _at_least(cfg, key, 1, optional=True)
@@ -154,8 +172,10 @@ def _check_betas(cfg: Any) -> None:
     """Their count only: torch's Adam checks their range itself (and says so), but indexes a short list blindly."""
     betas = OmegaConf.select(cfg, "optim.betas", default=None)
     if betas is not None and len(betas) != 2:
-        raise ConfigError(f"optim.betas={list(betas)} is not allowed: Adam takes two decay rates, each >= 0 and < 1, "
-                          "e.g. optim.betas=[0.9,0.999] (the gradient's running mean, then its square's).")
+        raise ConfigError(
+            f"optim.betas={list(betas)} is not allowed: Adam takes two decay rates, each >= 0 and < 1, "
+            "e.g. optim.betas=[0.9,0.999] (the gradient's running mean, then its square's)."
+        )
 
 
 def _check_combinations(cfg: Any) -> None:
@@ -172,12 +192,17 @@ def _check_combinations(cfg: Any) -> None:
             f"the last without decay and the weights grow without bound)."
         )
     if cfg.clip_grad_norm is not None and cfg.clip_grad_norm <= 0:
-        raise ConfigError(f"clip_grad_norm={cfg.clip_grad_norm} is not allowed: it must be > 0, or null for no clipping.")
+        raise ConfigError(
+            f"clip_grad_norm={cfg.clip_grad_norm} is not allowed: it must be > 0, or null for no clipping."
+        )
     _check_betas(cfg)
     if cfg.optim.lr <= 0:
         raise ConfigError(f"optim.lr={cfg.optim.lr} is not allowed: the learning rate must be > 0.")
     if cfg.stage not in ("tune", "widen", "judge"):
-        raise ConfigError(f"stage={cfg.stage} is not allowed: use tune (the default), widen or judge (a fresh seed at chosen hyperparameters).")
+        raise ConfigError(
+            f"stage={cfg.stage} is not allowed: use tune (the default), widen or judge "
+            "(a fresh seed at chosen hyperparameters)."
+        )
     norm = cfg.model.get("norm")
     if norm is not None and normalizer(norm.kind).batch_stats and cfg.dataset.batch_size < 2:
         per_case = ", ".join(n for n, z in NORMALIZERS.items() if not z.batch_stats)
@@ -212,8 +237,10 @@ def validate_sweep(master: Any) -> None:
     that counts one seed as two)."""
     launcher = OmegaConf.select(master, "hydra.launcher", default=None) or {}
     if str(launcher.get("_target_", "")).endswith("JoblibLauncher") and launcher.get("n_jobs") == 0:
-        raise ConfigError("hydra.launcher.n_jobs=0 is not allowed: it is how many jobs joblib runs at once. Give an "
-                          "integer >= 1, or -1 for one job per core (-2 for all cores but one).")
+        raise ConfigError(
+            "hydra.launcher.n_jobs=0 is not allowed: it is how many jobs joblib runs at once. Give an "
+            "integer >= 1, or -1 for one job per core (-2 for all cores but one)."
+        )
     if not str(OmegaConf.select(master, "hydra.sweeper._target_", default="")).endswith(".BasicSweeper"):
         return
     params = OmegaConf.select(master, "hydra.sweeper.params", default=None) or {}

@@ -4,6 +4,7 @@ A dataset holds its splits as in-memory tensors and hands out batches by index. 
 for step `s` is a pure function of (seed, s): the train loop can resume at any step without saving a
 data-loader state, and two runs with the same seed see the same batches in the same order.
 """
+
 from __future__ import annotations
 
 import copy
@@ -123,9 +124,7 @@ def check_int(name: str, value: object, where: str, minimum: int = 1, optional: 
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         extra = " or null" if optional else ""
-        raise ConfigError(
-            f"{name}={value!r} is not allowed for {where}: it must be an integer >= {minimum}{extra}."
-        )
+        raise ConfigError(f"{name}={value!r} is not allowed for {where}: it must be an integer >= {minimum}{extra}.")
 
 
 def check_bool(name: str, value: object, where: str) -> None:

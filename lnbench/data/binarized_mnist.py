@@ -11,6 +11,7 @@ first 60,000 - val_size images and validation the rest (Larochelle & Murray's 50
 the test set is the official 10k; with only the 10k test split, train / val / test (`carve`) are taken from it
 in an order drawn from `binarize_seed`.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -23,13 +24,13 @@ from torch import Tensor
 
 from lnbench.data.base import (
     SPLIT_STREAM,
-    DataSpec,
     Dataset,
-    mix,
+    DataSpec,
     check_bool,
     check_int,
     check_split,
     epoch_permutation_batch,
+    mix,
     resolve_data_dir,
     step_generator,
 )
@@ -102,19 +103,34 @@ class BinarizedMNIST(Dataset):
         check_int("dataset.limit_train", limit_train, w, optional=True)
         check_bool("dataset.download", download, w)
         carve = check_carve(carve, w)
-        self.batch_size, self.eval_batch_size, self.seed, self.binarize_seed = batch_size, eval_batch_size, seed, binarize_seed
+        self.batch_size, self.eval_batch_size, self.seed, self.binarize_seed = (
+            batch_size,
+            eval_batch_size,
+            seed,
+            binarize_seed,
+        )
 
-        self._splits, self.source = self._read_splits(resolve_data_dir(data_dir, w) / "MNIST" / "raw", download, val_size, carve)
+        self._splits, self.source = self._read_splits(
+            resolve_data_dir(data_dir, w) / "MNIST" / "raw", download, val_size, carve
+        )
         if limit_train is not None:
             self._splits["train"] = self._splits["train"][:limit_train]
         self.train_size = len(self._splits["train"])
         if self.train_size < batch_size:
-            raise ConfigError(f"dataset.batch_size={batch_size} is not allowed for {w}: it must be at most the "
-                              f"{self.train_size} training images.")
-        self.digest = hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes() for a in self._splits.values())).hexdigest()
-        self.spec = DataSpec(self.kind, "bound", PIXELS, input_size=PIXELS, baseline=independent_pixels_nats(self._splits["train"]))
+            raise ConfigError(
+                f"dataset.batch_size={batch_size} is not allowed for {w}: it must be at most the "
+                f"{self.train_size} training images."
+            )
+        self.digest = hashlib.sha256(
+            b"".join(np.ascontiguousarray(a).tobytes() for a in self._splits.values())
+        ).hexdigest()
+        self.spec = DataSpec(
+            self.kind, "bound", PIXELS, input_size=PIXELS, baseline=independent_pixels_nats(self._splits["train"])
+        )
 
-    def _read_splits(self, raw_dir: Path, download: bool, val_size: int, carve: tuple[int, int, int]) -> tuple[dict, str]:
+    def _read_splits(
+        self, raw_dir: Path, download: bool, val_size: int, carve: tuple[int, int, int]
+    ) -> tuple[dict, str]:
         """The train / val / test splits of binarized images, and where they came from."""
         w = self.name
         train, test = load_pair(raw_dir, "train"), load_pair(raw_dir, "t10k")
@@ -123,18 +139,33 @@ class BinarizedMNIST(Dataset):
             train, test = load_pair(raw_dir, "train"), load_pair(raw_dir, "t10k")
         if test is None:
             raise DataError(f"no t10k-*-ubyte[.gz] files under {raw_dir}; {HOW_TO_GET}.")
-        bits = {name: binarize(pair[0], self.binarize_seed, FILES[name]) for name, pair in (("train", train), ("t10k", test)) if pair}
+        bits = {
+            name: binarize(pair[0], self.binarize_seed, FILES[name])
+            for name, pair in (("train", train), ("t10k", test))
+            if pair
+        }
         if train is not None:
             n = len(bits["train"])
             if val_size > n - self.batch_size:
-                raise ConfigError(f"dataset.val_size={val_size} is not allowed for {w}: it must leave at least one batch "
-                                  f"of the {n} training images (at most {n - self.batch_size}).")
-            splits = {"train": bits["train"][: n - val_size], "val": bits["train"][n - val_size :], "test": bits["t10k"]}
-            return splits, f"official train/test files in {raw_dir} (Larochelle & Murray's split sizes at val_size=10000)"
+                raise ConfigError(
+                    f"dataset.val_size={val_size} is not allowed for {w}: it must leave at least one batch "
+                    f"of the {n} training images (at most {n - self.batch_size})."
+                )
+            splits = {
+                "train": bits["train"][: n - val_size],
+                "val": bits["train"][n - val_size :],
+                "test": bits["t10k"],
+            }
+            return (
+                splits,
+                f"official train/test files in {raw_dir} (Larochelle & Murray's split sizes at val_size=10000)",
+            )
         n_tr, n_va, n_te = carve
         if n_tr + n_va + n_te > len(bits["t10k"]):
-            raise ConfigError(f"dataset.carve={list(carve)} is not allowed for {w}: the sizes must sum to at most the "
-                              f"{len(bits['t10k'])} images of the test split.")
+            raise ConfigError(
+                f"dataset.carve={list(carve)} is not allowed for {w}: the sizes must sum to at most the "
+                f"{len(bits['t10k'])} images of the test split."
+            )
         perm = torch.randperm(len(bits["t10k"]), generator=step_generator(self.binarize_seed, 0, SPLIT_STREAM)).numpy()
         cut = np.cumsum([0, n_tr, n_va, n_te])
         splits = {k: bits["t10k"][perm[a:b]] for k, a, b in zip(("train", "val", "test"), cut, cut[1:])}
@@ -154,9 +185,11 @@ class BinarizedMNIST(Dataset):
 
     def describe(self) -> str:
         sizes = " / ".join(f"{k} {len(v)}" for k, v in self._splits.items())
-        return (f"{self.name}: {sizes} images of 784 binary pixels, binarized once from binarize_seed {self.binarize_seed} "
-                f"(sha256 of the splits' bits {self.digest[:16]}), batches ordered by seed {self.seed}; {self.source}; "
-                f"independent pixels at their training frequencies score {self.spec.baseline:.1f} nats")
+        return (
+            f"{self.name}: {sizes} images of 784 binary pixels, binarized once from binarize_seed {self.binarize_seed} "
+            f"(sha256 of the splits' bits {self.digest[:16]}), batches ordered by seed {self.seed}; {self.source}; "
+            f"independent pixels at their training frequencies score {self.spec.baseline:.1f} nats"
+        )
 
 
 def independent_pixels_nats(bits: np.ndarray) -> float:

@@ -4,6 +4,7 @@ A batch asked for is made whole at each step; one too big for the machine ended 
 or in the OOM killer's SIGKILL, and the pre-run check itself used to make it. Here sizes are estimated
 from a few cases and refused, with the largest size that fits, where they would not fit.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,7 +36,8 @@ def check_fits(key: str, count: int, bytes_each: float, what: str, device=None) 
     if need > have:
         most = max(int(have // max(bytes_each, 1)), 0)
         raise ConfigError(
-            f"{key}={count} is not allowed here: {what} would take about {need / GB:.3g} GB ({bytes_each / 2**20:.3g} MB "
+            f"{key}={count} is not allowed here: {what} would take about {need / GB:.3g} GB "
+            f"({bytes_each / 2**20:.3g} MB "
             f"each), and {have / GB:.3g} GB of memory is available. Use {key} <= {most}."
         )
 
@@ -63,5 +65,10 @@ def check_batch_fits(model, dataset, few, device=None) -> None:
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         tasks.loss_and_metrics(dataset.spec, model(x), y)
     each = (sum(kept.values()) + x.nbytes + y.nbytes) / len(x)
-    check_fits("dataset.batch_size", dataset.batch_size, each,
-               f"a training batch of this model (its cases and the activations kept for the backward)", device)
+    check_fits(
+        "dataset.batch_size",
+        dataset.batch_size,
+        each,
+        "a training batch of this model (its cases and the activations kept for the backward)",
+        device,
+    )

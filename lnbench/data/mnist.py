@@ -2,6 +2,7 @@
 
 Images are kept as uint8 and converted to float per batch, so the 60k training set costs 47 MB, not 188.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,8 +14,8 @@ from torch import Tensor
 
 from lnbench.data.base import (
     SPLIT_STREAM,
-    DataSpec,
     Dataset,
+    DataSpec,
     check_bool,
     check_int,
     check_split,
@@ -97,7 +98,11 @@ class MNIST(Dataset):
                 )
             perm = torch.randperm(n, generator=g).numpy()
             tr, va = perm[: n - val_size], perm[n - val_size :]
-            return {"train": _take(train, tr), "val": _take(train, va), "test": test}, f"official train/test files in {raw_dir}"
+            return {
+                "train": _take(train, tr),
+                "val": _take(train, va),
+                "test": test,
+            }, f"official train/test files in {raw_dir}"
         n_tr, n_va, n_te = self.carve
         n = len(test[0])
         if n_tr + n_va + n_te > n:
@@ -169,8 +174,7 @@ class SeqMNIST(MNIST):
         check_int("dataset.seq_len", self.seq_len, w)
         if PIXELS % self.seq_len:
             raise ConfigError(
-                f"dataset.seq_len={self.seq_len} is not allowed for {w}: it must divide 784 "
-                f"(e.g. 1, 28, 784)."
+                f"dataset.seq_len={self.seq_len} is not allowed for {w}: it must divide 784 (e.g. 1, 28, 784)."
             )
         if self.eval_seq_len is not None and self.eval_seq_len != self.seq_len:
             raise ConfigError(
@@ -182,9 +186,7 @@ class SeqMNIST(MNIST):
 
     def _spec(self) -> DataSpec:
         step = PIXELS // self.seq_len
-        return DataSpec(
-            self.kind, "classify", 10, input_size=step, baseline=float(np.log(10)), seq_len=self.seq_len
-        )
+        return DataSpec(self.kind, "classify", 10, input_size=step, baseline=float(np.log(10)), seq_len=self.seq_len)
 
     def _x(self, images: np.ndarray) -> Tensor:
         if self.perm is not None:

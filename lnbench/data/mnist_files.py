@@ -2,6 +2,7 @@
 once with torchvision when asked. Shared by the classification datasets (lnbench.data.mnist) and binarized
 MNIST (lnbench.data.binarized_mnist); `check_carve` checks the split both take from the 10k test file alone.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -52,17 +53,14 @@ def _decode_idx(path: Path, kind: str) -> np.ndarray:
     got_magic, n, *got_dims = struct.unpack(f">{2 + len(dims)}I", raw[:header])
     if got_magic != magic:
         raise DataError(
-            f"{path} has magic number {got_magic:#010x}, expected {magic:#010x} for an MNIST {kind} file; "
-            f"{HOW_TO_GET}."
+            f"{path} has magic number {got_magic:#010x}, expected {magic:#010x} for an MNIST {kind} file; {HOW_TO_GET}."
         )
     if tuple(got_dims) != dims:
         raise DataError(f"{path} holds items of shape {tuple(got_dims)}, expected {dims}; {HOW_TO_GET}.")
     expected = header + n * int(np.prod(dims, dtype=np.int64))
     if len(raw) != expected:
         what = "truncated" if len(raw) < expected else "longer than its header says"
-        raise DataError(
-            f"{path} is {what} ({len(raw)} bytes, expected {expected} for {n} items); {HOW_TO_GET}."
-        )
+        raise DataError(f"{path} is {what} ({len(raw)} bytes, expected {expected} for {n} items); {HOW_TO_GET}.")
     return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(n, *dims).copy()
 
 

@@ -1,4 +1,5 @@
 """Character-level language modelling on Tiny Shakespeare (Karpathy's char-rnn corpus)."""
+
 from __future__ import annotations
 
 import math
@@ -10,16 +11,16 @@ import torch
 from torch import Tensor
 
 from lnbench.data.base import (
-    DataSpec,
     Dataset,
+    DataSpec,
     check_int,
     check_split,
     chunks,
     resolve_data_dir,
     step_generator,
 )
-from lnbench.errors import ConfigError, DataError
 from lnbench.data.memory import check_fits
+from lnbench.errors import ConfigError, DataError
 
 URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 
@@ -74,7 +75,12 @@ class Shakespeare(Dataset):
         check_int("dataset.eval_batch_size", eval_batch_size, w)
         check_int("dataset.max_eval_windows", max_eval_windows, w, optional=True)
         fractions = _check_split(split)
-        check_fits("dataset.batch_size", batch_size, 2 * seq_len * 8, f"a training batch of {batch_size} windows of {seq_len} characters")
+        check_fits(
+            "dataset.batch_size",
+            batch_size,
+            2 * seq_len * 8,
+            f"a training batch of {batch_size} windows of {seq_len} characters",
+        )
         self.batch_size, self.seed, self.seq_len = batch_size, seed, seq_len
         self.eval_seq_len = seq_len if eval_seq_len is None else eval_seq_len
         self.eval_batch_size, self.max_eval_windows = eval_batch_size, max_eval_windows
@@ -84,9 +90,7 @@ class Shakespeare(Dataset):
         self._stoi = {c: i for i, c in enumerate(self.vocab)}
         n = len(ids)
         bounds = [0] + [round(n * f) for f in np.cumsum(fractions)]
-        self._parts = {
-            k: torch.from_numpy(ids[a:b]) for k, a, b in zip(("train", "val", "test"), bounds, bounds[1:])
-        }
+        self._parts = {k: torch.from_numpy(ids[a:b]) for k, a, b in zip(("train", "val", "test"), bounds, bounds[1:])}
         if len(self._parts["train"]) < seq_len + 1:
             raise ConfigError(
                 f"dataset.seq_len={seq_len} is not allowed for {w}: the training part holds only "
@@ -101,9 +105,7 @@ class Shakespeare(Dataset):
         self._eval = {k: self._windows(self._parts[k]) for k in ("val", "test")}
         self.train_size = len(self._parts["train"]) // seq_len
         v = len(self.vocab)
-        self.spec = DataSpec(
-            self.kind, "tagging", v, vocab_size=v, bits=True, baseline=math.log(v), seq_len=seq_len
-        )
+        self.spec = DataSpec(self.kind, "tagging", v, vocab_size=v, bits=True, baseline=math.log(v), seq_len=seq_len)
 
     def _windows(self, part: Tensor) -> tuple[Tensor, Tensor]:
         """Non-overlapping consecutive windows (targets one character ahead), evenly thinned to the cap."""

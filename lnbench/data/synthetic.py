@@ -4,6 +4,7 @@ Training batches are generated afresh for every step (or drawn from a fixed set 
 given); val and test are fixed sets generated once from their own streams of the seed, at
 `eval_seq_len`, so a run can be evaluated on longer sequences than it trained on.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,16 +19,16 @@ from lnbench.data.base import (
     IGNORE_INDEX,
     TEST_STREAM,
     VAL_STREAM,
-    DataSpec,
     Dataset,
+    DataSpec,
     check_int,
     check_split,
     chunks,
     epoch_permutation_batch,
     step_generator,
 )
-from lnbench.errors import ConfigError
 from lnbench.data.memory import check_fits
+from lnbench.errors import ConfigError
 
 
 class _Synthetic(Dataset):
@@ -66,8 +67,14 @@ class _Synthetic(Dataset):
         self.seq_len = seq_len
         self.eval_seq_len = seq_len if eval_seq_len is None else eval_seq_len
         self.train_size = train_size
-        self._check_memory({"dataset.batch_size": (batch_size, seq_len), "dataset.train_size": (train_size or 0, seq_len),
-                            "dataset.val_size": (val_size, self.eval_seq_len), "dataset.test_size": (test_size, self.eval_seq_len)})
+        self._check_memory(
+            {
+                "dataset.batch_size": (batch_size, seq_len),
+                "dataset.train_size": (train_size or 0, seq_len),
+                "dataset.val_size": (val_size, self.eval_seq_len),
+                "dataset.test_size": (test_size, self.eval_seq_len),
+            }
+        )
         self._eval = {
             "val": self.generate(val_size, self.eval_seq_len, step_generator(seed, 0, VAL_STREAM)),
             "test": self.generate(test_size, self.eval_seq_len, step_generator(seed, 0, TEST_STREAM)),
@@ -132,8 +139,14 @@ class Adding(_Synthetic):
         train_size: int | None = None,
     ):
         super().__init__(
-            batch_size=batch_size, seed=seed, seq_len=seq_len, eval_seq_len=eval_seq_len,
-            val_size=val_size, test_size=test_size, eval_batch_size=eval_batch_size, train_size=train_size,
+            batch_size=batch_size,
+            seed=seed,
+            seq_len=seq_len,
+            eval_seq_len=eval_seq_len,
+            val_size=val_size,
+            test_size=test_size,
+            eval_batch_size=eval_batch_size,
+            train_size=train_size,
         )
         # Predicting the mean 1 scores the variance of a sum of two U(0,1): 2 * 1/12.
         self.spec = DataSpec(self.kind, "regress", 1, input_size=2, baseline=1 / 6, seq_len=seq_len)
@@ -179,14 +192,18 @@ class Copy(_Synthetic):
         self.num_symbols, self.copy_len = num_symbols, copy_len
         self.min_len = 2 * copy_len + 1
         super().__init__(
-            batch_size=batch_size, seed=seed, seq_len=seq_len, eval_seq_len=eval_seq_len,
-            val_size=val_size, test_size=test_size, eval_batch_size=eval_batch_size, train_size=train_size,
+            batch_size=batch_size,
+            seed=seed,
+            seq_len=seq_len,
+            eval_seq_len=eval_seq_len,
+            val_size=val_size,
+            test_size=test_size,
+            eval_batch_size=eval_batch_size,
+            train_size=train_size,
         )
         v = num_symbols + 2
         # Chance on the asked positions: uniform over the data symbols.
-        self.spec = DataSpec(
-            self.kind, "tagging", v, vocab_size=v, baseline=math.log(num_symbols), seq_len=seq_len
-        )
+        self.spec = DataSpec(self.kind, "tagging", v, vocab_size=v, baseline=math.log(num_symbols), seq_len=seq_len)
 
     def _check_len(self, key: str, value: object) -> None:
         check_int(key, value, self.name)

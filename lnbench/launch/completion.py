@@ -8,6 +8,7 @@ command line in $COMP_LINE, would meet lnbench's dispatcher. So `install` rewrit
 the words after `lnbench train` (the line as Hydra reads it, without `train`), nothing after another command (the
 shell's own file completion then).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -15,6 +16,7 @@ import io
 import os
 import re
 from typing import Callable
+
 
 def install(train: Callable[[list[str]], int], args: list[str]) -> int:
     """`lnbench train -sc install=bash` (or uninstall=, zsh): Hydra's script, for the command `lnbench`."""

@@ -6,6 +6,7 @@ submitit's jobs): no module keeps state between them. What an exception means is
 single run exits with its code; a sweep job's failure is one line Hydra records before it goes on with the
 other jobs. Each job's status is in its own summary.json.
 """
+
 from __future__ import annotations
 
 import logging
@@ -19,11 +20,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import lnbench
-from lnbench.launch import failures, guardian
-from lnbench.launch import sweep_stop
 from lnbench.errors import UserError
-from lnbench.runs import CRASH_LOG
+from lnbench.launch import failures, guardian, sweep_stop
 from lnbench.launch.preflight import Plan, preflight, resume_overrides
+from lnbench.runs import CRASH_LOG
 
 log = logging.getLogger("lnbench")
 CONF_DIR = str(lnbench.CONF_DIR)  # Hydra takes config_path as a string
@@ -32,8 +32,8 @@ CONF_DIR = str(lnbench.CONF_DIR)  # Hydra takes config_path as a string
 def main(args: list[str]) -> int:
     """`lnbench train <args>`: bad input of any kind is refused before Hydra creates a directory (exit 2, one
     paragraph); then Hydra runs the job or the sweep."""
-    from lnbench.config.schema import register_configs
     from lnbench.config.renamed import rewrite_and_say
+    from lnbench.config.schema import register_configs
 
     register_configs()
     typed = list(args)
@@ -155,10 +155,10 @@ class Job:
 
     def sweep_job(self, cfg, hc, run_dir: Path, started: float) -> dict:
         """A sweep job: validated here, in its own process, once (preflight only checked the sweep's keys)."""
+        from lnbench.config.validate import validate
         from lnbench.launch import user_modules
         from lnbench.training.checkpoint import RunLock
         from lnbench.training.recipe import UNREAD
-        from lnbench.config.validate import validate
 
         try:
             lock = RunLock(run_dir)
@@ -175,12 +175,16 @@ class Job:
     def train(self, cfg, hc, run_dir: Path, ckpt) -> dict:
         from lnbench.launch import threads
         from lnbench.launch.isolate import crash_log, in_child_process, warm_up
-        from lnbench.training.tracker import job_name, run_tags, sweep_group
         from lnbench.training.recipe import run
+        from lnbench.training.tracker import job_name, run_tags, sweep_group
 
         n, why = threads.apply(cfg.threads, hc)  # the cores the job may use, never the load; a record, not config
-        kw = dict(name=job_name(hc), group=sweep_group(hc) if self.plan.multirun else None,
-                  tags=run_tags(dict(hc.runtime.choices), cfg), threads=(n, why))
+        kw = dict(
+            name=job_name(hc),
+            group=sweep_group(hc) if self.plan.multirun else None,
+            tags=run_tags(dict(hc.runtime.choices), cfg),
+            threads=(n, why),
+        )
         # A segfault or an OOM kill bypasses every except clause: crash.log keeps the native traceback in
         # the run's own directory, where the report looks for it; a bug's traceback is added to it.
         with crash_log(run_dir):

@@ -5,6 +5,7 @@ paragraph. An exception raised anywhere else, in lnbench's code or in a user's c
 normalizer or dataset constructor, a forward pass), is a bug: exit 1, its traceback on stderr and in the
 run's crash.log, and a line saying where to report it. Whatever ended a run, its summary.json says so.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,10 @@ from hydra.errors import CompactHydraException
 from lnbench.errors import Diverged, Interrupted, UserError
 from lnbench.runs import CRASH_LOG, SUMMARY, Summary, read_summary, write_summary
 
-REPORT_BUGS = ("this is a bug, not a mistake in your input: in lnbench, or in the component named by a _target_ or "
-               "an `imports` module if it is your own. Report it to lnbench's maintainers (their issue tracker) with")
+REPORT_BUGS = (
+    "this is a bug, not a mistake in your input: in lnbench, or in the component named by a _target_ or "
+    "an `imports` module if it is your own. Report it to lnbench's maintainers (their issue tracker) with"
+)
 
 
 class JobFailed(CompactHydraException):

@@ -12,6 +12,7 @@ sends it SIGTERM (PR_SET_PDEATHSIG): it checkpoints and stops, so that a rerun r
 `lnbench check` starts each sweep so that the sweep gets SIGTERM when check dies (die_with_parent): the sweep
 then stops as on Ctrl-C, each job after a checkpoint. Linux only (/proc and prctl); elsewhere nothing is watched.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -109,10 +110,13 @@ def stop(seen: dict[int, str], group: int) -> None:
             continue
     if stopped:
         try:
-            print(f"lnbench: the sweep's process died; its {len(stopped)} helper process(es) (joblib's workers and "
-                  "trackers) were stopped, and each running job stops after a checkpoint: run the same command again "
-                  "to resume.",
-                  file=sys.stderr, flush=True)
+            print(
+                f"lnbench: the sweep's process died; its {len(stopped)} helper process(es) (joblib's workers and "
+                "trackers) were stopped, and each running job stops after a checkpoint: run the same command again "
+                "to resume.",
+                file=sys.stderr,
+                flush=True,
+            )
         except OSError:  # the terminal is gone too
             pass
 

@@ -13,6 +13,7 @@ library to install.
 Settings the user made (GLIBC_TUNABLES with malloc tunables, MALLOC_*_ variables) are kept; nothing
 happens outside glibc.
 """
+
 from __future__ import annotations
 
 import ctypes

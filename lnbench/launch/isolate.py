@@ -4,14 +4,18 @@ process warm-up every job shares; the crash.log a killed job leaves.
 Under the basic and joblib launchers the sweep's process (or a joblib worker) runs many jobs; submitit
 starts a process per job already (lnbench.launch.entry does not fork there).
 """
+
 from __future__ import annotations
 
 import faulthandler
+import gc
 import logging
 import os
+import pickle
 import signal
 import sys
 import threading
+import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -69,9 +73,6 @@ def in_child_process(run_dir: Path, fn, *args, **kwargs):
 
 def _child(read_end: int, write_end: int, fn, args, kwargs) -> None:
     """The child: runs the job, sends back what it returned or raised, never returns into the launcher."""
-    import pickle
-    import traceback
-
     code = 0
     try:
         os.close(read_end)
@@ -126,8 +127,6 @@ def passing_signals_on(pid: int):
 
 
 def _answer(data: bytes, status: int, received: list[int], run_dir: Path):
-    import pickle
-
     from lnbench.errors import Interrupted
 
     if data:
@@ -137,8 +136,11 @@ def _answer(data: bytes, status: int, received: list[int], run_dir: Path):
         return value
     if received:  # the job ended on the signal before it could answer
         raise Interrupted(received[0], -1, run_dir)
-    why = (f"its process was killed by {signal.Signals(-os.waitstatus_to_exitcode(status)).name}"
-           if os.WIFSIGNALED(status) else f"its process exited with code {os.waitstatus_to_exitcode(status)}")
+    why = (
+        f"its process was killed by {signal.Signals(-os.waitstatus_to_exitcode(status)).name}"
+        if os.WIFSIGNALED(status)
+        else f"its process exited with code {os.waitstatus_to_exitcode(status)}"
+    )
     hint = " (the kernel's OOM killer sends SIGKILL when memory runs out; see `dmesg`)" if "SIGKILL" in why else ""
     with open(run_dir / CRASH_LOG, "a") as f:
         f.write(f"lnbench: {why}{hint} before the job finished.\n")
@@ -156,8 +158,6 @@ def warm_up() -> None:
     after the imports, so no job's garbage is kept; a forked job inherits the frozen generation. Whether
     it is done is read from the process itself (dynamo loaded, a frozen generation), not kept in a flag.
     """
-    import gc
-
     if "torch._dynamo" in sys.modules and gc.get_freeze_count():
         return
     import torch

@@ -6,6 +6,7 @@ the CPU, then dropped), its training batch measured on a few cases against the m
 existing run directory is locked and its checkpoint checked against the config, before Hydra writes there.
 Each refusal is a ConfigError: one paragraph naming the override as typed and what is allowed.
 """
+
 from __future__ import annotations
 
 import copy
@@ -40,7 +41,8 @@ class Plan:
     out_dir: Path  # the run's directory, or the sweep's
     launcher: str  # "in-process" (basic, joblib: lnbench forks each job), "submitit_local" or "slurm"
     new_dir: bool = True  # a single run's directory did not exist: a run refused later removes it again
-    lock: Any = None  # a single run's existing directory, locked (lnbench.training.checkpoint.RunLock) before Hydra writes there
+    # a single run's existing directory, locked (lnbench.training.checkpoint.RunLock) before Hydra writes there
+    lock: Any = None
     ckpt: Any = None  # its checkpoint, read and checked against the config (None: it has none)
     done: str | None = None  # it already completed: what to say instead of running
 
@@ -51,7 +53,8 @@ class Plan:
 
     @property
     def local(self) -> bool:
-        """A stop signal stops the whole sweep (lnbench.launch.sweep_stop); a SLURM job's SIGTERM is SLURM's business."""
+        """A stop signal stops the whole sweep (lnbench.launch.sweep_stop); a SLURM job's SIGTERM is SLURM's
+        business."""
         return self.launcher != "slurm"
 
 
@@ -65,8 +68,8 @@ def preflight(args: list[str], conf_dir: str, sweep_values: bool = False) -> Pla
     from hydra.types import RunMode
     from omegaconf import OmegaConf
 
-    from lnbench.launch import user_modules
     from lnbench.config.validate import check_keys, validate, validate_sweep
+    from lnbench.launch import user_modules
 
     parsed = hydra_args.parse(args)
     if not hydra_args.is_a_run(parsed):
@@ -76,11 +79,19 @@ def preflight(args: list[str], conf_dir: str, sweep_values: bool = False) -> Pla
     with initialize_config_dir(config_dir=conf_dir, version_base="1.3", job_name="train"):
         loader = GlobalHydra.instance().config_loader()
         with composing(overrides):
-            master = loader.load_configuration("train", overrides, run_mode=RunMode.MULTIRUN if multirun else RunMode.RUN)
+            master = loader.load_configuration(
+                "train", overrides, run_mode=RunMode.MULTIRUN if multirun else RunMode.RUN
+            )
             HydraConfig.instance().set_config(master)  # for ${hydra:...} in the directory's name
             out_dir = Path(str(OmegaConf.select(master, key)))  # ${now:...} resolves once, here
         check_output_dir(out_dir, key)
-        plan = Plan([*args, f"{key}={hydra_value(str(out_dir))}"], multirun, out_dir, launcher_kind(master), not out_dir.exists())
+        plan = Plan(
+            [*args, f"{key}={hydra_value(str(out_dir))}"],
+            multirun,
+            out_dir,
+            launcher_kind(master),
+            not out_dir.exists(),
+        )
         if multirun:
             validate_sweep(master)
             for job in sweep_jobs(master):
@@ -125,7 +136,7 @@ def launcher_kind(master) -> str:
 
 def hydra_value(text: str) -> str:
     """`text` as an override's value Hydra reads back unchanged (quoted where its grammar needs it)."""
-    if re.fullmatch(r"[\w./+@%:-]+", text, re.ASCII) and not text[0] in "+-":
+    if re.fullmatch(r"[\w./+@%:-]+", text, re.ASCII) and text[0] not in "+-":
         return text
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
@@ -191,7 +202,7 @@ def sweep_jobs(master) -> list[list[str]]:
     if math.prod(len(values) for values in axes) <= ALL_JOBS_UP_TO:
         return [list(job) for job in itertools.product(*axes)]
     first = [values[0] for values in axes]
-    return [first[:i] + [v] + first[i + 1:] for i, values in enumerate(axes) for v in values]
+    return [first[:i] + [v] + first[i + 1 :] for i, values in enumerate(axes) for v in values]
 
 
 def build_check(cfg) -> None:
@@ -237,10 +248,14 @@ def composing(overrides: list[str], sweep: bool = False):
         typed = next((o for o in overrides if o.split("=", 1)[0].lstrip("+~") == group), f"{group}={name}")
         options = [o for o in e.options or [] if not o.startswith("base_")]
         if group == "hydra/launcher" and (extra := LAUNCHER_EXTRAS.get(name)):  # slurm.yaml names submitit_slurm
-            raise ConfigError(f"{typed} is not allowed{job}: the {name} launcher is not installed. Install it with "
-                              f"pip install 'lnbench[{extra}]', or choose one of {', '.join(options)}.") from None
-        raise ConfigError(f"{typed} is not allowed{job}: there is no {group} preset {name!r}."
-                          f"{did_you_mean(name, options)} The {group} presets are {', '.join(options)}.") from None
+            raise ConfigError(
+                f"{typed} is not allowed{job}: the {name} launcher is not installed. Install it with "
+                f"pip install 'lnbench[{extra}]', or choose one of {', '.join(options)}."
+            ) from None
+        raise ConfigError(
+            f"{typed} is not allowed{job}: there is no {group} preset {name!r}."
+            f"{did_you_mean(name, options)} The {group} presets are {', '.join(options)}."
+        ) from None
     except (HydraException, OmegaConfBaseException) as e:
         cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else e
         typed = _typed_override(overrides, str(getattr(cause, "full_key", "") or ""), str(e))
@@ -249,8 +264,10 @@ def composing(overrides: list[str], sweep: bool = False):
         schema, key = getattr(cause, "object_type", None), str(getattr(cause, "key", "") or "")
         if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and dataclasses.is_dataclass(schema):
             keys = sorted(f.name for f in dataclasses.fields(schema) if not f.name.startswith("_"))
-            raise ConfigError(f"{typed or key} is not allowed{job}: {schema.__name__} has no key {key!r}."
-                              f"{did_you_mean(key, keys)} Its keys are {', '.join(keys)}.") from None
+            raise ConfigError(
+                f"{typed or key} is not allowed{job}: {schema.__name__} has no key {key!r}."
+                f"{did_you_mean(key, keys)} Its keys are {', '.join(keys)}."
+            ) from None
         said = _one_paragraph(str(e) + ("\n" + str(cause) if cause is not e else ""))
         said += _list_hint(typed, said)
         error = ConfigError(f"{typed + ' is not allowed' + job + ': ' if typed else ''}{said}")
@@ -280,7 +297,13 @@ def _typed_override(overrides: list[str], full_key: str, message: str) -> str:
 
 def _one_paragraph(text: str) -> str:
     """Hydra's multi-line message as one paragraph, without its pointers to internals."""
-    skip = ("full_key:", "object_type=", "reference_type=", "To append to your config use", "Set the environment variable")
+    skip = (
+        "full_key:",
+        "object_type=",
+        "reference_type=",
+        "To append to your config use",
+        "Set the environment variable",
+    )
     lines = [ln.strip() for ln in text.splitlines()]
     kept = [ln for ln in lines if ln and not ln.startswith(skip)]
     out = " ".join(ln if re.search(r"[.:;!?]$", ln) else ln + "." for ln in kept)

@@ -20,6 +20,7 @@ What it adds to `submitit_slurm` (conf/hydra/launcher/slurm.yaml sets the keys):
   of the sweep, named in its summary.json and the end-of-sweep block; the other jobs run on.
 - **Quiet status** where sacct is unavailable (lnbench.launch.slurm_status).
 """
+
 from __future__ import annotations
 
 import json
@@ -33,11 +34,11 @@ from typing import Any, Callable, NoReturn, Sequence
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
-from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from omegaconf import OmegaConf, open_dict
 
-from lnbench.runs import HYDRA, Summary, read_summary, write_summary
+from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from lnbench.launch.slurm_status import GONE, QuietJob, job_info, queued, seconds
+from lnbench.runs import HYDRA, Summary, read_summary, write_summary
 
 log = logging.getLogger("lnbench")
 LEDGER = ".slurm_jobs.json"  # in the sweep directory: job number -> SLURM job id, overrides, submitit folder
@@ -46,7 +47,8 @@ PLAIN_SUBMITIT_SLURM = (
     "hydra/launcher=submitit_slurm is Hydra's launcher as it comes: a job at its time limit is not requeued "
     "(max_num_timeout=0), a job that SLURM requeues or cancels may be reported too early or waited for forever "
     "(without sacct), and a re-run submits every job again. hydra/launcher=slurm is lnbench's, with the same keys "
-    "(docs/slurm.md).")
+    "(docs/slurm.md)."
+)
 WHY = {  # what ended a job that left no result, by SLURM's state
     "CANCELLED": "it was cancelled (scancel, or a preemption that does not requeue)",
     "TIMEOUT": "it reached its time limit before it could checkpoint and requeue itself",
@@ -78,7 +80,10 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
         entry = ledger.get(str(idx), {})
         shown = " ".join(filter_overrides(overrides))
         if entry.get("overrides") == overrides and entry.get("job_id") in alive:
-            log.info(f"\t#{idx} : {shown} (already queued as SLURM job {entry['job_id']}, {alive[entry['job_id']]}: waiting for it)")
+            log.info(
+                f"\t#{idx} : {shown} (already queued as SLURM job {entry['job_id']}, "
+                f"{alive[entry['job_id']]}: waiting for it)"
+            )
             jobs[idx] = QuietJob(folder=entry["folder"], job_id=entry["job_id"])
         elif (done := completed(launcher, idx, overrides)) is not None:
             log.info(f"\t#{idx} : {shown} (completed earlier: skipped)")
@@ -94,10 +99,15 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
             ledger[str(params[2])] = {"job_id": job.job_id, "overrides": params[0], "folder": folder}
         write_ledger(sweep_dir, ledger)
     try:
-        return [job if isinstance(job, JobReturn) else outcome(launcher, idx, overrides_of[idx], job) for idx, job in sorted(jobs.items())]
+        return [
+            job if isinstance(job, JobReturn) else outcome(launcher, idx, overrides_of[idx], job)
+            for idx, job in sorted(jobs.items())
+        ]
     except KeyboardInterrupt:  # Ctrl-C stops this process only: its jobs are SLURM's, and go on
-        log.warning("stopped waiting: the sweep's SLURM jobs still queued or running go on (squeue --me); the same "
-                    "command waits for them again, without submitting them twice.")
+        log.warning(
+            "stopped waiting: the sweep's SLURM jobs still queued or running go on (squeue --me); the same "
+            "command waits for them again, without submitting them twice."
+        )
         raise SystemExit(130) from None
 
 
@@ -106,7 +116,9 @@ def executor(params: dict[str, Any]):
     import submitit
 
     init_keys = {"submitit_folder", "max_num_timeout"}
-    ex = submitit.AutoExecutor(cluster="slurm", folder=params["submitit_folder"], slurm_max_num_timeout=params["max_num_timeout"])
+    ex = submitit.AutoExecutor(
+        cluster="slurm", folder=params["submitit_folder"], slurm_max_num_timeout=params["max_num_timeout"]
+    )
     base = set(OmegaConf.structured(BaseQueueConf).keys())
     ex.update_parameters(**{k if k in base else f"slurm_{k}": v for k, v in params.items() if k not in init_keys})
     return ex
@@ -155,12 +167,16 @@ def outcome(launcher, idx: int, overrides: list[str], job) -> JobReturn:
         why = raised(str(e))
     except UncompletedJobError:
         state = job.watcher.get_state(job.job_id, mode="cache").split(" ")[0]
-        why = f"SLURM job {job.job_id} ended {state} without a result: " + WHY.get(state, f"see its log {job.paths.stderr}")
+        why = f"SLURM job {job.job_id} ended {state} without a result: " + WHY.get(
+            state, f"see its log {job.paths.stderr}"
+        )
     cfg = job_config(launcher, idx, overrides)
     record_lost(job_dir(launcher, cfg), cfg, job.job_id, why)
     log.error("job %s failed: %s", idx, why)
     ret = JobReturn(overrides=overrides, status=JobStatus.FAILED, working_dir=os.getcwd())
-    ret.return_value = JobFailed(why if why.startswith("lnbench: job") else f"lnbench: job {idx} ({' '.join(overrides)}) failed: {why}")
+    ret.return_value = JobFailed(
+        why if why.startswith("lnbench: job") else f"lnbench: job {idx} ({' '.join(overrides)}) failed: {why}"
+    )
     return ret
 
 
@@ -202,14 +218,22 @@ def leave_or_requeue(signal_delay_s: int) -> NoReturn:
     delayed = DelayedSubmission.load(env.paths.submitted_pickle)
     countdown = delayed._timeout_countdown - timed_out
     if countdown < 0:
-        raise TimeoutError(f"it reached its time limit ({info.get('TimeLimit')}) once more than max_num_timeout allows; "
-                           f"its checkpoint is kept: re-run the sweep, or raise timeout_min or max_num_timeout")
+        raise TimeoutError(
+            f"it reached its time limit ({info.get('TimeLimit')}) once more than max_num_timeout allows; "
+            f"its checkpoint is kept: re-run the sweep, or raise timeout_min or max_num_timeout"
+        )
     _checkpoint(delayed, env.paths.submitted_pickle, countdown)  # the same job again, with the countdown it has left
-    log.warning("requeueing SLURM job %s (%s): it continues from its checkpoint", env.job_id, "time limit" if timed_out else "preempted")
+    log.warning(
+        "requeueing SLURM job %s (%s): it continues from its checkpoint",
+        env.job_id,
+        "time limit" if timed_out else "preempted",
+    )
     try:
         env._requeue(countdown)
     except (OSError, subprocess.SubprocessError) as e:
-        log.error("scontrol requeue failed (%s): the job ends here; its checkpoint is kept for a re-run of the sweep", e)
+        log.error(
+            "scontrol requeue failed (%s): the job ends here; its checkpoint is kept for a re-run of the sweep", e
+        )
     raise SystemExit(143)
 
 

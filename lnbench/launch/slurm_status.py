@@ -8,6 +8,7 @@ and asks `squeue --me --states=all` from then on (a finished job stays listed fo
 MinJobAge, 300 s by default, longer than the poll interval). A job that has left the queue without a
 result is over: its state reads NOT_IN_QUEUE.
 """
+
 from __future__ import annotations
 
 import logging
@@ -21,8 +22,25 @@ log = logging.getLogger("lnbench")
 
 # States in which a job may still produce a result (SLURM's long names, as squeue %T and sacct print them).
 # PREEMPTED stays open as in submitit >= 1.5.3 (submitit#1788): a preempted job that SLURM requeues shows PENDING next.
-NOT_OVER = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
-                      "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "PREEMPTED", "READY", "UNKNOWN"})
+NOT_OVER = frozenset(
+    {
+        "PENDING",
+        "CONFIGURING",
+        "RUNNING",
+        "COMPLETING",
+        "SUSPENDED",
+        "REQUEUED",
+        "REQUEUE_HOLD",
+        "REQUEUE_FED",
+        "RESIZING",
+        "SIGNALING",
+        "STAGE_OUT",
+        "STOPPED",
+        "PREEMPTED",
+        "READY",
+        "UNKNOWN",
+    }
+)
 GONE = "NOT_IN_QUEUE"
 SQUEUE = ["squeue", "--me", "--noheader", "--array", "--states=all", "--format=%i|%T|%N"]
 HEADER = "JobID|State|NodeList"  # sacct's columns, so that submitit's parser reads either
@@ -56,7 +74,11 @@ class QueueWatcher(SlurmInfoWatcher):
         except (OSError, subprocess.SubprocessError) as e:
             if self.use_sacct:  # accounting off: say it once, then ask squeue
                 self.use_sacct = False
-                self._say("sacct", f"sacct is unavailable ({_why(e)}): lnbench follows its SLURM jobs with squeue and scontrol instead.")
+                self._say(
+                    "sacct",
+                    f"sacct is unavailable ({_why(e)}): "
+                    "lnbench follows its SLURM jobs with squeue and scontrol instead.",
+                )
                 return self.update()
             self._say("squeue", f"squeue failed ({_why(e)}); job states may lag until it answers again.")
         else:
@@ -101,7 +123,9 @@ def job_info(job_id: str) -> dict[str, str]:
     """SLURM's record of a job as its controller sees it now (`scontrol show job`: JobState, RunTime,
     TimeLimit, Restarts, ...); empty where it cannot say."""
     try:
-        out = subprocess.run(["scontrol", "show", "job", "--oneliner", job_id], capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run(
+            ["scontrol", "show", "job", "--oneliner", job_id], capture_output=True, text=True, timeout=30
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return {}
     first = out.splitlines()[0] if out.strip() else ""  # one record per line; an array's id lists all its jobs
@@ -113,7 +137,7 @@ def seconds(duration: str | None) -> float:
     try:
         days, _, clock = (duration or "").rpartition("-")
         parts = [int(x) for x in clock.split(":")]
-        return int(days or 0) * 86400 + sum(v * 60 ** i for i, v in enumerate(reversed(parts)))
+        return int(days or 0) * 86400 + sum(v * 60**i for i, v in enumerate(reversed(parts)))
     except ValueError:
         return float("inf")
 

@@ -9,6 +9,7 @@ multirun.yaml says how many it has in all (lnbench.runs.sweep_total). A check's 
 The time left is an estimate: each running job's steps left at its own pace so far, plus the pending jobs at
 the mean length of the jobs seen, shared among as many slots as jobs run now.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -116,8 +117,11 @@ def _stat(path: Path) -> tuple[int, int]:
 
 def sweeps_in(root: Path) -> list[Path]:
     found = [root] if (root / "multirun.yaml").is_file() else []
-    return found + sorted(p.parent for p in root.rglob("multirun.yaml") if p.parent != root
-                          and not SKIP_DIRS & set(p.relative_to(root).parts))
+    return found + sorted(
+        p.parent
+        for p in root.rglob("multirun.yaml")
+        if p.parent != root and not SKIP_DIRS & set(p.relative_to(root).parts)
+    )
 
 
 @dataclass
@@ -153,8 +157,9 @@ def tally(jobs: list[Job], sweeps: list[Path]) -> Tally:
 def seconds_left(jobs: list[Job], pending: int) -> float | None:
     """Running jobs' steps left at their pace, plus pending jobs at the mean job length, over the slots in use."""
     running = [j for j in jobs if j.state == "running"]
-    lengths = [j.seconds for j in jobs if j.state == "completed" and j.seconds] or \
-              [j.seconds * j.steps / j.step for j in running if j.step and j.steps]
+    lengths = [j.seconds for j in jobs if j.state == "completed" and j.seconds] or [
+        j.seconds * j.steps / j.step for j in running if j.step and j.steps
+    ]
     if (pending and not lengths) or any(j.seconds_left is None for j in running):
         return None
     work = sum(j.seconds_left or 0.0 for j in running) + pending * (statistics.mean(lengths) if lengths else 0.0)
@@ -202,14 +207,18 @@ def lines(root: Path, now: float | None = None) -> list[str]:
     now = time.time() if now is None else now
     jobs, sweeps = jobs_in(root, now), sweeps_in(root)
     if not jobs and not sweeps:
-        raise UserError(f"no runs under {root} (no summary.json, metrics.jsonl, .hydra/overrides.yaml or "
-                        "multirun.yaml): give the directory of a run, a sweep or a check (outputs/check).")
+        raise UserError(
+            f"no runs under {root} (no summary.json, metrics.jsonl, .hydra/overrides.yaml or "
+            "multirun.yaml): give the directory of a run, a sweep or a check (outputs/check)."
+        )
     kind, whole = kind_of(root, jobs, sweeps), tally(jobs, sweeps)
     out = [f"{kind} {root}"]
     if kind in ("check", "sweeps"):
         out += stage_lines(root, jobs, sweeps, stages=kind == "check")
     if kind == "run":
-        out.append(f"  state      {jobs[0].state}, step {jobs[0].step}" + (f" of {jobs[0].steps}" if jobs[0].steps else ""))
+        out.append(
+            f"  state      {jobs[0].state}, step {jobs[0].step}" + (f" of {jobs[0].steps}" if jobs[0].steps else "")
+        )
     else:
         out.append(f"  jobs       {whole.text()}")
     out += [f"  running    {label(j, jobs)}: {progress(j)}" for j in jobs if j.state == "running"]
@@ -217,9 +226,13 @@ def lines(root: Path, now: float | None = None) -> list[str]:
 
 
 def progress(job: Job) -> str:
-    """"step 30 of 100, ~7 s left" for a running job."""
+    """ "step 30 of 100, ~7 s left" for a running job."""
     left = job.seconds_left
-    return f"step {job.step}" + (f" of {job.steps}" if job.steps else "") + (f", ~{minutes(left)} left" if left is not None else "")
+    return (
+        f"step {job.step}"
+        + (f" of {job.steps}" if job.steps else "")
+        + (f", ~{minutes(left)} left" if left is not None else "")
+    )
 
 
 def time_line(root: Path, kind: str, jobs: list[Job], whole: Tally, now: float) -> str:
@@ -227,18 +240,23 @@ def time_line(root: Path, kind: str, jobs: list[Job], whole: Tally, now: float) 
     so_far = minutes(jobs[0].seconds if kind == "run" else elapsed(root, jobs, now, live))
     if live or whole.pending:
         left = seconds_left(jobs, whole.pending)
-        return f"  time       {so_far} so far, " + (f"~{minutes(left)} left (estimate)" if left is not None
-                                                    else "time left unknown until a job has logged")
+        return f"  time       {so_far} so far, " + (
+            f"~{minutes(left)} left (estimate)" if left is not None else "time left unknown until a job has logged"
+        )
     stopped = whole.counts["stopped"]
-    return (f"  time       {so_far} {'of training' if kind == 'run' else 'from start to last write'}; nothing running"
-            + (f" ({stopped} stopped: run the same command again to resume)" if stopped else ""))
+    return (
+        f"  time       {so_far} {'of training' if kind == 'run' else 'from start to last write'}; nothing running"
+        + (f" ({stopped} stopped: run the same command again to resume)" if stopped else "")
+    )
 
 
 def stage_lines(root: Path, jobs: list[Job], sweeps: list[Path], stages: bool = True) -> list[str]:
     """A line per preset of a check (a top folder of `root`): its jobs counted per stage (`stages`: named)."""
     out = []
-    presets = sorted({(j.sweep or j.run.path).relative_to(root).parts[0] for j in jobs if j.sweep != root} |
-                     {s.relative_to(root).parts[0] for s in sweeps if s != root})
+    presets = sorted(
+        {(j.sweep or j.run.path).relative_to(root).parts[0] for j in jobs if j.sweep != root}
+        | {s.relative_to(root).parts[0] for s in sweeps if s != root}
+    )
     width = max(map(len, presets), default=0)
     for preset in presets:
         mine = [j for j in jobs if j.run.path.relative_to(root).parts[0] == preset]
@@ -265,8 +283,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = _Parser(prog="lnbench status", description="How far a run, a sweep or a check has got: its jobs by state "
-                "(per stage for a check), the time so far and an estimate of the time left.")
+    p = _Parser(
+        prog="lnbench status",
+        description="How far a run, a sweep or a check has got: its jobs by state "
+        "(per stage for a check), the time so far and an estimate of the time left.",
+    )
     p.add_argument("dir", type=Path, metavar="DIR", help="a run, a sweep or a check directory (live or finished)")
     try:
         args = p.parse_args(sys.argv[1:] if argv is None else argv)

@@ -7,6 +7,7 @@
   W&B runs and the report command; with logger.wandb.report=true, one more W&B run in the sweep's group
   (job_type `report`) holding the report's tables and plots.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -14,6 +15,7 @@ import json
 import logging
 import os
 import re
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -100,8 +102,12 @@ def job_statuses(sweep_dir: Path) -> dict[str, dict[str, Any]]:
         job = overrides.parent.parent
         summary = read_summary(job)
         if lock_held(job / ".lock"):
-            summary = {**summary, "status": IN_USE, "error": "its directory is in use by another lnbench process: "
-                       "this sweep did not run it (wait for that process, then run the sweep again)"}
+            summary = {
+                **summary,
+                "status": IN_USE,
+                "error": "its directory is in use by another lnbench process: "
+                "this sweep did not run it (wait for that process, then run the sweep again)",
+            }
         found[str(job.relative_to(sweep_dir))] = summary
     return dict(sorted(found.items(), key=lambda kv: [int(p) if p.isdigit() else p for p in Path(kv[0]).parts]))
 
@@ -120,11 +126,16 @@ def end_of_sweep_block(sweep_dir: Path, jobs: dict[str, dict[str, Any]], report_
     offline = sorted(sweep_dir.glob("*/wandb/offline-run-*"))
     if offline:
         extra = f" {sweep_dir}/wandb/offline-run-*" if any(sweep_dir.glob("wandb/offline-run-*")) else ""
-        lines.append(f"  W&B        {len(offline)} offline run folder(s); upload all with `wandb sync {sweep_dir}/*/wandb/offline-run-*{extra}`")
+        lines.append(
+            f"  W&B        {len(offline)} offline run folder(s); "
+            f"upload all with `wandb sync {sweep_dir}/*/wandb/offline-run-*{extra}`"
+        )
     if report_run:
         lines.append(f"  W&B report {report_run}")
     if counts.get("interrupted") or counts.get("no summary"):
-        lines.append(f"  continue   the same command with hydra.sweep.dir={sweep_dir}: each job goes on from its checkpoint")
+        lines.append(
+            f"  continue   the same command with hydra.sweep.dir={sweep_dir}: each job goes on from its checkpoint"
+        )
     lines.append(f"  next       lnbench report {sweep_dir}")
     return "\n".join(lines)
 
@@ -137,7 +148,10 @@ def _short(text: str, width: int = 160) -> str:
 # ---- the report as a W&B run ------------------------------------------------------------------
 def wants_report(config: DictConfig) -> bool:
     mode = OmegaConf.select(config, "logger.wandb.mode", default="disabled")
-    return bool(OmegaConf.select(config, "logger.wandb.report", default=False)) and str(getattr(mode, "value", mode)) != "disabled"
+    return (
+        bool(OmegaConf.select(config, "logger.wandb.report", default=False))
+        and str(getattr(mode, "value", mode)) != "disabled"
+    )
 
 
 def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
@@ -151,7 +165,12 @@ def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
     try:
         tables, images, rep = report_contents(sweep_dir)
     except Exception as e:  # a report that cannot be made must not hide the sweep's own results
-        log.warning("the report for W&B could not be made (%s: %s); `lnbench report %s` says more.", type(e).__name__, e, sweep_dir)
+        log.warning(
+            "the report for W&B could not be made (%s: %s); `lnbench report %s` says more.",
+            type(e).__name__,
+            e,
+            sweep_dir,
+        )
         return None
     try:
         import wandb
@@ -160,19 +179,30 @@ def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
     except Exception:
         pass  # start_wandb says why W&B cannot start
     group = wb.group or sweep_group(config.hydra)
-    run, mode = start_wandb(mode, dict(
-        project=wb.project, entity=wb.entity, group=group, job_type="report",
-        name=f"report · {group}", tags=list(wb.tags), dir=str(sweep_dir),
-        config={"sweep_dir": str(sweep_dir.resolve())},
-    ), kept=f"the report is still there: `lnbench report {sweep_dir}`", init_timeout=wb.init_timeout, finish_timeout=wb.finish_timeout)
+    run, mode = start_wandb(
+        mode,
+        dict(
+            project=wb.project,
+            entity=wb.entity,
+            group=group,
+            job_type="report",
+            name=f"report · {group}",
+            tags=list(wb.tags),
+            dir=str(sweep_dir),
+            config={"sweep_dir": str(sweep_dir.resolve())},
+        ),
+        kept=f"the report is still there: `lnbench report {sweep_dir}`",
+        init_timeout=wb.init_timeout,
+        finish_timeout=wb.finish_timeout,
+    )
     if run is None:
         return None
     try:
-        import tempfile
-
         import wandb
 
-        payload: dict[str, Any] = {f"report/{name}": wandb.Table(columns=cols, data=rows) for name, (cols, rows) in tables.items()}
+        payload: dict[str, Any] = {
+            f"report/{name}": wandb.Table(columns=cols, data=rows) for name, (cols, rows) in tables.items()
+        }
         # From files of our own: at exit W&B's own temp folder (where it would write image bytes) is gone.
         with tempfile.TemporaryDirectory() as tmp:
             for name, png in images.items():
@@ -192,8 +222,6 @@ def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
 def log_pages(run, rep, group: str) -> None:
     """The report's files as `lnbench report` writes them (its pages, tables, plots, claims.json), an artifact of
     type report. Written apart: <sweep>/report/ may hold a fuller report (lnbench check's, with verdicts)."""
-    import tempfile
-
     import wandb
 
     from lnbench import report
@@ -221,10 +249,22 @@ def log_check_pages(out: Path, overrides: list[str]) -> str | None:
     if not wants_report(cfg):
         return None
     wb = cfg.logger.wandb
-    run, mode = start_wandb(str(getattr(wb.mode, "value", wb.mode)), dict(
-        project=wb.project, entity=wb.entity, group=wb.group or "check", job_type="check", name=f"check · {out.name}",
-        tags=list(wb.tags), dir=str(out), config={"out": str(out.resolve())},
-    ), kept=f"the pages are in {out}", init_timeout=wb.init_timeout, finish_timeout=wb.finish_timeout)
+    run, mode = start_wandb(
+        str(getattr(wb.mode, "value", wb.mode)),
+        dict(
+            project=wb.project,
+            entity=wb.entity,
+            group=wb.group or "check",
+            job_type="check",
+            name=f"check · {out.name}",
+            tags=list(wb.tags),
+            dir=str(out),
+            config={"out": str(out.resolve())},
+        ),
+        kept=f"the pages are in {out}",
+        init_timeout=wb.init_timeout,
+        finish_timeout=wb.finish_timeout,
+    )
     if run is None:
         return None
     try:
@@ -247,7 +287,8 @@ def log_check_pages(out: Path, overrides: list[str]) -> str | None:
 def report_contents(sweep_dir: Path) -> tuple[dict[str, tuple[list[str], list[list[Any]]]], dict[str, bytes], Any]:
     """({table name: (columns, rows)}, {png name: bytes}, the Report) from lnbench.report. Only load_runs,
     make_report, write_report (log_pages) and the Report's `table` (or `tables`), `verdicts` (what claims.json
-    holds) and `images` are relied on: lnbench/report/ changes often. Without verdicts, report/claims.json if an earlier report wrote one."""
+    holds) and `images` are relied on: lnbench/report/ changes often. Without verdicts, report/claims.json if an
+    earlier report wrote one."""
     from lnbench import report
 
     rep = report.make_report(sweep_dir, report.load_runs(sweep_dir), {})

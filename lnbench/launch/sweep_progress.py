@@ -7,6 +7,7 @@ Whole lines only, each written at once: the jobs (joblib's workers, submitit's p
 terminal, and a redrawn bar would split their lines. A job draws no bar of its own in a sweep
 (lnbench.training.tracker.Console). It works under every launcher, SLURM's included: it reads files only.
 """
+
 from __future__ import annotations
 
 import sys
@@ -98,6 +99,7 @@ def ended_how(job: status.Job) -> str:
         return f" in {status.minutes(job.seconds)}" if job.seconds else ""
     if job.state == "stopped":
         return f" at step {job.step} (a rerun resumes it)"
-    why = job.run.summary.get("error") or (f"loss not finite at step {job.run.summary.get('diverged_at_step')}"
-                                          if job.state == "diverged" else "")
+    why = job.run.summary.get("error") or (
+        f"loss not finite at step {job.run.summary.get('diverged_at_step')}" if job.state == "diverged" else ""
+    )
     return f": {' '.join(str(why).split())[:160]}" if why else ""

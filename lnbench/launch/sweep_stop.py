@@ -16,6 +16,7 @@ sweep runs under the basic or joblib launcher (`SweepStop`):
 submitit_local's jobs are processes of their own (their parent ignores SIGINT, lnbench.launch.entry); SLURM's
 jobs go on without the sweep's process. A second signal, a second or more after the first, stops at once.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+from lnbench.atomic import write_json
 from lnbench.launch.isolate import STOP_SIGNALS
 from lnbench.runs import CHECKPOINT, LOCK, lock_held, read_summary
 
@@ -42,8 +44,6 @@ def stopped(sweep_dir: Path) -> int | None:
 
 
 def mark(sweep_dir: Path, signum: int) -> None:
-    from lnbench.atomic import write_json
-
     if stopped(sweep_dir) is None:
         Path(sweep_dir).mkdir(parents=True, exist_ok=True)
         write_json(Path(sweep_dir) / MARK, {"signal": int(signum)})
@@ -64,13 +64,17 @@ class SweepStop:
         if self.signum is None:
             self.signum, self._first = signum, time.monotonic()
             mark(self.sweep_dir, signum)
-            log.warning("%s received: each running job writes a checkpoint and stops; no other job starts "
-                        "(send it again to stop at once).", signal.Signals(signum).name)
+            log.warning(
+                "%s received: each running job writes a checkpoint and stops; no other job starts "
+                "(send it again to stop at once).",
+                signal.Signals(signum).name,
+            )
         elif time.monotonic() - self._first > 1.0:  # sooner: the same request, passed on by another process
             raise KeyboardInterrupt
 
     def __enter__(self) -> "SweepStop":
-        from multiprocessing import resource_tracker
+        # Here, not at the top: multiprocessing (~12 ms) stays out of a single run's and a refused override's start-up.
+        from multiprocessing import resource_tracker  # noqa: PLC0415 (start-up time)
 
         clear(self.sweep_dir)  # a re-run of a stopped sweep starts afresh
         # Started now, not by joblib later: the standard library's tracker unblocks SIGINT and SIGTERM in the
@@ -107,8 +111,12 @@ def job_states(sweep_dir: Path) -> dict[str, str]:
         status = read_summary(job).get("status")
         if status == "interrupted":
             status = "interrupted" if (job / CHECKPOINT).exists() else "stopped early"
-        states[job.name] = {"completed": "completed", "interrupted": "interrupted", "stopped early": "stopped early",
-                            None: "not started"}.get(status, "failed")
+        states[job.name] = {
+            "completed": "completed",
+            "interrupted": "interrupted",
+            "stopped early": "stopped early",
+            None: "not started",
+        }.get(status, "failed")
     return states
 
 
@@ -123,5 +131,7 @@ def message(sweep_dir: Path, signum: int, args: list[str]) -> str:
         said += f", {count['stopped early']} stopped before their first checkpoint"
     again = [a for a in args if not a.startswith("hydra.sweep.dir=")]
     command = shlex.join(["lnbench", "train", *again, f"hydra.sweep.dir={sweep_dir}"])
-    return (f"{signal.Signals(signum).name} received: the sweep in {sweep_dir} stopped with {said}. Resume it with "
-            f"`{command}`: completed jobs are skipped, interrupted ones continue from their checkpoints, the others start.")
+    return (
+        f"{signal.Signals(signum).name} received: the sweep in {sweep_dir} stopped with {said}. Resume it with "
+        f"`{command}`: completed jobs are skipped, interrupted ones continue from their checkpoints, the others start."
+    )

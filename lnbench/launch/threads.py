@@ -11,6 +11,7 @@ why; a resume keeps the count the run began with (lnbench.training.recipe).
 How idle OpenMP threads wait and which allocator runs are the launcher's business: set OMP_WAIT_POLICY
 or LD_PRELOAD a malloc yourself; the summary's provenance records them.
 """
+
 from __future__ import annotations
 
 import logging
@@ -49,9 +50,14 @@ def choose(requested: Optional[int], hc=None) -> tuple[int, str]:
     if requested is not None:  # validated with the rest of the config
         cores = len(usable_cores())
         if requested > cores:  # legitimate (an experiment on oversubscription), but rarely meant
-            log.warning("threads=%d is more than the %d cores this job may use: torch runs %d threads that take turns "
-                        "on them, usually slower than threads=%d (or threads=null: lnbench's choice).",
-                        requested, cores, requested, cores)
+            log.warning(
+                "threads=%d is more than the %d cores this job may use: torch runs %d threads that take turns "
+                "on them, usually slower than threads=%d (or threads=null: lnbench's choice).",
+                requested,
+                cores,
+                requested,
+                cores,
+            )
         return int(requested), f"threads={requested} as configured"
     n = len(usable_cores())
     why = [f"{n} usable cores"]

@@ -5,6 +5,7 @@ job. A module that registers a normalizer, a model or a dataset works under ever
 Names resolve as `python -c 'import NAME'` does where lnbench was started: the current directory, then
 PYTHONPATH and the installed packages.
 """
+
 from __future__ import annotations
 
 import importlib

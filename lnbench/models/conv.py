@@ -6,6 +6,7 @@ summed inputs of a case, with a gain and bias per channel; batch norm's statisti
 batch x height x width; group norm's (Wu & He 2018) per case over each group of channels. A conv layer keeps its
 own bias only where its normalizer does not re-center (the kind's `linear_bias` trait), as the MLP's Linears do.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,8 +24,10 @@ def image_side(spec: DataSpec, model: str) -> int:
     """The side of the square images a flat input of `spec.input_size` pixels holds."""
     side = math.isqrt(spec.input_size)
     if side * side != spec.input_size or side < 2:
-        raise ConfigError(f"{model} needs square images, and the dataset's inputs have {spec.input_size} values, "
-                          f"not a square number of pixels: use an image dataset (e.g. MNIST's 784 = 28 x 28).")
+        raise ConfigError(
+            f"{model} needs square images, and the dataset's inputs have {spec.input_size} values, "
+            f"not a square number of pixels: use an image dataset (e.g. MNIST's 784 = 28 x 28)."
+        )
     return side
 
 
@@ -35,7 +38,8 @@ def conv_norm(norm: NormConfig, cin: int, cout: int, stride: int = 1) -> tuple[n
 
 
 class ConvNet(nn.Module):
-    """image -> [conv 3x3 -> norm -> ReLU -> max-pool 2] per entry of `channels` -> Linear (the logits, never normalized)."""
+    """image -> [conv 3x3 -> norm -> ReLU -> max-pool 2] per entry of `channels` -> Linear (the logits, never
+    normalized)."""
 
     accepts = "flat"
 
@@ -47,8 +51,10 @@ class ConvNet(nn.Module):
         if not channels or any(c < 1 for c in channels):
             raise ConfigError(f"model.channels={list(channels)} is not allowed: give one integer >= 1 per conv layer.")
         if side >> len(channels) < 1:
-            raise ConfigError(f"model.channels={list(channels)} is not allowed for {side} x {side} images: each conv layer "
-                              f"halves the image, so at most {side.bit_length() - 1} layers fit.")
+            raise ConfigError(
+                f"model.channels={list(channels)} is not allowed for {side} x {side} images: each conv layer "
+                f"halves the image, so at most {side.bit_length() - 1} layers fit."
+            )
         layers: list[nn.Module] = []
         width = 1
         for c in channels:

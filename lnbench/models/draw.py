@@ -17,6 +17,7 @@ Both RNNs are cells of lnbench.nn.rnn, run step by step (the encoder's input at 
 t-1). The paper's LN for DRAW is the cell-state-only variant (cell `lstm_norm_c`, supplement eqs. 53-55);
 `model.cell=lstm` gives the LN-LSTM of eqs. 20-22 instead.
 """
+
 from __future__ import annotations
 
 import torch
@@ -40,7 +41,9 @@ class Attention(nn.Module):
         super().__init__()
         self.side, self.n = side, n
         self.params = nn.Linear(hidden_size, 5)
-        self.register_buffer("grid", torch.arange(n, dtype=torch.float32) - n / 2 - 0.5 + 1, persistent=False)  # i - N/2 - 0.5, i = 1..N
+        self.register_buffer(
+            "grid", torch.arange(n, dtype=torch.float32) - n / 2 - 0.5 + 1, persistent=False
+        )  # i - N/2 - 0.5, i = 1..N
         # pixel coordinates 1..A, so that the centre (A + 1) / 2 of g~ = 0 is the image's centre
         self.register_buffer("pixels", torch.arange(1, side + 1, dtype=torch.float32), persistent=False)
 
@@ -91,14 +94,22 @@ class DRAW(nn.Module):
                 raise ConfigError(f"model.{key}={value} is not allowed for DRAW: it must be an integer >= 1.")
         for key, value in (("read_size", read_size), ("write_size", write_size)):
             if value < 2:
-                raise ConfigError(f"model.{key}={value} is not allowed for DRAW: an attention window is an N x N grid "
-                                  "with N >= 2 (its stride divides by N - 1); Gregor et al. use 2 to read, 5 to write MNIST.")
+                raise ConfigError(
+                    f"model.{key}={value} is not allowed for DRAW: an attention window is an N x N grid "
+                    "with N >= 2 (its stride divides by N - 1); Gregor et al. use 2 to read, 5 to write MNIST."
+                )
         if normalizer(norm.kind).batch_stats:
-            raise ConfigError(f"model.norm.kind={normalizer(norm.kind).name} is not allowed for DRAW: batch statistics per glimpse are not "
-                              "part of the paper's experiment; use a per-case normalizer (none, layer, rms, group).")
+            raise ConfigError(
+                f"model.norm.kind={normalizer(norm.kind).name} is not allowed for DRAW: "
+                "batch statistics per glimpse are not "
+                "part of the paper's experiment; use a per-case normalizer (none, layer, rms, group)."
+            )
         self.side = image_side(spec, "DRAW")
         self.spec, self.norm, self.glimpses = spec, norm, glimpses
-        self.read_att, self.write_att = Attention(hidden_size, self.side, read_size), Attention(hidden_size, self.side, write_size)
+        self.read_att, self.write_att = (
+            Attention(hidden_size, self.side, read_size),
+            Attention(hidden_size, self.side, write_size),
+        )
         self.encoder = CELLS[cell](2 * read_size**2 + hidden_size, hidden_size, norm, time_steps=glimpses)
         self.decoder = CELLS[cell](latent_size, hidden_size, norm, time_steps=glimpses)
         self.latent = nn.Linear(hidden_size, 2 * latent_size)  # mu, log sigma
@@ -130,4 +141,3 @@ class DRAW(nn.Module):
         mu, log_sigma = (torch.stack(p, 0) for p in zip(*posterior))  # (T, B, Z): the KL of every glimpse at once
         kl = 0.5 * (mu.square() + torch.exp(2 * log_sigma) - 2 * log_sigma - 1).sum((0, 2))
         return canvas, kl
-

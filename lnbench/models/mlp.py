@@ -1,4 +1,5 @@
 """The feed-forward model of the paper's section 6.6: hidden layers normalized before the ReLU."""
+
 from __future__ import annotations
 
 from torch import Tensor, nn
@@ -37,8 +38,12 @@ def check_compatible(model: nn.Module, spec: DataSpec) -> None:
     if spec.kind != model.accepts:
         from lnbench.config.schema import presets_of_kind
 
-        models, datasets = presets_of_kind("model", "accepts", spec.kind), presets_of_kind("dataset", "kind", model.accepts)
+        models, datasets = (
+            presets_of_kind("model", "accepts", spec.kind),
+            presets_of_kind("dataset", "kind", model.accepts),
+        )
         raise ConfigError(
             f"model {type(model).__name__} takes {model.accepts} inputs but the dataset gives {spec.kind} "
-            f"ones: pick a {spec.kind} model ({', '.join(models)}) or a {model.accepts} dataset ({', '.join(datasets)})."
+            f"ones: pick a {spec.kind} model ({', '.join(models)}) "
+            f"or a {model.accepts} dataset ({', '.join(datasets)})."
         )

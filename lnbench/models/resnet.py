@@ -13,6 +13,7 @@ network with no normalization at all by its initialisation, the paper's three ru
 Layout: stem (3x3 conv of stride 2, norm, ReLU, max-pool by `stem_pool`) -> `depth` blocks of `width` channels, each
 ReLU(x + branch(x)) with `branch_layers` 3x3 convs (norm after each, ReLU between) -> global average pool -> Linear.
 """
+
 from __future__ import annotations
 
 import torch
@@ -77,7 +78,8 @@ class FixupBlock(nn.Module):
 
 
 class ResNet(nn.Module):
-    """stem -> blocks (Block with a normalizer or none, FixupBlock with `fixup`) -> average pool -> Linear (the logits)."""
+    """stem -> blocks (Block with a normalizer or none, FixupBlock with `fixup`) -> average pool -> Linear (the
+    logits)."""
 
     accepts = "flat"
 
@@ -94,13 +96,20 @@ class ResNet(nn.Module):
         super().__init__()
         check_compatible(self, spec)
         norm = as_norm_config(norm)
-        for key, value, low in (("depth", depth, 1), ("width", width, 1), ("branch_layers", branch_layers, 2), ("stem_pool", stem_pool, 1)):
+        for key, value, low in (
+            ("depth", depth, 1),
+            ("width", width, 1),
+            ("branch_layers", branch_layers, 2),
+            ("stem_pool", stem_pool, 1),
+        ):
             if value < low:
                 raise ConfigError(f"model.{key}={value} is not allowed for ResNet: it must be an integer >= {low}.")
         nz = normalizer(norm.kind)
         if fixup and (nz.activations or not nz.linear_bias):
-            raise ConfigError(f"model.fixup=true is not allowed with model.norm.kind={nz.name}: Fixup replaces normalization "
-                              "(Zhang et al. 2019). Use model.norm.kind=none with it, or model.fixup=false.")
+            raise ConfigError(
+                f"model.fixup=true is not allowed with model.norm.kind={nz.name}: Fixup replaces normalization "
+                "(Zhang et al. 2019). Use model.norm.kind=none with it, or model.fixup=false."
+            )
         self.side, self.norm, self.fixup = image_side(spec, "ResNet"), norm, fixup
         if fixup:  # no normalizer and no bias in the conv: a scalar bias before the ReLU instead (rule 3)
             self.stem, self.stem_norm = nn.Conv2d(1, width, 3, stride=2, padding=1, bias=False), nn.Identity()

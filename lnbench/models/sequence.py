@@ -1,4 +1,5 @@
 """Recurrent models: an input layer, 1..N recurrent layers of one cell type, a task head."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -6,13 +7,13 @@ from typing import Iterator
 
 from torch import Tensor, nn
 
+from lnbench.config.choices import Impl
 from lnbench.data.base import DataSpec
 from lnbench.errors import ConfigError
 from lnbench.models.mlp import check_compatible
 from lnbench.nn.fast.layers import fast_layer, layer_path
 from lnbench.nn.norm import NormConfig, as_norm_config
 from lnbench.nn.rnn import CELLS, RecurrentLayer
-from lnbench.config.choices import Impl
 
 
 class SequenceModel(nn.Module):
@@ -58,7 +59,8 @@ class SequenceModel(nn.Module):
         fast = fast_layer(cell, use_native=self.impl is not Impl.torch)
         if fast is None and self.impl is Impl.fast:
             raise ConfigError(
-                f"model.impl=fast is not available for {self.cell_kind} with norm={getattr(self.norm.kind, 'value', self.norm.kind)}: "
+                f"model.impl=fast is not available for {self.cell_kind} "
+                f"with norm={getattr(self.norm.kind, 'value', self.norm.kind)}: "
                 "use model.impl=auto or model.impl=reference."
             )
         return fast or RecurrentLayer(cell)

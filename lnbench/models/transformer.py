@@ -6,6 +6,7 @@ show that post-LN's gradients near the output are large at initialisation, so it
 warmup, and pre-LN does not. Attention is torch's F.scaled_dot_product_attention (causal); positions are
 sinusoidal, so any test length works; the normalizer is any registered one (lnbench.nn.normalizers.Normalizer).
 """
+
 from __future__ import annotations
 
 import math
@@ -14,11 +15,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lnbench.config.choices import Placement
 from lnbench.data.base import DataSpec
 from lnbench.errors import ConfigError
 from lnbench.models.mlp import check_compatible
 from lnbench.nn.norm import NormConfig, as_norm_config, normalizer
-from lnbench.config.choices import Placement
 
 
 class Norm(nn.Module):
@@ -81,9 +82,17 @@ class Transformer(nn.Module):
                 f"model.hidden_size={hidden_size} is not allowed with model.num_heads={num_heads}: the width "
                 f"must split evenly into the heads (a multiple of {num_heads})."
             )
-        self.spec, self.norm, self.placement = spec, as_norm_config(norm), Placement(getattr(placement, "value", placement))
-        self.embed = nn.Embedding(spec.vocab_size, hidden_size) if spec.vocab_size else nn.Linear(spec.input_size, hidden_size)
-        self.blocks = nn.Sequential(*(Block(hidden_size, num_heads, ff_size, self.norm, self.placement) for _ in range(num_layers)))
+        self.spec, self.norm, self.placement = (
+            spec,
+            as_norm_config(norm),
+            Placement(getattr(placement, "value", placement)),
+        )
+        self.embed = (
+            nn.Embedding(spec.vocab_size, hidden_size) if spec.vocab_size else nn.Linear(spec.input_size, hidden_size)
+        )
+        self.blocks = nn.Sequential(
+            *(Block(hidden_size, num_heads, ff_size, self.norm, self.placement) for _ in range(num_layers))
+        )
         self.final = Norm(self.norm, hidden_size) if self.placement is Placement.pre else nn.Identity()
         self.head = nn.Linear(hidden_size, spec.num_outputs)
 

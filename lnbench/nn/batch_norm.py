@@ -1,4 +1,5 @@
 """Batch normalization as the paper and recurrent BN use it (lnbench.nn.norm's factory builds it)."""
+
 from __future__ import annotations
 
 import torch

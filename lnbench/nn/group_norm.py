@@ -1,4 +1,5 @@
 """Group norm of a layer's summed inputs (for the recurrent and MLP families; conv layers use torch's nn.GroupNorm)."""
+
 from __future__ import annotations
 
 import torch

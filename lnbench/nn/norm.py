@@ -7,14 +7,15 @@ torch's own modules; batch norm is lnbench.nn.batch_norm's, because torch's Batc
 paper's unbiased-variance option for small batches nor per-time-step statistics; weight norm is torch's
 own parametrization of a Linear's weight, with lnbench.nn.weight_norm's data-dependent initialisation.
 """
+
 from __future__ import annotations
 
 from torch import nn
 
 from lnbench.nn.batch_norm import BatchNorm  # noqa: F401 (re-exported)
 from lnbench.nn.group_norm import GroupNorm  # noqa: F401 (re-exported)
+from lnbench.nn.normalizers import Normalizer, NormConfig, NormKind, normalizer, register  # noqa: F401 (re-exported)
 from lnbench.nn.weight_norm import weight_norm_data_init  # noqa: F401 (re-exported)
-from lnbench.nn.normalizers import NormConfig, NormKind, Normalizer, normalizer, register  # noqa: F401 (re-exported)
 
 
 def as_norm_config(cfg: NormConfig | dict | None) -> NormConfig:
@@ -40,4 +41,3 @@ def make_norm(cfg: NormConfig, num_features: int, *, bias: bool = True, time_ste
     time_steps: for BN in a recurrent layer, keep separate statistics for this many time steps.
     """
     return normalizer(cfg.kind).module(cfg, num_features, bias=bias, time_steps=time_steps)
-

@@ -1,6 +1,7 @@
 """The normalizer registry: one object per normalization kind, which the models ask instead of testing kinds.
 Free of torch at import, so that composing a config, printing it or rejecting a bad override
 (lnbench.config.schema) starts in a fraction of a second."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -92,8 +93,10 @@ class Normalizer:
         """The module normalizing a conv layer's summed inputs (B, C, H, W) (lnbench.models.conv); a kind
         without a convolutional form keeps this default, which refuses it."""
         has = [n for n, z in NORMALIZERS.items() if type(z).conv_module is not Normalizer.conv_module]
-        raise ConfigError(f"model.norm.kind={self.name} is not allowed for a convolutional model: it has no "
-                          f"convolutional form here. Use one of {', '.join(has)}.")
+        raise ConfigError(
+            f"model.norm.kind={self.name} is not allowed for a convolutional model: it has no "
+            f"convolutional form here. Use one of {', '.join(has)}."
+        )
 
     @property
     def cell_gate_bias(self) -> bool:
@@ -201,8 +204,15 @@ class _BatchNorm(Normalizer):
     def module(self, cfg, num_features, *, bias=True, time_steps=0):
         from lnbench.nn.batch_norm import BatchNorm
 
-        return BatchNorm(num_features, gain_init=cfg.gain_init, bias=bias, eps=cfg.eps, momentum=cfg.momentum,
-                         unbiased=cfg.unbiased_var, time_steps=time_steps)
+        return BatchNorm(
+            num_features,
+            gain_init=cfg.gain_init,
+            bias=bias,
+            eps=cfg.eps,
+            momentum=cfg.momentum,
+            unbiased=cfg.unbiased_var,
+            time_steps=time_steps,
+        )
 
     def apply(self, module, a, t=None):
         return module(a, t)
@@ -211,8 +221,10 @@ class _BatchNorm(Normalizer):
         from torch import nn
 
         if cfg.unbiased_var:  # torch's BatchNorm2d has no such option (over B x H x W cases it is ~1 anyway)
-            raise ConfigError("model.norm.unbiased_var=true is not allowed for a convolutional model: its batch norm "
-                              "is torch's BatchNorm2d (statistics over batch x height x width). Leave it false.")
+            raise ConfigError(
+                "model.norm.unbiased_var=true is not allowed for a convolutional model: its batch norm "
+                "is torch's BatchNorm2d (statistics over batch x height x width). Leave it false."
+            )
         bn = nn.BatchNorm2d(channels, eps=cfg.eps, momentum=cfg.momentum)
         nn.init.constant_(bn.weight, cfg.gain_init)
         return bn
@@ -236,8 +248,10 @@ class _GroupNorm(Normalizer):
 
 def _check_groups(groups: int, units: int) -> None:
     if groups < 1 or units % groups:
-        raise ConfigError(f"model.norm.groups={groups} is not allowed here: group norm splits a layer's {units} "
-                          f"units (or channels) into equal groups, so it must be an integer >= 1 dividing {units}.")
+        raise ConfigError(
+            f"model.norm.groups={groups} is not allowed here: group norm splits a layer's {units} "
+            f"units (or channels) into equal groups, so it must be an integer >= 1 dividing {units}."
+        )
 
 
 def _group_norm(cfg: NormConfig, groups: int, channels: int):

@@ -15,6 +15,7 @@ Where each bias lives (the paper's parameters, no more):
 These rules follow from the normalizer's traits (linear_bias, norm_bias; lnbench.nn.normalizers.Normalizer),
 never from its name, so a new kind gets the layout its traits imply.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -23,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from lnbench.errors import ConfigError
-from lnbench.nn.norm import NormConfig, Normalizer, make_linear, make_norm, normalizer
+from lnbench.nn.norm import Normalizer, NormConfig, make_linear, make_norm, normalizer
 
 State = tuple[Tensor, ...]
 
@@ -104,7 +105,9 @@ class GRUCell(nn.Module):
         """[LN(W_x x); LN(W x)] for every step at once: (T, B, F) -> (T, B, 3H)."""
         H = self.hidden_size
         a = self.weight_x(x)
-        a = torch.cat([self.nz.apply(self.norm_x_rz, a[..., : 2 * H]), self.nz.apply(self.norm_x_n, a[..., 2 * H :])], -1)
+        a = torch.cat(
+            [self.nz.apply(self.norm_x_rz, a[..., : 2 * H]), self.nz.apply(self.norm_x_n, a[..., 2 * H :])], -1
+        )
         return a + self.bias if self.bias is not None else a
 
     def initial_state(self, batch: int, like: Tensor) -> State:

@@ -1,8 +1,10 @@
 """Salimans & Kingma's data-dependent initialisation of weight-normed layers (torch's parametrization)."""
+
 from __future__ import annotations
 
-import torch
 from contextlib import nullcontext
+
+import torch
 from torch import Tensor, nn
 
 from lnbench.errors import ConfigError
@@ -37,7 +39,9 @@ def weight_norm_data_init(model: nn.Module, x: Tensor) -> int:
         module.bias.copy_(-mu / sigma)
         return (t - mu) / sigma
 
-    targets = [m for m in model.modules() if isinstance(m, nn.Linear) and hasattr(m, "parametrizations") and m.bias is not None]
+    targets = [
+        m for m in model.modules() if isinstance(m, nn.Linear) and hasattr(m, "parametrizations") and m.bias is not None
+    ]
     handles = [m.register_forward_hook(hook) for m in targets]
     was_training = model.training
     try:

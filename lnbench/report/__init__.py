@@ -11,10 +11,47 @@ render (Markdown, HTML and the terminal from one page of blocks; `lnbench check`
 The submodules import each other by name, never this package face: it only re-exports what tests and users
 call (`main` for lnbench.cli), so importing it loads each submodule once, with no loop back.
 """
-from lnbench.report.analysis import (X_AXES, Group, Layout, default_target, group_runs, layout, panel_title,  # noqa: F401
-                                     varied_keys, tune_groups)
-from lnbench.report.cli import ReportError, main, parse_targets  # noqa: F401
-from lnbench.report.make import PRIMARY, Report, make_report  # noqa: F401
-from lnbench.report.page import render_html, render_markdown, write_report  # noqa: F401
-from lnbench.report.plots import PANELS_PER_ROW, curves_figure  # noqa: F401
-from lnbench.runs import OUT_DIR, Run, load_run, load_runs  # noqa: F401
+
+from lnbench.report.analysis import (
+    X_AXES,
+    Group,
+    Layout,
+    default_target,
+    group_runs,
+    layout,
+    panel_title,
+    tune_groups,
+    varied_keys,
+)
+from lnbench.report.cli import ReportError, main, parse_targets
+from lnbench.report.make import PRIMARY, Report, make_report
+from lnbench.report.page import render_html, render_markdown, write_report
+from lnbench.report.plots import PANELS_PER_ROW, curves_figure
+from lnbench.runs import OUT_DIR, Run, load_run, load_runs
+
+__all__ = [
+    "X_AXES",
+    "Group",
+    "Layout",
+    "default_target",
+    "group_runs",
+    "layout",
+    "panel_title",
+    "tune_groups",
+    "varied_keys",
+    "ReportError",
+    "main",
+    "parse_targets",
+    "PRIMARY",
+    "Report",
+    "make_report",
+    "render_html",
+    "render_markdown",
+    "write_report",
+    "PANELS_PER_ROW",
+    "curves_figure",
+    "OUT_DIR",
+    "Run",
+    "load_run",
+    "load_runs",
+]

@@ -7,6 +7,7 @@ axis gives the lines of every panel (the model, else the normalizer, else the la
 of the remaining axes (batch size, seq_len, ...) gets its own panel. A tuned axis (`tune:` in the preset or
 `--tune KEY`) is no panel: each line of each panel keeps its best value on validation.
 """
+
 from __future__ import annotations
 
 import math
@@ -15,17 +16,28 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from lnbench.claims import spec as claimlib
 from lnbench.claims import judge
-from lnbench.runs import INTERPOLATION, SOURCE_KEY, Run
+from lnbench.claims import spec as claimlib
 from lnbench.claims.tuning import Selection, select
+from lnbench.runs import INTERPOLATION, SOURCE_KEY, Run
 
 SEED_KEYS = ("seed",)
 # Which swept key draws the lines of a panel, in order of preference; otherwise the last swept key.
 LINE_KEYS = ("model", "model.norm.kind", "model.cell")
 # Keys that say where or how a run went, not what it computed: never an axis, even when runs differ in them.
-NOT_AXES = ("resume", "progress", "checkpoint_every", "log_every", "eval_every", "logger", "dataset.data_dir", "dataset.download", "hydra",
-            "stage", "cell")  # stage and cell: how lnbench check added a run (judging seeds, a widened grid)
+NOT_AXES = (
+    "resume",
+    "progress",
+    "checkpoint_every",
+    "log_every",
+    "eval_every",
+    "logger",
+    "dataset.data_dir",
+    "dataset.download",
+    "hydra",
+    "stage",
+    "cell",
+)  # stage and cell: how lnbench check added a run (judging seeds, a widened grid)
 X_AXES = {"step": "training steps", "epoch": "epochs", "time": "wall-clock seconds"}
 
 
@@ -68,7 +80,8 @@ def _varies(runs: list[Run], key: str) -> bool:
 
 
 def _collide(runs: list[Run], axes: list[str]) -> bool:
-    """Whether runs of different directories share every axis value (seed included): then only `dir` tells them apart."""
+    """Whether runs of different directories share every axis value (seed included): then only `dir` tells them
+    apart."""
     where: dict[tuple, str | None] = {}
     for r in runs:
         cell = tuple(sort_key(r.value(k)) for k in axes)
@@ -77,7 +90,9 @@ def _collide(runs: list[Run], axes: list[str]) -> bool:
     return False
 
 
-def layout(runs: list[Run], line: str | None = None, panels: list[str] | None = None, tune: list[str] | None = None) -> Layout:
+def layout(
+    runs: list[Run], line: str | None = None, panels: list[str] | None = None, tune: list[str] | None = None
+) -> Layout:
     axes = varied_keys(runs)
     seeds = [k for k in axes if k in SEED_KEYS]
     tuned = [k for k in (tune if tune is not None else tune_keys(runs)) if k in axes]
@@ -89,7 +104,11 @@ def layout(runs: list[Run], line: str | None = None, panels: list[str] | None = 
         panels = [k for k in rest if k != line]
     shared = {k: v for k, v in runs[0].overrides.items() if k not in axes} if runs else {}
     # as typed (progress=false, not False), unless Hydra left an interpolation to resolve
-    fixed = {k: runs[0].value(k) if INTERPOLATION in v else v for k, v in shared.items() if all(r.overrides.get(k) == v for r in runs)}
+    fixed = {
+        k: runs[0].value(k) if INTERPOLATION in v else v
+        for k, v in shared.items()
+        if all(r.overrides.get(k) == v for r in runs)
+    }
     return Layout(line, panels, seeds, fixed, tuned)
 
 
@@ -136,7 +155,9 @@ def group_runs(runs: list[Run], lay: Layout) -> list[Group]:
     return [Group(panel, line, cells[(panel, line)]) for panel, line in order]
 
 
-def arrange(runs: list[Run], line: str | None, panels: list[str] | None, tune: list[str] | None) -> tuple[Layout, list[Group], list[Run]]:
+def arrange(
+    runs: list[Run], line: str | None, panels: list[str] | None, tune: list[str] | None
+) -> tuple[Layout, list[Group], list[Run]]:
     """The layout and its groups, and the runs set aside: those that never logged a metric (refused before
     training, killed at start) in a panel where no run trained. They keep their row beside the runs that
     trained (BN refused at batch 1 next to LN at batch 1), but get no empty panel of their own; and the axes
@@ -163,14 +184,22 @@ def tune_groups(groups: list[Group], lay: Layout, metric: str | None = None) -> 
         judging = [r for r in g.runs if judge.stage(r) == "judge"]
         if lay.tuned and tuning:
             g.selection = select(tuning, lay.tuned, Run.value, lambda r, m=g.metric: scored_val(r, m))
-            g.selection.widened = len({tuple(r.value(k) for k in lay.tuned) for r in tuning if judge.stage(r) == "widen"})
-            at = [r for r in judging if all(claimlib.same(r.value(k), v) for k, v in zip(lay.tuned, g.selection.chosen))]
+            g.selection.widened = len(
+                {tuple(r.value(k) for k in lay.tuned) for r in tuning if judge.stage(r) == "widen"}
+            )
+            at = [
+                r for r in judging if all(claimlib.same(r.value(k), v) for k, v in zip(lay.tuned, g.selection.chosen))
+            ]
             g.judging, g.stale = at, [r for r in judging if r not in at]
             g.runs = g.selection.runs + at
         else:
             g.judging = judging
     for panel in dict.fromkeys(g.panel for g in groups):
-        scored = [(m, g) for g in groups if g.panel == panel and (m := mean_of([scored_val(r, g.metric) for r in g.runs])) is not None]
+        scored = [
+            (m, g)
+            for g in groups
+            if g.panel == panel and (m := mean_of([scored_val(r, g.metric) for r in g.runs])) is not None
+        ]
         if len(scored) > 1:
             min(scored, key=lambda mg: mg[0])[1].best = True
 

@@ -2,6 +2,7 @@
 each verdict beside the interval that decided it, at its level, the two lines' means and the trivial
 predictor's value in the metric's units, the margin, and the seeds that chose and judged. The report and
 `lnbench check` show the same cells."""
+
 from __future__ import annotations
 
 import math
@@ -65,9 +66,23 @@ def margin_text(d: dict[str, Any]) -> str:
 
 
 def table_rows(entries: list[dict[str, Any]]) -> list[list[str]]:
-    return [[d["id"], d["text"], f"{d['better']} vs {d['than']}", d["measure"], verdict_text(d), d["raw_verdict"],
-             effect_text(d), margin_text(d), lines_text(d), p_improve_text(d), seeds_text(d), chosen_text(d)]
-            for d in entries]
+    return [
+        [
+            d["id"],
+            d["text"],
+            f"{d['better']} vs {d['than']}",
+            d["measure"],
+            verdict_text(d),
+            d["raw_verdict"],
+            effect_text(d),
+            margin_text(d),
+            lines_text(d),
+            p_improve_text(d),
+            seeds_text(d),
+            chosen_text(d),
+        ]
+        for d in entries
+    ]
 
 
 def p_improve_text(d: dict[str, Any]) -> str:
@@ -76,17 +91,30 @@ def p_improve_text(d: dict[str, Any]) -> str:
 
 EFFECT = "effect [interval that decided, its level]"
 NOWRAP = (EFFECT, "min_effect")
-COLUMNS = ["claim", "paper", "better vs than", "measure", "verdict (adjusted)", "unadjusted",
-           EFFECT, "min_effect", "means (units of the measure)", "P(better<than)",
-           "seeds: tuning + judging", "chosen (val)"]
+COLUMNS = [
+    "claim",
+    "paper",
+    "better vs than",
+    "measure",
+    "verdict (adjusted)",
+    "unadjusted",
+    EFFECT,
+    "min_effect",
+    "means (units of the measure)",
+    "P(better<than)",
+    "seeds: tuning + judging",
+    "chosen (val)",
+]
 
 
 def lines(entries: list[dict[str, Any]], adjust: str) -> list[str]:
     fams = sorted({(d.get("family") or family.UNDECLARED, d.get("family_size", 0)) for d in entries})
-    out = ["statistics: " + family.describe_method(adjust) + "; effect > 0 supports the claim; the interval shown is "
-           "the one that decided, at its level (the look's share of alpha, the family's adjustment); the bootstrap "
-           "interval in claims.json (unadjusted_boot95_*) is a plain 95% one, shown only",
-           "families: " + ", ".join(f"{f} ({n} claims declared)" for f, n in fams)]
+    out = [
+        "statistics: " + family.describe_method(adjust) + "; effect > 0 supports the claim; the interval shown is "
+        "the one that decided, at its level (the look's share of alpha, the family's adjustment); the bootstrap "
+        "interval in claims.json (unadjusted_boot95_*) is a plain 95% one, shown only",
+        "families: " + ", ".join(f"{f} ({n} claims declared)" for f, n in fams),
+    ]
     if any(f == family.UNDECLARED for f, _ in fams):
         out.append("claims without a declared `family` are adjusted over this page's undeclared claims only")
     notes = sorted({d["note"] for d in entries if d.get("note")})

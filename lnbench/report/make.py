@@ -1,5 +1,6 @@
 """A Report: the runs of one or more directories arranged, tuned and judged, with their tables and figures
 (everything a page shows, before it is rendered)."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -37,9 +38,17 @@ class Report:
     adjust: str = family.DEFAULT_ADJUST  # the claims' family adjustment
 
 
-def make_report(root: Path, runs: list[Run], targets: dict[str, float], line: str | None = None,
-                panels: list[str] | None = None, x_axes: Iterable[str] = tuple(X_AXES), tune: list[str] | None = None,
-                roots: list[Path] | None = None, adjust: str = family.DEFAULT_ADJUST) -> Report:
+def make_report(
+    root: Path,
+    runs: list[Run],
+    targets: dict[str, float],
+    line: str | None = None,
+    panels: list[str] | None = None,
+    x_axes: Iterable[str] = tuple(X_AXES),
+    tune: list[str] | None = None,
+    roots: list[Path] | None = None,
+    adjust: str = family.DEFAULT_ADJUST,
+) -> Report:
     """roots: the directories compared (their runs carry `source`); by default root alone. adjust: how the
     claims' verdicts are adjusted over their declared families (bonferroni, holm, bh or none)."""
     roots = roots or [root]
@@ -53,13 +62,33 @@ def make_report(root: Path, runs: list[Run], targets: dict[str, float], line: st
     images = {f"curves_{x}.png": png for x in x_axes if (png := plot_curves(groups, lay, x)) is not None}
     if verdicts and tuple(x_axes) and (fig := claims_figure(verdicts)) is not None:
         images["claims.png"] = figure_png(fig)
-    return Report(root, runs, lay, metric, targets, target_note(metric, targets), build_table(groups, lay, metric, targets), images,
-                  verdicts, claim_errors, groups, progress_lines(root, roots, runs), roots, provenance_of(runs), aside, adjust)
+    return Report(
+        root,
+        runs,
+        lay,
+        metric,
+        targets,
+        target_note(metric, targets),
+        build_table(groups, lay, metric, targets),
+        images,
+        verdicts,
+        claim_errors,
+        groups,
+        progress_lines(root, roots, runs),
+        roots,
+        provenance_of(runs),
+        aside,
+        adjust,
+    )
 
 
 def progress_lines(root: Path, roots: list[Path], runs: list[Run]) -> list[str]:
     """Per directory, its tuning sweep's progress; then the rounds lnbench check added, each a sweep of its own."""
-    by_root = [(r, [run for run in runs if run.source == name]) for r, name in zip(roots, source_names(roots))] if len(roots) > 1 else [(root, runs)]
+    by_root = (
+        [(r, [run for run in runs if run.source == name]) for r, name in zip(roots, source_names(roots))]
+        if len(roots) > 1
+        else [(root, runs)]
+    )
     lines = [progress_line(str(r), [x for x in rs if judge.stage(x) == "tune"], sweep_total(r)) for r, rs in by_root]
     for role in ("widen", "judge"):
         if added := [x for x in runs if judge.stage(x) == role]:
@@ -86,6 +115,9 @@ def progress_line(where: str, runs: list[Run], total: int | None) -> str:
 def target_note(metric: str, targets: dict[str, float]) -> str:
     notes = [f"{m} target {t:.4g} (--target)" for m, t in targets.items()]
     if metric not in targets:
-        notes.insert(0, f"{metric} target: per panel, the best validation {metric} of its slowest-converging completed "
-                        f"run, so every completed run reaches it (set one with --target {metric}=VALUE)")
+        notes.insert(
+            0,
+            f"{metric} target: per panel, the best validation {metric} of its slowest-converging completed "
+            f"run, so every completed run reaches it (set one with --target {metric}=VALUE)",
+        )
     return "; ".join(notes)

@@ -1,5 +1,6 @@
 """The report's figures (matplotlib, imported on first use): the curves of every panel, and every claim's
 numbers as its verdict reads them."""
+
 from __future__ import annotations
 
 import io
@@ -65,8 +66,9 @@ def curves_figure(groups: list[Group], lay: Layout, x: str):
     kinds = {(metric[p], _trivial([g for g in groups if g.panel == p], "loss")) for p in panels}
     shared = {"train": len({k[1] for k in kinds}) == 1, "val": len(kinds) == 1}
     # constrained layout leaves room for the legend outside the axes, however many rows it takes
-    fig, axes = plt.subplots(len(ROWS) * nrows, ncols, figsize=(4.6 * ncols, 3.4 * len(ROWS) * nrows), squeeze=False,
-                             layout="constrained")
+    fig, axes = plt.subplots(
+        len(ROWS) * nrows, ncols, figsize=(4.6 * ncols, 3.4 * len(ROWS) * nrows), squeeze=False, layout="constrained"
+    )
 
     def ax_of(i: int, r: int):
         return axes[len(ROWS) * (i // ncols) + r][i % ncols]
@@ -79,8 +81,9 @@ def curves_figure(groups: list[Group], lay: Layout, x: str):
                 ax_of(i, r).sharey(axes[r][0])
             if r:  # under its training plot, on the same steps: a single evaluation sits where it was made
                 ax_of(i, r).sharex(ax_of(i, 0))
-            drew_trivial |= _draw_panel(ax_of(i, r), cell, colors, (split, m or metric[panel], x),
-                                        i % ncols == 0 or not shared[split])
+            drew_trivial |= _draw_panel(
+                ax_of(i, r), cell, colors, (split, m or metric[panel], x), i % ncols == 0 or not shared[split]
+            )
         ax_of(i, 0).set_title(textwrap.fill(lay.title(panel), TITLE_WRAP), fontsize=10)
     for i in range(len(panels), ncols * nrows):  # the unused places of the last row
         for r in range(len(ROWS)):
@@ -182,7 +185,9 @@ def _draw_band(ax, group: Group, split: str, metric: str, x: str, color) -> None
 def claims_figure(entries: list[dict[str, Any]]):
     """Every claim's numbers as the verdict reads them: per panel, each seed's value of the two lines, joined by
     seed (a diverged run at the top edge, marked x). None if no claim has numbers."""
-    shown = [(d, p) for d in entries for p in d["panels"] if any(p.get("values", {}).get(k) for k in ("better", "than"))]
+    shown = [
+        (d, p) for d in entries for p in d["panels"] if any(p.get("values", {}).get(k) for k in ("better", "than"))
+    ]
     if not shown:
         return None
     plt = _pyplot()
@@ -191,7 +196,7 @@ def claims_figure(entries: list[dict[str, Any]]):
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 3.0 * nrows), squeeze=False, layout="constrained")
     for ax, (d, p) in zip(axes.flat, shown):
         _draw_pairs(ax, d, p)
-    for ax in list(axes.flat)[len(shown):]:
+    for ax in list(axes.flat)[len(shown) :]:
         ax.set_visible(False)
     return fig
 

@@ -6,6 +6,7 @@ List items may use Markdown's `code` and **bold**: the HTML keeps them as <code>
 drops the marks. A table row may carry a tone (a verdict: held, contradicted, equivalent) that the HTML
 shows as the row's colour; a cell may be a Link.
 """
+
 from __future__ import annotations
 
 import base64
@@ -57,12 +58,14 @@ class Page:
 
 # Text (and its headers) left-aligned, numbers right-aligned; a table wider than the page scrolls inside its
 # own box instead of widening the page.
-STYLE = ("body{font-family:sans-serif;margin:2em;max-width:110em}div.t{overflow-x:auto;max-width:100%}"
-         "table{border-collapse:collapse;font-size:.9em;margin:1em 0}"
-         "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top;overflow-wrap:break-word}"
-         "th{background:#f3f3f3;min-width:4em}td.n{text-align:right}td.nw{white-space:nowrap}"
-         "img{max-width:100%;margin:1em 0}code{background:#f3f3f3}"
-         "tr.held{background:#d9f2d9}tr.contradicted{background:#f7d4d4}tr.equivalent{background:#dde6f7}")
+STYLE = (
+    "body{font-family:sans-serif;margin:2em;max-width:110em}div.t{overflow-x:auto;max-width:100%}"
+    "table{border-collapse:collapse;font-size:.9em;margin:1em 0}"
+    "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top;overflow-wrap:break-word}"
+    "th{background:#f3f3f3;min-width:4em}td.n{text-align:right}td.nw{white-space:nowrap}"
+    "img{max-width:100%;margin:1em 0}code{background:#f3f3f3}"
+    "tr.held{background:#d9f2d9}tr.contradicted{background:#f7d4d4}tr.equivalent{background:#dde6f7}"
+)
 NUMBER = re.compile(r"^[-+±—]?[0-9.,]*[0-9—]([eE][-+]?[0-9]+)?( ± [0-9.eE+-]+)?%?$")
 
 
@@ -82,7 +85,9 @@ def markdown_block(block: Block) -> str:
 
 
 def _md_row(values: list) -> str:
-    cells = (f"[{v.text}]({v.href})" if isinstance(v, Link) else v.replace("|", "\\|").replace("\n", " ") for v in values)
+    cells = (
+        f"[{v.text}]({v.href})" if isinstance(v, Link) else v.replace("|", "\\|").replace("\n", " ") for v in values
+    )
     return "| " + " | ".join(cells) + " |"
 
 
@@ -98,12 +103,18 @@ def _html_block(block: Block) -> str:
     if isinstance(block, Items):
         return "<ul>" + "".join(f"<li>{_inline(item)}</li>" for item in block.items) + "</ul>"
     if isinstance(block, Image):
-        return f"<img alt='{html.escape(block.name)}' src='data:image/png;base64,{base64.b64encode(block.png).decode()}'>"
+        return (
+            f"<img alt='{html.escape(block.name)}' src='data:image/png;base64,{base64.b64encode(block.png).decode()}'>"
+        )
     head = "".join(f"<th>{html.escape(c)}</th>" for c in block.columns)
     tones = block.tones or [""] * len(block.rows)
     nowrap = [c in block.nowrap for c in block.columns]
-    body = "".join(f"<tr{_tone(t)}>" + "".join(f"<td{_cell_class(v, nw)}>{_html_cell(v, nw)}</td>" for v, nw in zip(row, nowrap)) + "</tr>"
-                   for row, t in zip(block.rows, tones))
+    body = "".join(
+        f"<tr{_tone(t)}>"
+        + "".join(f"<td{_cell_class(v, nw)}>{_html_cell(v, nw)}</td>" for v, nw in zip(row, nowrap))
+        + "</tr>"
+        for row, t in zip(block.rows, tones)
+    )
     return f"<div class='t'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
@@ -120,7 +131,9 @@ def _tone(tone: str) -> str:
 def _html_cell(v, nowrap: bool = False) -> str:
     if isinstance(v, Link):
         return f"<a href='{html.escape(v.href)}'>{html.escape(v.text)}</a>"
-    return html.escape(v) if nowrap else html.escape(v).replace(",", ",<wbr>")  # a list of seeds may break after a comma
+    return (
+        html.escape(v) if nowrap else html.escape(v).replace(",", ",<wbr>")
+    )  # a list of seeds may break after a comma
 
 
 def _inline(text: str) -> str:

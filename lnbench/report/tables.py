@@ -1,5 +1,6 @@
 """The report's tables: one row per (panel, line) with its numbers, the provenance that differs between
 runs, and the claims' verdicts."""
+
 from __future__ import annotations
 
 import statistics
@@ -31,22 +32,42 @@ def build_table(groups: list[Group], lay: Layout, metric: str, targets: dict[str
     lengths = sorted({int(n) for g in groups for r in g.runs for n in r.summary.get("test_at_len", {})})
     columns += [f"{named('test')} @ len {n}" for n in lengths]
     columns.append("ms/step")
-    panel_targets = {g.panel: default_target([r for h in groups if h.panel == g.panel for r in h.runs], g.metric) for g in groups}
-    rows = [_row(g, lay, [(g.metric, targets.get(g.metric, panel_targets[g.panel])), *((o, targets[o]) for o in others)],
-                 lengths, common) for g in groups]
+    panel_targets = {
+        g.panel: default_target([r for h in groups if h.panel == g.panel for r in h.runs], g.metric) for g in groups
+    }
+    rows = [
+        _row(
+            g,
+            lay,
+            [(g.metric, targets.get(g.metric, panel_targets[g.panel])), *((o, targets[o]) for o in others)],
+            lengths,
+            common,
+        )
+        for g in groups
+    ]
     return Table(columns, rows)
 
 
-def _row(g: Group, lay: Layout, targets: list[tuple[str, float | None]], lengths: list[int], common: str | None) -> list[str]:
+def _row(
+    g: Group, lay: Layout, targets: list[tuple[str, float | None]], lengths: list[int], common: str | None
+) -> list[str]:
     runs, m = g.runs, g.metric
-    row = ["—" if v is None else str(v) for v in g.panel] + [str(g.line) + (" ★" if g.best else ""), _runs_text(runs, lay), status_text(runs)]
+    row = ["—" if v is None else str(v) for v in g.panel] + [
+        str(g.line) + (" ★" if g.best else ""),
+        _runs_text(runs, lay),
+        status_text(runs),
+    ]
     row += [g.selection.text()] if g.selection else []
     row += [] if common else [m]
     row += [fmt_agg([r.final_val(m) for r in runs]), fmt_agg([best_val(r, m) for r in runs])]
     row.append(fmt_agg([(r.summary.get("test") or {}).get(m) for r in runs]))
     for tm, t in targets:
         hits = [reach(r, tm, t) if t is not None else None for r in runs]
-        row += [fmt_agg([t]), fmt_agg([h[0] if h else None for h in hits], digits=5), fmt_agg([h[1] if h else None for h in hits], digits=3)]
+        row += [
+            fmt_agg([t]),
+            fmt_agg([h[0] if h else None for h in hits], digits=5),
+            fmt_agg([h[1] if h else None for h in hits], digits=3),
+        ]
     row += [fmt_agg([r.summary.get("test_at_len", {}).get(str(n), {}).get(m) for r in runs]) for n in lengths]
     row.append(fmt_agg([_ms(r) for r in runs], digits=3))
     return row
@@ -56,7 +77,10 @@ def _runs_text(runs: list[Run], lay: Layout) -> str:
     if len(runs) == 1 or not lay.seeds:
         return str(len(runs))
     parts = []
-    for role, rs in (("chose", [r for r in runs if judge.stage(r) != "judge"]), ("judged", [r for r in runs if judge.stage(r) == "judge"])):
+    for role, rs in (
+        ("chose", [r for r in runs if judge.stage(r) != "judge"]),
+        ("judged", [r for r in runs if judge.stage(r) == "judge"]),
+    ):
         seeds = sorted({r.value(lay.seeds[0]) for r in rs}, key=sort_key)
         parts += [f"{role}: {lay.seeds[0]} {','.join(map(str, seeds))}"] if seeds else []
     return f"{len(runs)} ({'; '.join(parts) if len(parts) > 1 else parts[0].split(': ', 1)[1]})"
@@ -93,7 +117,9 @@ def status_text(runs: list[Run], width: int = 90) -> str:
 
 def claims_table(verdicts: list[dict[str, Any]]) -> Table:
     """Each claim's row, its HTML row coloured by its (adjusted) verdict."""
-    return Table(claims_text.COLUMNS, claims_text.table_rows(verdicts), [d["verdict"] for d in verdicts], claims_text.NOWRAP)
+    return Table(
+        claims_text.COLUMNS, claims_text.table_rows(verdicts), [d["verdict"] for d in verdicts], claims_text.NOWRAP
+    )
 
 
 # ---- provenance -------------------------------------------------------------------------------
@@ -118,8 +144,12 @@ def provenance_of(runs: list[Run]) -> Provenance:
             combos.setdefault(tuple(values[k][i] for k in differ), []).append(r.name)
         table = Table(["runs", *differ], [[names_text(names), *combo] for combo, names in combos.items()])
     lacking = [r for r in runs if r not in have]
-    return Provenance(shared, table, [r.name for r in lacking if r.status != "running"],
-                      [r.name for r in lacking if r.status == "running"])
+    return Provenance(
+        shared,
+        table,
+        [r.name for r in lacking if r.status != "running"],
+        [r.name for r in lacking if r.status == "running"],
+    )
 
 
 def _prov_text(key: str, value: Any) -> str:

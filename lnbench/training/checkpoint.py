@@ -11,6 +11,7 @@ run id; ...: lnbench.training.sinks) and the resolved config (a resume may not c
 end of the step with a checkpoint; a second signal stops at once. `RunLock` keeps a second process out
 of a run directory that is in use.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,9 +35,20 @@ from lnbench.runs import CHECKPOINT, LOCK, read_summary
 FILE = CHECKPOINT
 # Keys a resume may change: they decide where and how fast the run goes, not what it computes. `threads` is
 # accepted and has no effect: a resume keeps the thread count its run began with (the checkpoint's "threads").
-MAY_CHANGE = ("resume", "device", "threads", "progress", "checkpoint_every", "logger", "dataset.data_dir", "dataset.download",
-              "claims", "tune", "stage",  # these three: read by `lnbench report` only, never by training
-              "imports")  # where the user's modules are found (older checkpoints have no such key)
+MAY_CHANGE = (
+    "resume",
+    "device",
+    "threads",
+    "progress",
+    "checkpoint_every",
+    "logger",
+    "dataset.data_dir",
+    "dataset.download",
+    "claims",
+    "tune",
+    "stage",  # these three: read by `lnbench report` only, never by training
+    "imports",
+)  # where the user's modules are found (older checkpoints have no such key)
 log = logging.getLogger("lnbench")
 
 
@@ -138,7 +150,8 @@ class RunLock:
     """
 
     def __init__(self, run_dir: Path):
-        import fcntl  # Unix only: imported here so that the module itself loads on a machine without it
+        # Unix only: imported here so that the module itself loads on a machine without it.
+        import fcntl  # noqa: PLC0415 (platform-only)
 
         self.path = Path(run_dir) / LOCK
         while True:
@@ -204,7 +217,10 @@ class StopSignals:
                 return
             raise Interrupted(signum, -1, self.run_dir)
         self.requested, self._first = signum, time.monotonic()
-        log.warning("%s received: writing a checkpoint at the end of this step, then stopping (send it again to stop at once).", signal.Signals(signum).name)
+        log.warning(
+            "%s received: writing a checkpoint at the end of this step, then stopping (send it again to stop at once).",
+            signal.Signals(signum).name,
+        )
 
     def __enter__(self) -> "StopSignals":
         if threading.current_thread() is threading.main_thread():

@@ -4,6 +4,7 @@ one warning, after the first few steps, when the run will take long.
 Without it a run outside a terminal said nothing between evaluations, and a preset at the paper's full size
 (model=ln_draw: ~25 s a step on 2 cores) trained for minutes before its first line said how slow it was.
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,8 +25,15 @@ MEASURED_STEPS = 3  # steps timed for the projection, after the first (its warm-
 
 
 class Pace:
-    def __init__(self, steps: int, start: int = 0, lines: bool = True, every_s: float = EVERY_S, long_s: float = LONG_S,
-                 clock=time.monotonic):
+    def __init__(
+        self,
+        steps: int,
+        start: int = 0,
+        lines: bool = True,
+        every_s: float = EVERY_S,
+        long_s: float = LONG_S,
+        clock=time.monotonic,
+    ):
         self.steps, self.start, self.lines = steps, start, lines
         self.every_s, self.long_s, self.clock = every_s, long_s, clock
         self.first: float | None = None  # when the first step ended: the pace is measured from there
@@ -54,8 +62,13 @@ class Pace:
         rate = self.seconds_per_step(step, now)
         left = None if rate is None else rate * (self.steps - step)
         if left is not None and left > self.long_s:
-            log.warning("this run will take about %s more: %.3g s a step over %d steps left.%s", duration(left), rate,
-                        self.steps - step, smaller_preset_hint())
+            log.warning(
+                "this run will take about %s more: %.3g s a step over %d steps left.%s",
+                duration(left),
+                rate,
+                self.steps - step,
+                smaller_preset_hint(),
+            )
 
     def line(self, step: int, now: float) -> None:
         rate = self.seconds_per_step(step, now)
@@ -82,8 +95,10 @@ def smaller_preset_hint() -> str:
     runs_it = experiments_running(str(model))
     if not model or experiment or not runs_it:
         return ""
-    return (f" {' or '.join(f'+experiment={e}' for e in runs_it)} runs model={model} smaller, at a size for a few CPU "
-            "cores (`lnbench presets`).")
+    return (
+        f" {' or '.join(f'+experiment={e}' for e in runs_it)} runs model={model} smaller, at a size for a few CPU "
+        "cores (`lnbench presets`)."
+    )
 
 
 def experiments_running(model: str) -> list[str]:

@@ -5,6 +5,7 @@ or across machines, say what differed.
 Cheap by design (about 10 ms): versions are read from the installed packages' metadata, never by importing
 them (wandb's import alone costs seconds), and git is asked only when the code runs from a checkout.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,15 @@ from typing import Any
 PACKAGES = ("lnbench", "torch", "hydra-core", "omegaconf", "wandb")
 # How the launcher set up the process, recorded where set: how idle OpenMP threads wait, a preloaded
 # allocator, malloc's own settings, a lowered ISA for torch's kernels (and lnbench's)
-RUNTIME_ENV = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS", "LD_PRELOAD", "MALLOC_ARENA_MAX",
-               "ATEN_CPU_CAPABILITY", "LNBENCH_NATIVE")
+RUNTIME_ENV = (
+    "OMP_WAIT_POLICY",
+    "GOMP_SPINCOUNT",
+    "OMP_NUM_THREADS",
+    "LD_PRELOAD",
+    "MALLOC_ARENA_MAX",
+    "ATEN_CPU_CAPABILITY",
+    "LNBENCH_NATIVE",
+)
 SOURCE = Path(__file__).resolve().parents[2]  # the checkout's root when lnbench runs from one
 
 
@@ -87,7 +95,9 @@ def cpu_model() -> str:
     """The CPU's marketing name (Linux: /proc/cpuinfo; elsewhere what platform knows). A name without a model
     number (a VM's "AMD EPYC") gets the family and model, which tell one generation from the next."""
     try:
-        info = dict(ln.split(":", 1) for ln in Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines() if ":" in ln)
+        info = dict(
+            ln.split(":", 1) for ln in Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines() if ":" in ln
+        )
         info = {k.strip(): v.strip() for k, v in info.items()}
         name = info.get("model name") or info.get("Model")
         if name:
@@ -97,7 +107,9 @@ def cpu_model() -> str:
         pass
     if sys.platform == "darwin":
         try:
-            return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, timeout=5).stdout.strip()
+            return subprocess.run(
+                ["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, timeout=5
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             pass
     return platform.processor() or platform.machine()

@@ -5,6 +5,7 @@
 The loop knows neither the model nor the dataset: it asks the dataset for the batch of each step and
 the task (lnbench.training.tasks) for the loss and metrics, and hands every logged value to the Tracker.
 """
+
 from __future__ import annotations
 
 import logging
@@ -19,13 +20,11 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from lnbench.training import checkpoint
-from lnbench.training import provenance
-from lnbench.training import tasks
 from lnbench.config.validate import validate
 from lnbench.errors import ConfigError, Diverged, Interrupted, refused_while_building
 from lnbench.nn.norm import normalizer
 from lnbench.runs import Summary, write_config
+from lnbench.training import checkpoint, provenance, tasks
 from lnbench.training.sinks import sink_state_from_checkpoint
 from lnbench.training.tracker import Tracker, end_of_run_block
 
@@ -43,7 +42,9 @@ def resolve_device(name: str) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device={name} is not allowed here: torch sees no CUDA device. Use device=cpu or device=auto.")
+        raise ConfigError(
+            f"device={name} is not allowed here: torch sees no CUDA device. Use device=cpu or device=auto."
+        )
     if device.type == "mps" and not torch.backends.mps.is_available():
         raise ConfigError(f"device={name} is not allowed here: MPS is not available. Use device=cpu or device=auto.")
     return device
@@ -56,7 +57,9 @@ def setup_data(dataset_cfg: DictConfig, **kw):
         return instantiate(dataset_cfg, _convert_="all", **kw)
 
 
-def setup_model(model_cfg: DictConfig, spec, device: torch.device = torch.device("cpu"), first_batch=None) -> torch.nn.Module:
+def setup_model(
+    model_cfg: DictConfig, spec, device: torch.device = torch.device("cpu"), first_batch=None
+) -> torch.nn.Module:
     """The model on `device`; with `first_batch` (a new run), its normalizer's data-dependent init too."""
     with refused_while_building("model", model_cfg):
         model = instantiate(model_cfg, _partial_=True, _convert_="object")(spec=spec).to(device)
@@ -82,7 +85,8 @@ def setup_optimizer(optim_cfg: DictConfig, schedule_cfg: DictConfig, model: torc
     if warmup == 0:
         return optimizer, main
     sched = torch.optim.lr_scheduler
-    ramp = sched.LinearLR(optimizer, start_factor=1 / warmup, end_factor=1.0, total_iters=warmup - 1)  # (s+1)/warmup at step s
+    # (s+1)/warmup at step s
+    ramp = sched.LinearLR(optimizer, start_factor=1 / warmup, end_factor=1.0, total_iters=warmup - 1)
     return optimizer, sched.SequentialLR(optimizer, [ramp, main], milestones=[warmup])
 
 
@@ -125,12 +129,16 @@ def suspect(cfg: DictConfig, final_val: dict[str, float] | None, baseline: float
     said = []
     warmup, steps = int(cfg.schedule.warmup_steps), int(cfg.steps)
     if warmup > steps:
-        said.append(f"schedule.warmup_steps={warmup} outlasts the run (steps={steps}): the learning rate never "
-                    f"reached optim.lr, only {steps / warmup:.3g} of it")
+        said.append(
+            f"schedule.warmup_steps={warmup} outlasts the run (steps={steps}): the learning rate never "
+            f"reached optim.lr, only {steps / warmup:.3g} of it"
+        )
     loss = (final_val or {}).get("loss")
     if baseline and loss is not None and math.isfinite(loss) and loss > SUSPECT_FACTOR * baseline:
-        said.append(f"final val loss {loss:.3g} is {loss / baseline:.3g} x a trivial predictor's ({baseline:.3g}): the "
-                    f"run did far worse than a constant guess; try a smaller optim.lr")
+        said.append(
+            f"final val loss {loss:.3g} is {loss / baseline:.3g} x a trivial predictor's ({baseline:.3g}): the "
+            f"run did far worse than a constant guess; try a smaller optim.lr"
+        )
     return said
 
 
@@ -145,7 +153,9 @@ def fmt(values: dict[str, float]) -> str:
 UNREAD = "unread"  # train(ckpt=UNREAD): the run reads its own checkpoint
 
 
-def train(cfg: DictConfig, run_dir: Path, name: str = "default", group: str | None = None, tags: list[str] = ()) -> dict[str, Any]:
+def train(
+    cfg: DictConfig, run_dir: Path, name: str = "default", group: str | None = None, tags: list[str] = ()
+) -> dict[str, Any]:
     """Trains in `run_dir`, continuing from its checkpoint if it has one: validates `cfg`, locks the
     directory, then `run`. Returns the summary; raises Diverged (after writing the summary) if the loss
     became NaN or Inf, Interrupted on SIGTERM/SIGINT."""
@@ -156,8 +166,15 @@ def train(cfg: DictConfig, run_dir: Path, name: str = "default", group: str | No
         return run(cfg, run_dir, name, group, tags)
 
 
-def run(cfg: DictConfig, run_dir: Path, name: str = "default", group: str | None = None, tags: list[str] = (),
-        ckpt: dict[str, Any] | None | str = UNREAD, threads: tuple[int, str] | None = None) -> dict[str, Any]:
+def run(
+    cfg: DictConfig,
+    run_dir: Path,
+    name: str = "default",
+    group: str | None = None,
+    tags: list[str] = (),
+    ckpt: dict[str, Any] | None | str = UNREAD,
+    threads: tuple[int, str] | None = None,
+) -> dict[str, Any]:
     """`train` for a caller that has validated `cfg` and holds the run directory's lock (lnbench.launch.entry).
 
     `ckpt`: the run directory's checkpoint when the caller has already read it and checked it against
@@ -190,8 +207,12 @@ def keep_threads(chosen: tuple[int | None, str], ckpt: dict[str, Any] | None) ->
     now = chosen[0] or torch.get_num_threads()
     if not began or began == now:
         return chosen
-    log.warning("threads: %d, as this run began (not %s): a resume keeps the thread count, since torch's "
-                "sums round differently on another", began, now)
+    log.warning(
+        "threads: %d, as this run began (not %s): a resume keeps the thread count, since torch's "
+        "sums round differently on another",
+        began,
+        now,
+    )
     return began, f"as this run began (not {now}: a resume keeps its thread count)"
 
 
@@ -199,12 +220,16 @@ class Recipe:
     """A run's parts (dataset, model, optimizer, scheduler, tracker) and the loop's state besides the
     model, which is what a checkpoint holds: the data order follows from the step (lnbench.data.base)."""
 
-    def __init__(self, cfg: DictConfig, run_dir: Path, device: torch.device, config: dict[str, Any], ckpt: dict[str, Any] | None):
+    def __init__(
+        self, cfg: DictConfig, run_dir: Path, device: torch.device, config: dict[str, Any], ckpt: dict[str, Any] | None
+    ):
         self.cfg, self.run_dir, self.device, self.config = cfg, run_dir, device, config
         self.dataset = setup_data(cfg.dataset)
         self.spec = self.dataset.spec
         log.info("data: %s", self.dataset.describe())
-        self.model = setup_model(cfg.model, self.spec, device, first_batch=None if ckpt else self.dataset.train_batch(0)[0])
+        self.model = setup_model(
+            cfg.model, self.spec, device, first_batch=None if ckpt else self.dataset.train_batch(0)[0]
+        )
         self.optimizer, self.scheduler = setup_optimizer(cfg.optim, cfg.schedule, self.model, device)
         self.n_params = sum(p.numel() for p in self.model.parameters())
         log.info("model: %s, %d parameters, device %s", type(self.model).__name__, self.n_params, device)
@@ -227,17 +252,23 @@ class Recipe:
         log.info("resuming %s from its checkpoint at step %d", self.run_dir, self.step)
         began, now = ckpt.get("kernels"), getattr(self.model, "kernels", None)
         if began and began != now:
-            log.warning("this run began on %s and continues on %s: from here its numbers differ in the last bits "
-                        "from an uninterrupted run's", began, now)
+            log.warning(
+                "this run began on %s and continues on %s: from here its numbers differ in the last bits "
+                "from an uninterrupted run's",
+                began,
+                now,
+            )
 
     def save_checkpoint(self) -> None:
         t0 = time.perf_counter()
+        # fmt: off
         checkpoint.save(self.run_dir, {
             "step": self.step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(), "best": self.best, "val": self.val, "window": self.window,
-            "sinks": self.tracker.state(), "elapsed": self.tracker.elapsed(), "resumed_at": self.resumed_at, "config": self.config,
-            "kernels": getattr(self.model, "kernels", None), "threads": torch.get_num_threads(),
+            "sinks": self.tracker.state(), "elapsed": self.tracker.elapsed(), "resumed_at": self.resumed_at,
+            "config": self.config, "kernels": getattr(self.model, "kernels", None), "threads": torch.get_num_threads(),
         })
+        # fmt: on
         self.checkpoint_time += time.perf_counter() - t0
 
     # ---- what the loop logs ----
@@ -285,7 +316,8 @@ class Recipe:
     def loop(self, summary: Summary, stop) -> None:
         # Plain values: reading a DictConfig costs ~10 us, and the loop reads these every step.
         cfg = self.cfg
-        steps, log_every, eval_every, checkpoint_every, clip = cfg.steps, cfg.log_every, cfg.eval_every, cfg.checkpoint_every, cfg.clip_grad_norm
+        steps, log_every, eval_every = cfg.steps, cfg.log_every, cfg.eval_every
+        checkpoint_every, clip = cfg.checkpoint_every, cfg.clip_grad_norm
         parts = (self.model, self.optimizer, self.scheduler, self.spec)
         while self.step < steps:
             values, grad_norm = train_step(*parts, self.dataset.train_batch(self.step), self.device, clip)
@@ -308,20 +340,37 @@ class Recipe:
 
     def start_tracker(self, name: str, group: str | None, tags: list[str]) -> Tracker:
         cfg = self.cfg
-        return Tracker(cfg.logger, self.run_dir, name=name, group=group, tags=tags, run_config=self.config, steps=cfg.steps,
-                       progress=cfg.progress, resume=self.sinks_resume, elapsed=self.elapsed_before, step=self.step)
+        return Tracker(
+            cfg.logger,
+            self.run_dir,
+            name=name,
+            group=group,
+            tags=tags,
+            run_config=self.config,
+            steps=cfg.steps,
+            progress=cfg.progress,
+            resume=self.sinks_resume,
+            elapsed=self.elapsed_before,
+            step=self.step,
+        )
 
     def run(self, name: str, group: str | None, tags: list[str], threads_why: str | None = None) -> dict[str, Any]:
         self.tracker = self.start_tracker(name, group, tags)
         primary = tasks.primary_metric(self.spec)
-        summary = Summary("running", params=self.n_params, device=str(self.device), primary_metric=primary,
-                          baseline=self.spec.baseline, threads=torch.get_num_threads(),
-                          provenance=provenance.collect(str(self.device), getattr(self.model, "kernels", None),
-                                                        threads_why))
+        summary = Summary(
+            "running",
+            params=self.n_params,
+            device=str(self.device),
+            primary_metric=primary,
+            baseline=self.spec.baseline,
+            threads=torch.get_num_threads(),
+            provenance=provenance.collect(str(self.device), getattr(self.model, "kernels", None), threads_why),
+        )
         start_step, loop_start = self.step, time.perf_counter()
         self.model.train()
         try:
-            with checkpoint.StopSignals(self.run_dir) as stop:  # SIGTERM/SIGINT: checkpoint at the end of the step, then stop
+            # SIGTERM/SIGINT: checkpoint at the end of the step, then stop
+            with checkpoint.StopSignals(self.run_dir) as stop:
                 if not self.resumed_at:
                     self.save_checkpoint()  # step 0: from here on the run can always be resumed
                 self.loop(summary, stop)

@@ -1,4 +1,5 @@
 """Loss and metrics for each kind of task a dataset declares (lnbench.data.base.Task)."""
+
 from __future__ import annotations
 
 import math

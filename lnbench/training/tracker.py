@@ -3,6 +3,7 @@ logger config chooses (W&B, metrics.csv, ...: lnbench.training.sinks), and the c
 TTY, plain log lines otherwise). Also what a W&B user sees a run as (name, group, tags) and the
 terminal's end-of-run block.
 """
+
 from __future__ import annotations
 
 import logging
@@ -40,7 +41,14 @@ class Console:
         self.progress, self._swapped = None, []
         self.pace = Pace(total, start, lines=not self.enabled)  # a line every 30 s where no bar is drawn
         if self.enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
             self.progress = Progress(
                 TextColumn("[bold]train"),
@@ -86,16 +94,31 @@ class Tracker:
     time already spent and the step (for the progress bar).
     """
 
-    def __init__(self, logger_cfg: Any, run_dir: Path, *, name: str, group: str | None, tags: list[str],
-                 run_config: dict[str, Any], steps: int, progress: bool | None, resume: dict[str, Any] | None = None,
-                 elapsed: float = 0.0, step: int = 0):
+    def __init__(
+        self,
+        logger_cfg: Any,
+        run_dir: Path,
+        *,
+        name: str,
+        group: str | None,
+        tags: list[str],
+        run_config: dict[str, Any],
+        steps: int,
+        progress: bool | None,
+        resume: dict[str, Any] | None = None,
+        elapsed: float = 0.0,
+        step: int = 0,
+    ):
         self.run_dir = Path(run_dir)
         run = RunInfo(self.run_dir, name, group, list(tags), run_config)
         chosen = build_sinks(logger_cfg, run, resume)
         # metrics.jsonl is the run's record, not a choice: `lnbench report`, resume and `lnbench check` read
         # it, so it is written whatever the logger (logger=none included), first, and its failures are the
         # run's own. The chosen sinks are guests (_each): one that raises is turned off, the run goes on.
-        self.sinks: dict[str, Sink] = {RECORD_KEY: MetricsJsonl(run=run, resume=None if resume is None else resume.get(RECORD_KEY, {})), **chosen}
+        self.sinks: dict[str, Sink] = {
+            RECORD_KEY: MetricsJsonl(run=run, resume=None if resume is None else resume.get(RECORD_KEY, {})),
+            **chosen,
+        }
         self._states: dict[str, dict[str, Any]] = {}
         self.console = Console(steps, progress, step)
         self.start = time.perf_counter() - elapsed
@@ -146,8 +169,14 @@ class Tracker:
                 out[key] = getattr(sink, method)(*args)
             except Exception as e:
                 del self.sinks[key]
-                log.warning("the metric sink logger.%s failed %s (%s: %s) and is turned off; the run goes on, "
-                            "metrics.jsonl keeps every step.", key, when, type(e).__name__, " ".join(str(e).split())[:300])
+                log.warning(
+                    "the metric sink logger.%s failed %s (%s: %s) and is turned off; the run goes on, "
+                    "metrics.jsonl keeps every step.",
+                    key,
+                    when,
+                    type(e).__name__,
+                    " ".join(str(e).split())[:300],
+                )
         return out
 
 
@@ -227,6 +256,7 @@ def run_tags(choices: dict[str, Any], cfg: DictConfig) -> list[str]:
 # ---- the terminal's end-of-run block ----------------------------------------------------------
 def end_of_run_block(summary: dict[str, Any], run_dir: Path, primary: str) -> str:
     """What a person wants to read when a run ends: how it went, where its files are, what to run next."""
+
     def fmt(values: dict[str, float] | None) -> str:
         return "  ".join(f"{k} {v:.4g}" for k, v in (values or {}).items() if isinstance(v, (int, float))) or "-"
 

@@ -1,11 +1,13 @@
 """`lnbench bench` runs end to end on tiny shapes and writes the JSON rows and columns it promises.
 It is not a benchmark: no timing is asserted."""
+
 from __future__ import annotations
 
 import json
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 import torch
@@ -19,8 +21,25 @@ from lnbench.nn.fast import native
 
 def test_bench_quick_writes_json(tmp_path, capsys):
     path = tmp_path / "b.json"
-    rc = bench.main(["--quick", "--reps", "2", "--warmup", "1", "--shapes", "2x3x8", "--input-size", "4",
-                     "--models", "lstm,ln_lstm,bn_lstm,gru,ln_gru,bn_gru", "--ref", "--no-runner", "--json", str(path)])
+    rc = bench.main(
+        [
+            "--quick",
+            "--reps",
+            "2",
+            "--warmup",
+            "1",
+            "--shapes",
+            "2x3x8",
+            "--input-size",
+            "4",
+            "--models",
+            "lstm,ln_lstm,bn_lstm,gru,ln_gru,bn_gru",
+            "--ref",
+            "--no-runner",
+            "--json",
+            str(path),
+        ]
+    )
     assert rc == 0
     data = json.loads(path.read_text())
     assert data["meta"]["threads"] == 2 and data["meta"]["columns"] == bench.COLUMNS
@@ -42,7 +61,10 @@ def test_bench_quick_writes_json(tmp_path, capsys):
 
 def test_bench_mlp_rows(tmp_path):
     path = tmp_path / "m.json"
-    assert bench.main(["--quick", "--reps", "1", "--warmup", "0", "--models", "mlp", "--no-runner", "--json", str(path)]) == 0
+    assert (
+        bench.main(["--quick", "--reps", "1", "--warmup", "0", "--models", "mlp", "--no-runner", "--json", str(path)])
+        == 0
+    )
     rows = json.loads(path.read_text())["rows"]
     assert {r["model"] for r in rows} == {"mlp", "bn_mlp", "ln_mlp"}
     assert {r["impl"] for r in rows} <= {"adam_foreach", "adam_fused"}
@@ -53,13 +75,32 @@ def test_runner_overhead_rows_compare_lnbench_train_with_a_bare_loop(tmp_path, m
     tiny = ["dataset.seq_len=10", "dataset.val_size=50", "dataset.test_size=50", "model.hidden_size=16"]
     monkeypatch.setattr(bench_runs, "OVERHEAD_RUNS", {"ln_lstm/adding": ["model=ln_lstm", "dataset=adding", *tiny]})
     path = tmp_path / "r.json"
-    assert bench.main(["--reps", "1", "--warmup", "0", "--models", "lstm", "--shapes", "2x3x8", "--input-size", "4",
-                       "--runner-steps", "3", "--no-sweep", "--json", str(path)]) == 0
+    assert (
+        bench.main(
+            [
+                "--reps",
+                "1",
+                "--warmup",
+                "0",
+                "--models",
+                "lstm",
+                "--shapes",
+                "2x3x8",
+                "--input-size",
+                "4",
+                "--runner-steps",
+                "3",
+                "--no-sweep",
+                "--json",
+                str(path),
+            ]
+        )
+        == 0
+    )
     rows = [r for r in json.loads(path.read_text())["rows"] if r["section"] == "runner"]
     assert "ln_lstm/adding" in {r["model"] for r in rows}
     for r in rows:
         assert r["baseline"] == "bare loop" and r["ms_median"] > 0 and r["baseline_ms_median"] > 0 and r["ratio"] > 0
-
 
 
 def test_runner_rows_skip_a_run_whose_data_is_missing(tmp_path, monkeypatch, capsys):
@@ -69,14 +110,18 @@ def test_runner_rows_skip_a_run_whose_data_is_missing(tmp_path, monkeypatch, cap
     assert bench_runs.runner_overhead_rows(1, 2, torch.device("cpu"), print) == []
     assert "ln_mlp/mnist: skipped (no MNIST IDX files under" in capsys.readouterr().out
 
+
 BAD = {  # the options as typed -> what the one paragraph must name
     "threads-0": (["--threads", "0"], "--threads=0 is not allowed: it must be an integer >= 1"),
-    "reps-negative": (["--reps", "-1"], "--reps=-1 is not allowed"), "reps-0": (["--reps", "0"], "--reps=0 is not allowed"),
+    "reps-negative": (["--reps", "-1"], "--reps=-1 is not allowed"),
+    "reps-0": (["--reps", "0"], "--reps=0 is not allowed"),
     "warmup-negative": (["--warmup", "-1"], "--warmup=-1 is not allowed"),
     "batch-0": (["--shapes", "0x10x8"], "shape '0x10x8' is not allowed: batch, length and width must be >= 1"),
-    "no-shape": (["--shapes", ","], "no shape given"), "no-model": (["--models", ","], "no model given"),
+    "no-shape": (["--shapes", ","], "no shape given"),
+    "no-model": (["--models", ","], "no model given"),
     "not-a-shape": (["--shapes", "32x100"], "shape '32x100' is not BATCHxSEQ_LENxHIDDEN"),
-    "not-a-number": (["--reps", "x"], "invalid int value: 'x'"), "unknown-option": (["--repz", "3"], "unrecognized arguments: --repz 3"),
+    "not-a-number": (["--reps", "x"], "invalid int value: 'x'"),
+    "unknown-option": (["--repz", "3"], "unrecognized arguments: --repz 3"),
     "sweep-epochs-0": (["--sweep-epochs", "0"], "--sweep-epochs=0.0 is not allowed"),
     "device-tpu": (["--device", "tpu"], "--device=tpu is not allowed"),
 }
@@ -115,14 +160,21 @@ def test_recurrent_rows_build_the_cell_each_preset_trains():
     from lnbench.training.recipe import setup_data, setup_model
 
     register_configs()
-    assert set(bench_kernels.rnn_presets()) == set(model_presets("base_sequence")) and "ln_lstm" in bench_kernels.fast_rnn_models()
+    assert (
+        set(bench_kernels.rnn_presets()) == set(model_presets("base_sequence"))
+        and "ln_lstm" in bench_kernels.fast_rnn_models()
+    )
     for name in bench_kernels.rnn_presets():
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose("train", overrides=[f"model={name}", "dataset=adding", "dataset.seq_len=5", "model.hidden_size=8"])
+            cfg = compose(
+                "train", overrides=[f"model={name}", "dataset=adding", "dataset.seq_len=5", "model.hidden_size=8"]
+            )
         trained = setup_model(cfg.model, setup_data(cfg.dataset).spec).cells[0]
         timed = bench_kernels._preset_cell(name, 2, 8, 5)
         assert type(timed) is type(trained) and timed.norm_kind == trained.norm_kind, name
-        assert {k: v.shape for k, v in timed.state_dict().items()} == {k: v.shape for k, v in trained.state_dict().items()}, name
+        assert {k: v.shape for k, v in timed.state_dict().items()} == {
+            k: v.shape for k, v in trained.state_dict().items()
+        }, name
         gains = [(k, v) for k, v in trained.state_dict().items() if k.endswith("weight") and v.dim() == 1]
         for k, v in gains:  # gain_init as the preset sets it (bn's 0.1), not a default
             assert torch.equal(timed.state_dict()[k], v), (name, k)
@@ -136,8 +188,6 @@ def test_unknown_model_names_the_presets():
 
 def test_sweep_row_compares_the_launchers_interleaved(monkeypatch):
     """Each sweep's wall time (faked here: basic 10 s, joblib 8 s), interleaved, with the load average."""
-    import types
-
     state = {"t": 0.0, "cmds": []}
 
     def run(cmd, **kw):
@@ -162,7 +212,7 @@ def test_interleaved_rounds_rotate_the_order():
     order = []
     cands = [Candidate(n, "x", lambda n=n: order.append(n), lambda: None) for n in "abc"]
     times = time_interleaved(cands, 6, 0, torch.device("cpu"))
-    rounds = [order[i:i + 3] for i in range(0, 18, 3)]
+    rounds = [order[i : i + 3] for i in range(0, 18, 3)]
     assert all(sorted(r) == ["a", "b", "c"] for r in rounds)
     for name in "abc":
         assert sorted(r.index(name) for r in rounds[:3]) == [0, 1, 2]

@@ -1,4 +1,5 @@
 """Claims and verdicts on sweep directories built by hand, with known answers (no training)."""
+
 import json
 
 import pytest
@@ -9,24 +10,42 @@ from lnbench import report
 from lnbench.claims import spec as claims
 from lnbench.claims import verdicts
 
-CLAIM = {"id": "ln_beats_bn", "text": "LN converges faster than BN", "better": "ln_mlp", "than": "bn_mlp",
-         "metric": "val/error", "measure": "final"}
+CLAIM = {
+    "id": "ln_beats_bn",
+    "text": "LN converges faster than BN",
+    "better": "ln_mlp",
+    "than": "bn_mlp",
+    "metric": "val/error",
+    "measure": "final",
+}
 
 
-def make_job(root, num, model, seed, final, *, lr=1e-3, test=0.5, claim_list=(CLAIM,), tune=(), batch=None, status="completed"):
+def make_job(
+    root, num, model, seed, final, *, lr=1e-3, test=0.5, claim_list=(CLAIM,), tune=(), batch=None, status="completed"
+):
     """One job whose val error falls linearly to `final` over 3 evaluations; its test error is `test`."""
     job = root / str(num)
     (job / ".hydra").mkdir(parents=True)
-    overrides = [f"model={model}", f"seed={seed}", f"optim.lr={lr}"] + ([f"dataset.batch_size={batch}"] if batch else [])
+    overrides = [f"model={model}", f"seed={seed}", f"optim.lr={lr}"] + (
+        [f"dataset.batch_size={batch}"] if batch else []
+    )
     (job / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
     config = {"seed": seed, "optim": {"lr": lr}, "claims": [dict(c) for c in claim_list], "tune": list(tune)}
     (job / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
     (job / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"runtime": {"choices": {"model": model}}}}))
-    lines = [{"step": 10 * i, "split": "val", "epoch": i / 2, "time": float(i), "error": final + 0.1 * (3 - i), "loss": 1.0}
-             for i in (1, 2, 3)]
+    lines = [
+        {"step": 10 * i, "split": "val", "epoch": i / 2, "time": float(i), "error": final + 0.1 * (3 - i), "loss": 1.0}
+        for i in (1, 2, 3)
+    ]
     (job / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
-    summary = {"status": status, "primary_metric": "error", "steps": 30, "test": {"error": test},
-               "final_val": {"error": final}, "time_per_step": 0.01}
+    summary = {
+        "status": status,
+        "primary_metric": "error",
+        "steps": 30,
+        "test": {"error": test},
+        "final_val": {"error": final},
+        "time_per_step": 0.01,
+    }
     (job / "summary.json").write_text(json.dumps(summary))
 
 
@@ -80,7 +99,9 @@ def test_min_effect_must_be_cleared_and_a_tight_small_effect_is_practically_equi
     assert d["verdict"] == "inconclusive" and d["ci_low"] < 0.05 < d["ci_high"]
     d = verdict(sweep(tmp_path / "b", -0.05, claim_list=[{**CLAIM, "min_effect": 0.2}]))["ln_beats_bn"]
     assert d["verdict"] == "equivalent" and -0.2 < d["ci_low"] < d["ci_high"] < 0.2
-    d = verdict(sweep(tmp_path / "c", -0.05, claim_list=[{**CLAIM, "min_effect": "100%"}]))["ln_beats_bn"]  # of bn's mean, 0.2
+    d = verdict(sweep(tmp_path / "c", -0.05, claim_list=[{**CLAIM, "min_effect": "100%"}]))[
+        "ln_beats_bn"
+    ]  # of bn's mean, 0.2
     assert d["verdict"] == "equivalent" and d["margin"] == pytest.approx(0.2 + sum(NOISE) / 6 - sum(OWN) / 6)
 
 
@@ -96,18 +117,24 @@ def test_the_t_test_is_student_t_on_the_paired_differences_and_three_pairs_never
     c = verdicts.compare("p", _values(better), _values(than), claims.parse_claim(CLAIM))
     look = c.looks[0]
     assert c.method.startswith("paired t") and c.effect == pytest.approx(0.533333, abs=1e-6)
-    assert (look.mean, look.se, look.df) == (pytest.approx(0.533333, abs=1e-6), pytest.approx(0.15275252 / 3 ** 0.5), 2)
+    assert (look.mean, look.se, look.df) == (pytest.approx(0.533333, abs=1e-6), pytest.approx(0.15275252 / 3**0.5), 2)
     # p = 0.013 by the t test, but 3 of 3 agreeing pairs are p = 1/8 by the sign test: vetoed
     assert scipy_t.ttest_1samp([0.5, 0.7, 0.4], 0, alternative="greater").pvalue < 0.025
     assert look.p_held == 1.0 and look.gated == ["held"]
-    six = verdicts.compare("p", _values({**better, 3: 1.0, 4: 2.0, 5: 3.0}), _values({**than, 3: 1.5, 4: 2.7, 5: 3.4}),
-                           claims.parse_claim(CLAIM))
+    six = verdicts.compare(
+        "p",
+        _values({**better, 3: 1.0, 4: 2.0, 5: 3.0}),
+        _values({**than, 3: 1.5, 4: 2.7, 5: 3.4}),
+        claims.parse_claim(CLAIM),
+    )
     d = [0.5, 0.7, 0.4] * 2
     assert six.looks[0].p_held == pytest.approx(scipy_t.ttest_1samp(d, 0, alternative="greater").pvalue)
 
 
 def test_unmatched_seeds_are_compared_unpaired():
-    c = verdicts.compare("p", _values({0: 1.0, 1: 1.1, 2: 0.9}), _values({3: 2.0, 4: 2.1, 5: 1.9}), claims.parse_claim(CLAIM))
+    c = verdicts.compare(
+        "p", _values({0: 1.0, 1: 1.1, 2: 0.9}), _values({3: 2.0, 4: 2.1, 5: 1.9}), claims.parse_claim(CLAIM)
+    )
     welch = scipy_t.ttest_ind([2.0, 2.1, 1.9], [1.0, 1.1, 0.9], equal_var=False, alternative="greater").pvalue
     assert c.method.startswith("Welch") and c.effect == pytest.approx(1.0)
     assert c.looks[0].p_held == pytest.approx(welch)
@@ -122,7 +149,14 @@ def test_a_claim_must_hold_in_every_panel_unless_where_restricts_it(tmp_path):
     for batch, ln_shift in ((4, -0.05), (128, 0.0)):
         for seed in range(6):
             for model, shift in (("bn_mlp", 0.0), ("ln_mlp", ln_shift)):
-                make_job(tmp_path, num, model, seed, 0.2 + NOISE[seed] + shift + (OWN[seed] if model == "ln_mlp" else 0), batch=batch)
+                make_job(
+                    tmp_path,
+                    num,
+                    model,
+                    seed,
+                    0.2 + NOISE[seed] + shift + (OWN[seed] if model == "ln_mlp" else 0),
+                    batch=batch,
+                )
                 num += 1
     only4 = {**CLAIM, "id": "at4", "where": {"dataset.batch_size": 4}}
     for job in tmp_path.iterdir():
@@ -135,9 +169,15 @@ def test_a_claim_must_hold_in_every_panel_unless_where_restricts_it(tmp_path):
     assert "batch_size=128" in v["ln_beats_bn"]["reason"]
 
 
-@pytest.mark.parametrize("measure,extra,ln_value", [
-    ("best", {}, 0.15), ("at", {"x": "epoch", "at": 1.0}, 0.25), ("auc", {"x": "step", "at": 20}, 0.30),
-    ("to_target", {"x": "step", "target": 0.3}, 20)])
+@pytest.mark.parametrize(
+    "measure,extra,ln_value",
+    [
+        ("best", {}, 0.15),
+        ("at", {"x": "epoch", "at": 1.0}, 0.25),
+        ("auc", {"x": "step", "at": 20}, 0.30),
+        ("to_target", {"x": "step", "target": 0.3}, 20),
+    ],
+)
 def test_each_measure_reads_the_curve(measure, extra, ln_value):
     c = claims.parse_claim({**CLAIM, "measure": measure, **extra})
     # val error 0.35, 0.25, 0.15 at steps 10, 20, 30 (epochs 0.5, 1.0, 1.5)
@@ -151,11 +191,14 @@ def test_a_target_never_reached_is_censored_at_the_last_evaluation_not_a_time():
     assert v == claims.Value(20, censored=True, resolution=10) and v.high == float("inf") and not v.exact
 
 
-@pytest.mark.parametrize("field,value,match", [
-    ("measure", "fastest", "measure='fastest' is not one of final, best"),
-    ("metric", "error", "metric='error' is not split/name"),
-    ("colour", "red", "unknown field"),
-])
+@pytest.mark.parametrize(
+    "field,value,match",
+    [
+        ("measure", "fastest", "measure='fastest' is not one of final, best"),
+        ("metric", "error", "metric='error' is not split/name"),
+        ("colour", "red", "unknown field"),
+    ],
+)
 def test_a_bad_claim_is_a_clear_error(field, value, match):
     with pytest.raises(claims.ClaimError, match=match):
         claims.parse_claim({**CLAIM, field: value})
@@ -174,7 +217,9 @@ def tuned_sweep(root, val_by_lr, test_by_lr, models=("bn_mlp", "ln_mlp"), seeds=
     for model in models:
         for lr, val in val_by_lr[model].items():
             for seed in range(seeds):
-                make_job(root, num, model, seed, val + NOISE[seed], lr=lr, test=test_by_lr[model][lr], tune=["optim.lr"])
+                make_job(
+                    root, num, model, seed, val + NOISE[seed], lr=lr, test=test_by_lr[model][lr], tune=["optim.lr"]
+                )
                 num += 1
     return root
 
@@ -206,13 +251,19 @@ def test_the_report_judges_claims_at_the_tuned_values_and_a_line_at_its_grid_edg
     tuned_sweep(tmp_path, val, test)
     md = report.render_markdown(report.make_report(tmp_path, report.load_runs(tmp_path), {}, x_axes=()))
     d = json.loads(json.dumps(verdict(tmp_path)))["ln_beats_bn"]
-    assert d["raw_verdict"] == d["verdict"] == "inconclusive" and d["reason"].startswith("grid edge: bn_mlp chose lr=0.01")
+    assert d["raw_verdict"] == d["verdict"] == "inconclusive" and d["reason"].startswith(
+        "grid edge: bn_mlp chose lr=0.01"
+    )
     assert d["effect"] is None and d["ci_low"] is None  # a blocked claim shows no effect
-    assert d["better_mean"] == pytest.approx(0.10 + sum(NOISE) / 6) and d["than_mean"] == pytest.approx(0.25 + sum(NOISE) / 6)
+    assert d["better_mean"] == pytest.approx(0.10 + sum(NOISE) / 6) and d["than_mean"] == pytest.approx(
+        0.25 + sum(NOISE) / 6
+    )
     assert "winner at the edge of the grid** for bn_mlp" in md
     # one step inside the grid: bn at 1e-2 vs ln at 1e-3 is held
     val["bn_mlp"][1e-1] = 0.35
-    d = verdict(tuned_sweep(tmp_path / "inside", val, {m: {lr: 0.5 for lr in v} for m, v in val.items()}))["ln_beats_bn"]
+    d = verdict(tuned_sweep(tmp_path / "inside", val, {m: {lr: 0.5 for lr in v} for m, v in val.items()}))[
+        "ln_beats_bn"
+    ]
     assert d["verdict"] == "held" and d["effect"] == pytest.approx(0.25 - 0.10)
     assert "| ln_mlp ★ |" in md and "lr=0.001 |" in md
 
@@ -249,7 +300,9 @@ def test_where_matches_a_value_the_sweep_did_not_vary(tmp_path):
     sweep(tmp_path, -0.05, batch=4, claim_list=[only4])
     d = verdict(tmp_path)["ln_beats_bn"]
     assert d["verdict"] == "held" and d["panels"][0]["panel"] == "all runs"
-    only128 = verdict(sweep(tmp_path / "b", -0.05, seeds=3, batch=4, claim_list=[{**CLAIM, "where": {"dataset.batch_size": 128}}]))
+    only128 = verdict(
+        sweep(tmp_path / "b", -0.05, seeds=3, batch=4, claim_list=[{**CLAIM, "where": {"dataset.batch_size": 128}}])
+    )
     assert only128["ln_beats_bn"]["verdict"] == "inconclusive" and "no panel" in only128["ln_beats_bn"]["reason"]
 
 

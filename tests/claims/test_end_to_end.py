@@ -6,6 +6,7 @@ judged by `lnbench report` itself; its claims.json, report.md, report.html and t
 - Sweeps built to catch a verdict beside an interval that disagrees with it (a reversal after a look, a
   claim decided only before the family adjustment, a grid-edge winner, lines worse than guessing): none reads
   held or contradicted, and no file, page or terminal line shows an interval that reads another verdict."""
+
 import contextlib
 import html
 import io
@@ -34,8 +35,10 @@ def run_report(root):
         assert report.main([str(root)]) == 0
     folder = root / report.OUT_DIR
     page = (folder / "report.html").read_text()
-    rows = [[html.unescape(re.sub("<[^>]+>", "", c)) for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", tr, re.S)]
-            for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", page, re.S)]
+    rows = [
+        [html.unescape(re.sub("<[^>]+>", "", c)) for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", tr, re.S)]
+        for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", page, re.S)
+    ]
     return json.loads((folder / "claims.json").read_text()), (folder / "report.md").read_text(), rows, out.getvalue()
 
 
@@ -53,12 +56,21 @@ def disagreements(entries, md: str, html_rows, terminal: str) -> list[str]:
     """Every place where a verdict stands beside an interval that reads another verdict, or a blocked claim shows
     an effect."""
     shown = [d for d in entries if d["ci_low"] is not None]
-    bad = [f"claims.json {d['id']}: {d['verdict']} beside [{d['ci_low']}, {d['ci_high']}] ±{d['margin']}"
-           for d in shown if reads(d["ci_low"], d["ci_high"], d["margin"]) != d["verdict"]]
-    bad += [f"claims.json {d['id']}: blocked, effect {d['effect']}" for d in entries
-            if d["raw_reason"] and d["effect"] is not None]
-    for where, rows in (("report.md", claim_rows(md)), ("terminal", claim_rows(terminal)),
-                        ("report.html", [r for r in html_rows if is_claim_row(r)])):
+    bad = [
+        f"claims.json {d['id']}: {d['verdict']} beside [{d['ci_low']}, {d['ci_high']}] ±{d['margin']}"
+        for d in shown
+        if reads(d["ci_low"], d["ci_high"], d["margin"]) != d["verdict"]
+    ]
+    bad += [
+        f"claims.json {d['id']}: blocked, effect {d['effect']}"
+        for d in entries
+        if d["raw_reason"] and d["effect"] is not None
+    ]
+    for where, rows in (
+        ("report.md", claim_rows(md)),
+        ("terminal", claim_rows(terminal)),
+        ("report.html", [r for r in html_rows if is_claim_row(r)]),
+    ):
         for row in rows:
             verdict, effect, margin = row[4].split(" ")[0], row[6], row[7]
             m = re.search(r"\[([-+0-9.e]+), ([-+0-9.e]+)\] at", effect)

@@ -1,12 +1,13 @@
 """The family a verdict is adjusted over is declared in the presets, not whatever a page judged: the same runs
 read the same verdict, with the same interval, on their preset's report and on `lnbench check`'s page."""
+
 import numpy as np
 
+from lnbench import report
 from lnbench.check import cli as check
 from lnbench.check import synthetic
 from lnbench.check.page import adjusted
 from lnbench.claims import family, simulate
-from lnbench import report
 
 
 def test_every_preset_claim_declares_its_family_and_the_simulations_use_their_sizes():

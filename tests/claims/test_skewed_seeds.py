@@ -2,6 +2,7 @@
 error rates of lnbench/claims/simulate.py's skewed-seed, whole-check and margin scenarios (a fast version by
 default, 50,000 trials with `-m slow`). A rate passes below its nominal level plus three binomial standard
 errors; the procedure before issue 30 is shown to fail the same bound where it did."""
+
 import math
 
 import numpy as np

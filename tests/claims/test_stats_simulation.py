@@ -4,14 +4,14 @@ whole procedures under simulated nulls (lnbench/claims/simulate.py runs lnbench/
 The fast versions use a few thousand vectorized trials (well under a second each); `-m slow` reruns them
 with 50,000. A rate passes if it is below its nominal level plus three binomial standard errors; the
 procedures before issue 23 are shown to fail the same bound."""
+
 import math
 
 import numpy as np
 import pytest
 from scipy import stats as sst
 
-from lnbench.claims import simulate
-from lnbench.claims import stats
+from lnbench.claims import simulate, stats
 
 FAST, SLOW = 4000, 50_000
 
@@ -27,8 +27,10 @@ def test_paired_t_p_values_are_scipys_one_sided_tests_shifted_by_the_margin():
     ph, pc, pe, mean, se, df = stats.paired_t(d, margin=0.1)
     assert np.allclose(ph, sst.ttest_1samp(d - 0.1, 0, axis=-1, alternative="greater").pvalue)
     assert np.allclose(pc, sst.ttest_1samp(d + 0.1, 0, axis=-1, alternative="less").pvalue)
-    tost = np.maximum(sst.ttest_1samp(d + 0.1, 0, axis=-1, alternative="greater").pvalue,
-                      sst.ttest_1samp(d - 0.1, 0, axis=-1, alternative="less").pvalue)
+    tost = np.maximum(
+        sst.ttest_1samp(d + 0.1, 0, axis=-1, alternative="greater").pvalue,
+        sst.ttest_1samp(d - 0.1, 0, axis=-1, alternative="less").pvalue,
+    )
     assert np.allclose(pe, tost) and np.allclose(df, 4)
     lo, hi = stats.interval(mean, se, df)
     ref = sst.t.interval(0.95, 4, loc=d.mean(-1), scale=sst.sem(d, axis=-1))
@@ -106,7 +108,11 @@ def _selection(trials):
         after_held, after_contra = simulate.tuning(trials, ratio, "fresh")
         assert before_held > bound(0.025, trials), (ratio, before_held)  # today's procedure fails the test...
         assert test_held > bound(0.025, trials), (ratio, test_held)  # ...and judging on test does not fix it
-        assert after_held <= bound(0.025, trials) and after_contra <= bound(0.025, trials), (ratio, after_held, after_contra)
+        assert after_held <= bound(0.025, trials) and after_contra <= bound(0.025, trials), (
+            ratio,
+            after_held,
+            after_contra,
+        )
 
 
 def _family(trials):

@@ -1,6 +1,7 @@
 """The holes issue 23 found in the verdicts, each on a sweep directory built by hand with a known answer:
 tuning with a diverged seed, seeds dropped silently, to_target's budget, the edge flag, single runs, mixed
 folders, no learning, and the judging seeds that now decide (no training here; lnbench check's rounds too)."""
+
 import json
 
 import pytest
@@ -8,28 +9,63 @@ import yaml
 
 from lnbench import report
 from lnbench.check import cli as check
-from lnbench.claims import judge
 from lnbench.check import rounds
+from lnbench.claims import judge
 from lnbench.report import claims_text
 from lnbench.runs import parse_scalar
 
-CLAIM = {"id": "ln_beats_bn", "text": "LN beats BN", "better": "ln_mlp", "than": "bn_mlp", "metric": "val/error", "measure": "final"}
+CLAIM = {
+    "id": "ln_beats_bn",
+    "text": "LN beats BN",
+    "better": "ln_mlp",
+    "than": "bn_mlp",
+    "metric": "val/error",
+    "measure": "final",
+}
 NOISE = [0.0, 0.02, -0.01, 0.015, -0.02, 0.01, -0.005, 0.012, -0.015]
 
 
-def job(root, name, model, seed, final, *, lr=1e-3, stage="tune", status="completed", claims=(CLAIM,), tune=("optim.lr",),
-        batch=None, times=(1.0, 2.0, 3.0), loss=0.5, baseline=2.3, typed_lr=None):
+def job(
+    root,
+    name,
+    model,
+    seed,
+    final,
+    *,
+    lr=1e-3,
+    stage="tune",
+    status="completed",
+    claims=(CLAIM,),
+    tune=("optim.lr",),
+    batch=None,
+    times=(1.0, 2.0, 3.0),
+    loss=0.5,
+    baseline=2.3,
+    typed_lr=None,
+):
     """One job: val error falling linearly to `final` over 3 evaluations at steps 10, 20, 30 (x=time: `times`)."""
     path = root / name
     (path / ".hydra").mkdir(parents=True)
-    overrides = [f"model={model}", f"seed={seed}"] + ([f"optim.lr={typed_lr or lr}"] if stage == "tune" else []) + \
-                ([f"dataset.batch_size={batch}"] if batch else [])
+    overrides = (
+        [f"model={model}", f"seed={seed}"]
+        + ([f"optim.lr={typed_lr or lr}"] if stage == "tune" else [])
+        + ([f"dataset.batch_size={batch}"] if batch else [])
+    )
     (path / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
-    config = {"seed": seed, "optim": {"lr": lr}, "dataset": {"batch_size": batch or 128}, "claims": [dict(c) for c in claims],
-              "tune": list(tune), "stage": stage}
+    config = {
+        "seed": seed,
+        "optim": {"lr": lr},
+        "dataset": {"batch_size": batch or 128},
+        "claims": [dict(c) for c in claims],
+        "tune": list(tune),
+        "stage": stage,
+    }
     (path / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
     (path / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"runtime": {"choices": {"model": model}}}}))
-    recs = [{"step": 10 * i, "split": "val", "time": t, "error": final + 0.1 * (3 - i), "loss": loss} for i, t in zip((1, 2, 3), times)]
+    recs = [
+        {"step": 10 * i, "split": "val", "time": t, "error": final + 0.1 * (3 - i), "loss": loss}
+        for i, t in zip((1, 2, 3), times)
+    ]
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     summary = {"status": status, "primary_metric": "error", "steps": 30, "baseline": baseline, "time_per_step": 0.01}
     if status == "completed":
@@ -49,7 +85,15 @@ def test_a_value_with_a_diverged_seed_never_wins_and_the_claim_keeps_every_seed(
         job(tmp_path, f"ln{s}", "ln_mlp", s, 0.20 + NOISE[s])
         job(tmp_path, f"bn3_{s}", "bn_mlp", s, 0.25 + NOISE[s], lr=1e-3)
         # lr 1e-2: seed 2 diverged after logging a very low value, which used to make 1e-2 win
-        job(tmp_path, f"bn2_{s}", "bn_mlp", s, 0.01 if s == 2 else 0.30 + NOISE[s], lr=1e-2, status="diverged" if s == 2 else "completed")
+        job(
+            tmp_path,
+            f"bn2_{s}",
+            "bn_mlp",
+            s,
+            0.01 if s == 2 else 0.30 + NOISE[s],
+            lr=1e-2,
+            status="diverged" if s == 2 else "completed",
+        )
     rep, v = entries(tmp_path)
     bn = next(g for g in rep.groups if g.line == "bn_mlp")
     assert bn.selection.chosen == (1e-3,) and bn.selection.means[(1e-2,)] is None
@@ -60,10 +104,22 @@ def test_when_every_value_has_a_diverged_seed_the_fewest_failures_win_and_diverg
     for s in range(6):
         job(tmp_path, f"ln{s}", "ln_mlp", s, 0.20 + NOISE[s])
         for lr, bad in ((1e-4, {0, 1, 2}), (1e-3, {0, 1}), (1e-2, {3}), (1e-1, {0, 1, 2, 3})):
-            job(tmp_path, f"bn{lr}_{s}", "bn_mlp", s, 0.25 + 2 * NOISE[s], lr=lr, status="diverged" if s in bad else "completed")
+            job(
+                tmp_path,
+                f"bn{lr}_{s}",
+                "bn_mlp",
+                s,
+                0.25 + 2 * NOISE[s],
+                lr=lr,
+                status="diverged" if s in bad else "completed",
+            )
     rep, v = entries(tmp_path)
     bn = next(g for g in rep.groups if g.line == "bn_mlp")
-    assert bn.selection.chosen == (1e-2,) and bn.selection.incomplete and "no value completed every seed" in bn.selection.text()
+    assert (
+        bn.selection.chosen == (1e-2,)
+        and bn.selection.incomplete
+        and "no value completed every seed" in bn.selection.text()
+    )
     d = v["ln_beats_bn"]
     assert d["n_seeds"] == 6 and "1 of 6 pairs diverged" in d["method"]  # the seed counts, as a loss of bn
     assert d["panels"][0]["values"]["than"]["3"] == "diverged" and d["p_improve"] == 1.0
@@ -123,7 +179,9 @@ def test_single_runs_read_1e_3_as_a_number_and_two_runs_of_one_seed_are_not_sile
     job(tmp_path, "bn_again", "bn_mlp", 0, 0.1)  # the same model and seed again, nothing to tell them apart
     rep, v = entries(tmp_path)
     assert rep.lay.tuned == [] and "optim.lr" not in rep.lay.panels  # 1e-3 and 0.001 are one value
-    assert v["ln_beats_bn"]["verdict"] == "inconclusive" and "two runs of bn_mlp with seed 0" in v["ln_beats_bn"]["reason"]
+    assert (
+        v["ln_beats_bn"]["verdict"] == "inconclusive" and "two runs of bn_mlp with seed 0" in v["ln_beats_bn"]["reason"]
+    )
 
 
 # ---- 5. no verdict where nothing learned; a claim on its own sweep's runs only ---------------------------
@@ -165,7 +223,11 @@ def test_judging_seeds_judge_and_the_page_says_which_seeds_chose_and_which_judge
     rep, v = entries(tuned_and_judged(tmp_path, [0.1, -0.05, 0.02]))  # tuning seeds: a clear 0.1; fresh: noise
     d = v["ln_beats_bn"]
     assert d["raw_verdict"] == "inconclusive" and d["n_seeds"] == 3 and not d["note"]
-    assert d["lines"]["ln_mlp"]["tuning_seeds"] == [0, 1, 2] and d["lines"]["ln_mlp"]["judging_seeds"] == [1000, 1001, 1002]
+    assert d["lines"]["ln_mlp"]["tuning_seeds"] == [0, 1, 2] and d["lines"]["ln_mlp"]["judging_seeds"] == [
+        1000,
+        1001,
+        1002,
+    ]
     assert claims_text.seeds_text(d) == "3 + 3"
     md = report.render_markdown(rep)
     assert "3 + 3" in md and "chose: seed 0,1,2; judged: seed 1000,1001,1002" in md
@@ -178,7 +240,10 @@ def test_a_sweep_without_judging_seeds_is_judged_on_its_tuning_seeds_and_says_so
             job(tmp_path, f"ln{lr}_{s}", "ln_mlp", s, 0.2 + NOISE[s] + lr, lr=lr)
             job(tmp_path, f"bn{lr}_{s}", "bn_mlp", s, 0.3 + NOISE[s] + 0.001 * s + lr, lr=lr)
     rep, v = entries(tmp_path)
-    assert v["ln_beats_bn"]["note"] == judge.ON_TUNING_SEEDS and claims_text.seeds_text(v["ln_beats_bn"]) == "3 (the tuning seeds)"
+    assert (
+        v["ln_beats_bn"]["note"] == judge.ON_TUNING_SEEDS
+        and claims_text.seeds_text(v["ln_beats_bn"]) == "3 (the tuning seeds)"
+    )
     assert judge.ON_TUNING_SEEDS in report.render_markdown(rep)
 
 
@@ -193,7 +258,10 @@ def test_the_looks_of_the_design_spend_their_declared_shares(tmp_path):
     assert d["p_decide"] == pytest.approx(p / 0.8) and d["weight"] == pytest.approx(0.8) and d["decided_at"] == 6
     assert d["level"] == pytest.approx(0.05 * 0.8) and d["ci_low"] > 0
     # at a share of 1/2 the sign gate is 1.25%: six agreeing pairs (1/64 = 1.6%) do not pass it
-    assert linear["ln_beats_bn"]["raw_verdict"] == "inconclusive" and "sign test did not pass" in linear["ln_beats_bn"]["reason"]
+    assert (
+        linear["ln_beats_bn"]["raw_verdict"] == "inconclusive"
+        and "sign test did not pass" in linear["ln_beats_bn"]["reason"]
+    )
 
 
 # ---- 2. the family ----------------------------------------------------------------------------------------
@@ -224,26 +292,46 @@ def test_check_rounds_widen_an_edge_and_judge_at_the_chosen_value(tmp_path):
     for g in need:  # --widen is a budget: a line widened once and still at its edge gets another value under --widen 2
         g.selection.widened = 1
     assert rounds.widen_cells(rep, need, cap=1) == [] and len(rounds.widen_cells(rep, need, cap=2)) == 2
-    cell = next(c for c in rounds.judge_cells(rep, need, rounds.judging_seeds([3, 6, 9], 1)) if c.values["model"] == "ln_mlp")
+    cell = next(
+        c for c in rounds.judge_cells(rep, need, rounds.judging_seeds([3, 6, 9], 1)) if c.values["model"] == "ln_mlp"
+    )
     assert cell.seeds == [1003, 1004, 1005] and cell.stage == "judge"
-    assert yaml.safe_load(cell.config()) == {"defaults": [{"override /model": "ln_mlp"}], "stage": "judge", "optim": {"lr": 0.01}}
-    cmd = rounds.commands(["python", "-m", "lnbench.cli", "train", "-m", "+experiment=x", "hydra.sweep.dir=d", "seed=0,1", "steps=5"],
-                          tmp_path, "judge-2", [cell], {"seed", "model"})[0]
+    assert yaml.safe_load(cell.config()) == {
+        "defaults": [{"override /model": "ln_mlp"}],
+        "stage": "judge",
+        "optim": {"lr": 0.01},
+    }
+    cmd = rounds.commands(
+        ["python", "-m", "lnbench.cli", "train", "-m", "+experiment=x", "hydra.sweep.dir=d", "seed=0,1", "steps=5"],
+        tmp_path,
+        "judge-2",
+        [cell],
+        {"seed", "model"},
+    )[0]
     assert "seed=0,1" not in cmd and "steps=5" in cmd and f"+cell={cell.name}" in cmd and "seed=1003,1004,1005" in cmd
-    assert (tmp_path / rounds.CELLS / "cell" / f"{cell.name}.yaml").is_file() and f"hydra.sweep.dir={tmp_path / 'judge-2'}" in cmd
+    assert (
+        tmp_path / rounds.CELLS / "cell" / f"{cell.name}.yaml"
+    ).is_file() and f"hydra.sweep.dir={tmp_path / 'judge-2'}" in cmd
 
 
-@pytest.mark.parametrize("argv,match", [(["--max-seeds", "2"], "--max-seeds '2' is not allowed"),
-                                        (["--judging-seeds", "2"], "--judging-seeds '2' is not allowed"),
-                                        (["--adjust", "bonf"], "--adjust 'bonf' is not allowed"),
-                                        (["--judging-seeds", "6", "--max-seeds", "3"], "--max-seeds 3 is not allowed")])
+@pytest.mark.parametrize(
+    "argv,match",
+    [
+        (["--max-seeds", "2"], "--max-seeds '2' is not allowed"),
+        (["--judging-seeds", "2"], "--judging-seeds '2' is not allowed"),
+        (["--adjust", "bonf"], "--adjust 'bonf' is not allowed"),
+        (["--judging-seeds", "6", "--max-seeds", "3"], "--max-seeds 3 is not allowed"),
+    ],
+)
 def test_check_options_are_checked(argv, match, capsys):
     assert check.main(argv) == 2 and match in capsys.readouterr().err
 
 
 def test_check_looks_and_a_changed_design_is_refused(tmp_path, capsys):
     assert check.parse_args([]).looks == [3, 6, 9] and check.parse_args(["--max-seeds", "10"]).looks == [3, 6, 9, 10]
-    assert check.parse_args(["--judging-seeds", "0"]).looks == [] and check.parse_args(["--max-seeds", "3"]).looks == [3]
+    assert check.parse_args(["--judging-seeds", "0"]).looks == [] and check.parse_args(["--max-seeds", "3"]).looks == [
+        3
+    ]
     (tmp_path / "pmnist").mkdir()
     (tmp_path / "pmnist" / judge.DESIGN_FILE).write_text(json.dumps({"looks": [3, 6, 9]}))
     assert check.main(["pmnist", "--out", str(tmp_path), "--max-seeds", "6"]) == 2

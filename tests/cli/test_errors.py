@@ -1,10 +1,10 @@
 """Bad input gets one clear message before any training: no traceback (unless HYDRA_FULL_ERROR=1), a
 non-zero exit, nothing trained. Each case runs the real `lnbench train` in a subprocess."""
+
 import struct
 
 import pytest
 import torch
-
 from conftest import TINY_CLI, run_cli, summary_of
 
 # What every case adds: small, quiet; the dataset keys are the preset's (the cases change the dataset).
@@ -42,16 +42,45 @@ def a_file(tmp):
 
 # (id, overrides (a callable gets tmp_path), what stderr must say)
 CASES = [
-    ("unknown-preset", ["model=ln_lstmm"], "model=ln_lstmm is not allowed: there is no model preset 'ln_lstmm'. Did you mean ln_lstm or wn_lstm? The model presets are bn_cnn, bn_gru,"),
-    ("unknown-key", ["stepz=10"], "stepz=10 is not allowed: TrainConfig has no key 'stepz'. Did you mean steps? Its keys are checkpoint_every,"),
-    ("unknown-nested-key", ["optim.lrr=0.1"], "optim.lrr=0.1 is not allowed: AdamConfig has no key 'lrr'. Did you mean lr? Its keys are betas,"),
+    (
+        "unknown-preset",
+        ["model=ln_lstmm"],
+        "model=ln_lstmm is not allowed: there is no model preset 'ln_lstmm'. Did you mean ln_lstm or wn_lstm? "
+        "The model presets are bn_cnn, bn_gru,",
+    ),
+    (
+        "unknown-key",
+        ["stepz=10"],
+        "stepz=10 is not allowed: TrainConfig has no key 'stepz'. Did you mean steps? Its keys are checkpoint_every,",
+    ),
+    (
+        "unknown-nested-key",
+        ["optim.lrr=0.1"],
+        "optim.lrr=0.1 is not allowed: AdamConfig has no key 'lrr'. Did you mean lr? Its keys are betas,",
+    ),
     ("wrong-type", ["steps=ten"], "Value 'ten' of type 'str' could not be converted to Integer"),
     ("batch-size-0", ["dataset.batch_size=0"], "dataset.batch_size=0 is not allowed: it must be an integer >= 1"),
-    ("bn-batch-size-1", ["model=bn_lstm", "dataset.batch_size=1"], "dataset.batch_size=1 is not allowed with batch normalization"),
+    (
+        "bn-batch-size-1",
+        ["model=bn_lstm", "dataset.batch_size=1"],
+        "dataset.batch_size=1 is not allowed with batch normalization",
+    ),
     ("seq-len-0", ["dataset=seq_mnist", "dataset.seq_len=0"], "dataset.seq_len=0 is not allowed"),
-    ("seq-len-not-dividing-784", lambda t: ["dataset=seq_mnist", "dataset.seq_len=100", f"dataset.data_dir={empty_dir(t)}"], "dataset.seq_len=100 is not allowed for seq_mnist: it must divide 784"),
-    ("data-dir-without-files", lambda t: ["dataset=mnist", f"dataset.data_dir={empty_dir(t)}"], "no MNIST IDX files under"),
-    ("corrupt-idx", lambda t: ["dataset=mnist", f"dataset.data_dir={corrupt_idx(t)}"], "has magic number 0x00001234, expected 0x00000803"),
+    (
+        "seq-len-not-dividing-784",
+        lambda t: ["dataset=seq_mnist", "dataset.seq_len=100", f"dataset.data_dir={empty_dir(t)}"],
+        "dataset.seq_len=100 is not allowed for seq_mnist: it must divide 784",
+    ),
+    (
+        "data-dir-without-files",
+        lambda t: ["dataset=mnist", f"dataset.data_dir={empty_dir(t)}"],
+        "no MNIST IDX files under",
+    ),
+    (
+        "corrupt-idx",
+        lambda t: ["dataset=mnist", f"dataset.data_dir={corrupt_idx(t)}"],
+        "has magic number 0x00001234, expected 0x00000803",
+    ),
     ("truncated-idx", lambda t: ["dataset=mnist", f"dataset.data_dir={truncated_idx(t)}"], "is truncated"),
     ("unwritable-output-dir", lambda t: [f"hydra.run.dir={a_file(t)}/run"], "the output directory cannot be written"),
     ("unwritable-sweep-dir", lambda t: ["-m", "seed=0,1", f"hydra.sweep.dir={a_file(t)}/sweep"], "hydra.sweep.dir="),
@@ -78,7 +107,9 @@ def test_bad_input_is_one_clear_error_before_training(overrides, message, tmp_pa
     r = run_cli("train", *flags, *BASE, *where, *[o for o in overrides if o != "-m"])
     assert r.returncode == 2, r.stderr
     assert message in r.stderr, r.stderr
-    assert [ln for ln in r.stderr.splitlines() if ln.strip()] == [ln for ln in r.stderr.splitlines() if ln.startswith("lnbench: error: ")]
+    assert [ln for ln in r.stderr.splitlines() if ln.strip()] == [
+        ln for ln in r.stderr.splitlines() if ln.startswith("lnbench: error: ")
+    ]
     assert "Traceback" not in r.stderr + r.stdout
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before  # no run or sweep directory, no lock
 
@@ -86,7 +117,9 @@ def test_bad_input_is_one_clear_error_before_training(overrides, message, tmp_pa
 def test_our_errors_are_one_paragraph_in_hydras_style(tmp_path):
     r = run_cli("train", *TINY_CLI, "dataset.batch_size=0", f"hydra.run.dir={tmp_path}/run")
     assert r.returncode == 2
-    assert r.stderr.strip().splitlines() == ["lnbench: error: dataset.batch_size=0 is not allowed: it must be an integer >= 1."]
+    assert r.stderr.strip().splitlines() == [
+        "lnbench: error: dataset.batch_size=0 is not allowed: it must be an integer >= 1."
+    ]
     assert not (tmp_path / "run").exists()  # a refused run leaves no directory for a report to draw
 
 

@@ -3,6 +3,7 @@ or exits 2 with one paragraph and no traceback, leaving no run directory; and ne
 run's directory. Override lists are drawn from the schema (lnbench/config/schema.py): valid values, numbers out
 of range, wrong types, unknown keys, and the +, ++ and ~ forms. Runs in this process (a subprocess per
 case would cost seconds of imports each); the default suite tries FAST cases, `-m slow` tries SLOW."""
+
 import contextlib
 import io
 import json
@@ -19,29 +20,68 @@ from tests.cli.test_hardening import snapshot
 FAST, SLOW = 15, 400
 TRIED = {"cases": 0, "trained": 0, "refused": 0}
 # Small, quick runs; each drawn override comes after these and wins.
-BASE = ["threads=1", "device=cpu", "progress=false", "logger.wandb.mode=disabled", "steps=2", "eval_every=2", "log_every=1",
-        "checkpoint_every=2", "dataset.seq_len=6", "dataset.val_size=8", "dataset.test_size=8", "dataset.batch_size=4",
-        "model.hidden_size=4", "model=ln_lstm"]
+BASE = [
+    "threads=1",
+    "device=cpu",
+    "progress=false",
+    "logger.wandb.mode=disabled",
+    "steps=2",
+    "eval_every=2",
+    "log_every=1",
+    "checkpoint_every=2",
+    "dataset.seq_len=6",
+    "dataset.val_size=8",
+    "dataset.test_size=8",
+    "dataset.batch_size=4",
+    "model.hidden_size=4",
+    "model=ln_lstm",
+]
 
 WRONG = st.sampled_from(["abc", "-1", "0", "1.5", "[1,2]", "null", "inf", "nan", "''", "{a: 1}", "1e999", "true"])
 # key -> values a user could sensibly type (kept small, so a valid case trains in well under a second)
 VALID = {
-    "steps": st.integers(1, 3), "seed": st.integers(0, 2**31), "eval_every": st.integers(1, 3), "log_every": st.integers(1, 3),
-    "checkpoint_every": st.integers(1, 3), "threads": st.sampled_from([1, 2, "null"]),
-    "dataset.batch_size": st.integers(1, 6), "dataset.eval_batch_size": st.integers(1, 8), "dataset.seq_len": st.integers(2, 8),
-    "model.hidden_size": st.integers(1, 6), "model.num_layers": st.integers(1, 2),
+    "steps": st.integers(1, 3),
+    "seed": st.integers(0, 2**31),
+    "eval_every": st.integers(1, 3),
+    "log_every": st.integers(1, 3),
+    "checkpoint_every": st.integers(1, 3),
+    "threads": st.sampled_from([1, 2, "null"]),
+    "dataset.batch_size": st.integers(1, 6),
+    "dataset.eval_batch_size": st.integers(1, 8),
+    "dataset.seq_len": st.integers(2, 8),
+    "model.hidden_size": st.integers(1, 6),
+    "model.num_layers": st.integers(1, 2),
     "model.norm.kind": st.sampled_from(["none", "batch", "layer", "weight", "rms"]),
-    "model.norm.gain_init": st.floats(0.1, 2.0), "model.norm.eps": st.floats(1e-8, 1e-2), "model.norm.momentum": st.floats(0.0, 1.0),
-    "model.norm.data_init": st.booleans(), "model.norm.unbiased_var": st.booleans(),
-    "model.impl": st.sampled_from(["auto", "fast", "reference"]), "model.cell": st.sampled_from(["lstm", "gru"]),
-    "optim.lr": st.floats(1e-4, 1e-2), "optim.weight_decay": st.floats(0.0, 0.1), "schedule.warmup_steps": st.integers(0, 3),
+    "model.norm.gain_init": st.floats(0.1, 2.0),
+    "model.norm.eps": st.floats(1e-8, 1e-2),
+    "model.norm.momentum": st.floats(0.0, 1.0),
+    "model.norm.data_init": st.booleans(),
+    "model.norm.unbiased_var": st.booleans(),
+    "model.impl": st.sampled_from(["auto", "fast", "reference"]),
+    "model.cell": st.sampled_from(["lstm", "gru"]),
+    "optim.lr": st.floats(1e-4, 1e-2),
+    "optim.weight_decay": st.floats(0.0, 0.1),
+    "schedule.warmup_steps": st.integers(0, 3),
     "clip_grad_norm": st.sampled_from(["null", 0.5, 1.0]),
     "test_seq_lens": st.sampled_from(["[]", "[4]", "[3,8]"]),
 }
-GROUPS = {"model": ["lstm", "ln_lstm", "gru", "wn_gru", "bn_lstm", "rms_gru", "mlp", "ln_lstmm"],
-          "optim": ["adam", "sgd", "rmsprop", "adamw"], "dataset": ["adding", "copy", "nope"],
-          "schedule": ["constant", "cosine", "linear", "step"], "logger": ["none", "csv", "wandb"]}
-UNKNOWN = ["foo", "model.foo", "optim.momentum", "optim.betaz", "dataset.carve", "stepz", "model.norm.bar", "logger.nope"]
+GROUPS = {
+    "model": ["lstm", "ln_lstm", "gru", "wn_gru", "bn_lstm", "rms_gru", "mlp", "ln_lstmm"],
+    "optim": ["adam", "sgd", "rmsprop", "adamw"],
+    "dataset": ["adding", "copy", "nope"],
+    "schedule": ["constant", "cosine", "linear", "step"],
+    "logger": ["none", "csv", "wandb"],
+}
+UNKNOWN = [
+    "foo",
+    "model.foo",
+    "optim.momentum",
+    "optim.betaz",
+    "dataset.carve",
+    "stepz",
+    "model.norm.bar",
+    "logger.nope",
+]
 
 
 def fmt(v) -> str:
@@ -56,7 +96,9 @@ def override(draw) -> str:
         g = draw(st.sampled_from(sorted(GROUPS)))
         return f"{g}={draw(st.sampled_from(GROUPS[g]))}"
     if kind == "unknown":
-        return f"{draw(st.sampled_from(['', '+', '++']))}{draw(st.sampled_from(UNKNOWN))}={fmt(draw(st.integers(-1, 3)))}"
+        return (
+            f"{draw(st.sampled_from(['', '+', '++']))}{draw(st.sampled_from(UNKNOWN))}={fmt(draw(st.integers(-1, 3)))}"
+        )
     if kind == "delete":
         return f"~{draw(st.sampled_from([*VALID, *UNKNOWN[:2]]))}"
     if kind == "betas":
@@ -107,8 +149,12 @@ def check(overrides: list[str], root: Path, other_run: Path, other_before: dict)
 
 
 def fuzz(max_examples: int):
-    @settings(max_examples=max_examples, deadline=None, derandomize=max_examples == FAST,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @settings(
+        max_examples=max_examples,
+        deadline=None,
+        derandomize=max_examples == FAST,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
     @given(overrides=st.lists(override(), min_size=1, max_size=4))
     def prop(overrides, tmp_path, other_run):
         check(overrides, tmp_path, other_run, OTHER[str(other_run)])

@@ -8,6 +8,7 @@
 - Ctrl-C on a sweep exits 130 with the counts and the command that resumes it, under every launcher;
 - weight norm's data-dependent init works on every implementation path.
 """
+
 import hashlib
 import json
 import os
@@ -19,8 +20,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import REPO, TINY_CLI, lnbench_cmd, needs_data, run_cli, summary_of, tiny
 
-from conftest import REPO, TINY_CLI, lnbench_cmd, metrics_without_time, needs_data, run_cli, summary_of, tiny
 from lnbench.cli import main
 
 
@@ -49,45 +50,86 @@ BASE = ["model.hidden_size=8", "threads=1", "progress=false", "logger.wandb.mode
 BAD = {
     "plus-unknown-top": (["+foo=1"], ["foo=1 is not allowed", "Its keys are checkpoint_every,"]),
     "plus-unknown-nested": (["+model.foo=1"], ["model.foo=1 is not allowed", "Its keys are cell,"]),
-    "plus-other-optimizers-key": (["+optim.momentum=0.9"], ["optim.momentum=0.9 is not allowed", "AdamConfig", "Its keys are betas,"]),
+    "plus-other-optimizers-key": (
+        ["+optim.momentum=0.9"],
+        ["optim.momentum=0.9 is not allowed", "AdamConfig", "Its keys are betas,"],
+    ),
     "plusplus-unknown": (["++model.norm.bar=2"], ["model.norm.bar=2 is not allowed", "Its keys are data_init,"]),
     "delete-required": (["~seed"], ["~seed is not allowed", "seed=<value>"]),
-    "torch-refuses-betas": (["optim.betas=[2.0,0.9]"], ["optim.betas=[2.0, 0.9] is not allowed", "Invalid beta parameter"]),
+    "torch-refuses-betas": (
+        ["optim.betas=[2.0,0.9]"],
+        ["optim.betas=[2.0, 0.9] is not allowed", "Invalid beta parameter"],
+    ),
     "torch-refuses-eps": (["optim.eps=-1"], ["optim.eps=-1.0 is not allowed", "Invalid epsilon"]),
-    "target-not-importable": (["dataset._target_=nowhere.Data"], ["dataset._target_=nowhere.Data is not allowed", "No module named 'nowhere'"]),
-    "seq-mnist-len-5": (["dataset=seq_mnist", "dataset.seq_len=5"], ["dataset.seq_len=5 is not allowed for seq_mnist: it must divide 784"]),
+    "target-not-importable": (
+        ["dataset._target_=nowhere.Data"],
+        ["dataset._target_=nowhere.Data is not allowed", "No module named 'nowhere'"],
+    ),
+    "seq-mnist-len-5": (
+        ["dataset=seq_mnist", "dataset.seq_len=5"],
+        ["dataset.seq_len=5 is not allowed for seq_mnist: it must divide 784"],
+    ),
     "negative-seed": (["seed=-1"], ["seed=-1 is not allowed: it must be an integer >= 0"]),
-    "missing-data-dir": (["dataset=mnist", "dataset.data_dir=/nonexistent/data"], ["no MNIST IDX files under /nonexistent/data"]),
+    "missing-data-dir": (
+        ["dataset=mnist", "dataset.data_dir=/nonexistent/data"],
+        ["no MNIST IDX files under /nonexistent/data"],
+    ),
     "wrong-type": (["steps=ten"], ["steps=ten is not allowed", "could not be converted to Integer"]),
-    "bad-enum": (["model.norm.kind=instance"], ["model.norm.kind=instance is not allowed", "expected one of [none, batch, layer, weight, rms, group]"]),
-    "sweep-with-a-typo": (["-m", "seed=0,x"], ["seed=x is not allowed (in the sweep job", "could not be converted to Integer"]),
-    "sweep-with-unknown-key": (["-m", "steps=2,3", "+stepz=1"], ["stepz=1 is not allowed", "Its keys are checkpoint_every,"]),
+    "bad-enum": (
+        ["model.norm.kind=instance"],
+        ["model.norm.kind=instance is not allowed", "expected one of [none, batch, layer, weight, rms, group]"],
+    ),
+    "sweep-with-a-typo": (
+        ["-m", "seed=0,x"],
+        ["seed=x is not allowed (in the sweep job", "could not be converted to Integer"],
+    ),
+    "sweep-with-unknown-key": (
+        ["-m", "steps=2,3", "+stepz=1"],
+        ["stepz=1 is not allowed", "Its keys are checkpoint_every,"],
+    ),
     # issue 32: plausible input that used to be a traceback, pass without a word, or bury the point
     "betas-one": (["optim.betas=[0.9]"], ["optim.betas=[0.9] is not allowed: Adam takes two decay rates"]),
-    "seed-over-64-bits": (["seed=99999999999999999999"],
-                          ["seed=99999999999999999999 is not allowed: it must be a 64-bit integer"]),
-    "steps-over-64-bits": (["steps=99999999999999999999"],
-                           ["steps=99999999999999999999 is not allowed: it must be a 64-bit integer"]),
-    "joblib-no-slots": (["-m", "seed=0,1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=0"],
-                        ["hydra.launcher.n_jobs=0 is not allowed: it is how many jobs joblib runs at once"]),
+    "seed-over-64-bits": (
+        ["seed=99999999999999999999"],
+        ["seed=99999999999999999999 is not allowed: it must be a 64-bit integer"],
+    ),
+    "steps-over-64-bits": (
+        ["steps=99999999999999999999"],
+        ["steps=99999999999999999999 is not allowed: it must be a 64-bit integer"],
+    ),
+    "joblib-no-slots": (
+        ["-m", "seed=0,1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=0"],
+        ["hydra.launcher.n_jobs=0 is not allowed: it is how many jobs joblib runs at once"],
+    ),
     "same-job-twice": (["-m", "seed=0,0"], ["seed=0,0 is not allowed: it sweeps seed=0 more than once"]),
-    "same-preset-twice": (["-m", "model=ln_lstm,lstm,ln_lstm"],
-                          ["model=ln_lstm,lstm,ln_lstm is not allowed: it sweeps model=ln_lstm more"]),
-    "model-too-big": (["model.hidden_size=100000000"], ["model.hidden_size=100000000 is not allowed: "
-                                                        "lnbench.models.SequenceModel cannot be built in this machine's memory"]),
+    "same-preset-twice": (
+        ["-m", "model=ln_lstm,lstm,ln_lstm"],
+        ["model=ln_lstm,lstm,ln_lstm is not allowed: it sweeps model=ln_lstm more"],
+    ),
+    "model-too-big": (
+        ["model.hidden_size=100000000"],
+        [
+            "model.hidden_size=100000000 is not allowed: "
+            "lnbench.models.SequenceModel cannot be built in this machine's memory"
+        ],
+    ),
     "imports-not-a-list": (["imports=mynorm"], ["imports takes a list: write imports=[mynorm]"]),
     "misspelt-key": (["optim.lrr=0.1"], ["AdamConfig has no key 'lrr'. Did you mean lr?"]),
     "misspelt-added-key": (["+model.hiden_size=3"], ["has no key 'hiden_size'. Did you mean hidden_size?"]),
     "misspelt-preset": (["model=ln_lstmm"], ["there is no model preset 'ln_lstmm'. Did you mean ln_lstm or wn_lstm?"]),
-    "wn-init-one-step": (["model=wn_lstm", "model.norm.data_init=true", "dataset=seq_mnist", "dataset.seq_len=1"], ["model.norm.data_init=true could initialise only 1 of the 2"]),
+    "wn-init-one-step": (
+        ["model=wn_lstm", "model.norm.data_init=true", "dataset=seq_mnist", "dataset.seq_len=1"],
+        ["model.norm.data_init=true could initialise only 1 of the 2"],
+    ),
 }
 
 
 NEEDS_DATA = {"wn-init-one-step"}  # MNIST: only a sequence dataset of one-step sequences gets that far
 
 
-@pytest.mark.parametrize("overrides,says", [pytest.param(*v, id=k, marks=[needs_data] if k in NEEDS_DATA else [])
-                                            for k, v in BAD.items()])
+@pytest.mark.parametrize(
+    "overrides,says", [pytest.param(*v, id=k, marks=[needs_data] if k in NEEDS_DATA else []) for k, v in BAD.items()]
+)
 def test_bad_input_is_one_paragraph_exit_2_and_nothing_on_disk(overrides, says, tmp_path, capsys):
     flags = [o for o in overrides if o == "-m"]  # Hydra's flags go before the overrides
     rest = [o for o in overrides if o != "-m"]
@@ -104,7 +146,9 @@ def test_the_real_cli_exits_2_for_an_error_torch_raises(tmp_path):
 
 
 def test_hydra_full_error_still_shows_the_traceback_of_a_torch_error(tmp_path):
-    r = run_cli("train", *TINY_CLI, "optim.betas=[2.0,0.9]", f"hydra.run.dir={tmp_path}/run", env={"HYDRA_FULL_ERROR": "1"})
+    r = run_cli(
+        "train", *TINY_CLI, "optim.betas=[2.0,0.9]", f"hydra.run.dir={tmp_path}/run", env={"HYDRA_FULL_ERROR": "1"}
+    )
     assert r.returncode != 0 and "Traceback" in r.stderr and "Invalid beta parameter" in r.stderr
 
 
@@ -143,14 +187,26 @@ def test_a_resume_refused_because_the_run_is_in_use_leaves_its_crash_log(finishe
     """The holder of the lock keeps its crash.log (faulthandler's file) and its lock; the refused process
     changes nothing (it used to delete the crash.log, and the holder then died with FileNotFoundError)."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from lnbench.training.checkpoint import RunLock; from pathlib import Path; "
-         "d = Path(sys.argv[1]); lock = RunLock(d); (d / 'crash.log').touch(); print('locked', flush=True); sys.stdin.read()",
-         str(finished_run)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        [
+            sys.executable,
+            "-c",
+            "import sys; from lnbench.training.checkpoint import RunLock; from pathlib import Path; "
+            "d = Path(sys.argv[1]); lock = RunLock(d); (d / 'crash.log').touch(); print('locked', flush=True); "
+            "sys.stdin.read()",
+            str(finished_run),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         before = snapshot(finished_run)
-        for args in ([f"resume={finished_run}"], [*TINY_CLI, "steps=3", "eval_every=3", f"hydra.run.dir={finished_run}"]):
+        for args in (
+            [f"resume={finished_run}"],
+            [*TINY_CLI, "steps=3", "eval_every=3", f"hydra.run.dir={finished_run}"],
+        ):
             r = run_cli("train", *args)
             assert r.returncode == 2 and "is in use by another lnbench process" in r.stderr, r.stderr
             assert snapshot(finished_run) == before
@@ -162,7 +218,12 @@ def test_a_resume_refused_because_the_run_is_in_use_leaves_its_crash_log(finishe
 @pytest.mark.slow
 def test_a_resumed_run_keeps_the_overrides_it_was_started_with(tmp_path):
     run_dir = tmp_path / "run"
-    assert run_cli("train", *TINY_CLI, "steps=4", "checkpoint_every=2", "eval_every=2", f"hydra.run.dir={run_dir}").returncode == 0
+    assert (
+        run_cli(
+            "train", *TINY_CLI, "steps=4", "checkpoint_every=2", "eval_every=2", f"hydra.run.dir={run_dir}"
+        ).returncode
+        == 0
+    )
     saved = {p: (run_dir / ".hydra" / p).read_bytes() for p in ("overrides.yaml", "config.yaml", "hydra.yaml")}
     summary = summary_of(run_dir)
     (run_dir / "summary.json").write_text(json.dumps({**summary, "status": "interrupted"}))  # as if stopped
@@ -174,15 +235,24 @@ def test_a_resumed_run_keeps_the_overrides_it_was_started_with(tmp_path):
 def test_run_lock_is_taken_once_and_leaves_no_file(tmp_path):
     """Nothing locks a run twice (issue 24: three locks per run), so a second lock is refused even in the
     process that holds the first, as in another one."""
-    from lnbench.training.checkpoint import RunLock
     from lnbench.errors import ConfigError
+    from lnbench.training.checkpoint import RunLock
 
     with RunLock(tmp_path):
         with pytest.raises(ConfigError, match="is in use by another lnbench process"):
             RunLock(tmp_path)
         assert (tmp_path / ".lock").exists()  # the refused one leaves the holder's file alone
-        other = subprocess.run([sys.executable, "-c", "import sys; from lnbench.training.checkpoint import RunLock; RunLock(sys.argv[1])", str(tmp_path)],
-                               capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        other = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from lnbench.training.checkpoint import RunLock; RunLock(sys.argv[1])",
+                str(tmp_path),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
         assert other.returncode != 0 and "ConfigError" in other.stderr and "is in use" in other.stderr
     assert not (tmp_path / ".lock").exists()
     with RunLock(tmp_path):  # and it can be taken again
@@ -190,26 +260,42 @@ def test_run_lock_is_taken_once_and_leaves_no_file(tmp_path):
 
 
 # ---- a sweep survives any one job ---------------------------------------------------------------
-FAULTY_SWEEP = ["-m", "seed=0,1,2", "dataset._target_=tests.faults.CrashingAdding", "steps=3", "eval_every=3", *TINY_CLI]
+FAULTY_SWEEP = [
+    "-m",
+    "seed=0,1,2",
+    "dataset._target_=tests.faults.CrashingAdding",
+    "steps=3",
+    "eval_every=3",
+    *TINY_CLI,
+]
 
 
 def sweep(sweep_dir: Path, *args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(REPO), **(env or {})}
     full_env.pop("HYDRA_FULL_ERROR", None)
-    return subprocess.run([*lnbench_cmd(), "train", *args, f"hydra.sweep.dir={sweep_dir}"], cwd=REPO, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [*lnbench_cmd(), "train", *args, f"hydra.sweep.dir={sweep_dir}"],
+        cwd=REPO,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def statuses(sweep_dir: Path) -> dict[str, str]:
     return {p.parent.name: json.loads(p.read_text())["status"] for p in sorted(sweep_dir.glob("*/summary.json"))}
 
 
-@pytest.mark.parametrize("fault,launcher", [
-    pytest.param("segv", "basic", marks=pytest.mark.slow),  # the default suite has test_errors' failing sweep job
-    pytest.param("kill", "basic", marks=pytest.mark.slow),
-    pytest.param("segv", "joblib", marks=pytest.mark.slow),
-    pytest.param("kill", "joblib", marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "fault,launcher",
+    [
+        pytest.param("segv", "basic", marks=pytest.mark.slow),  # the default suite has test_errors' failing sweep job
+        pytest.param("kill", "basic", marks=pytest.mark.slow),
+        pytest.param("segv", "joblib", marks=pytest.mark.slow),
+        pytest.param("kill", "joblib", marks=pytest.mark.slow),
+    ],
+)
 def test_a_sweep_survives_a_crashing_job_and_a_rerun_retries_only_it(fault, launcher, tmp_path):
     d = tmp_path / "sweep"
     extra = ["hydra/launcher=joblib"] if launcher == "joblib" else []
@@ -218,7 +304,9 @@ def test_a_sweep_survives_a_crashing_job_and_a_rerun_retries_only_it(fault, laun
     assert r.returncode == 1 and "Traceback" not in r.stderr
     crash = (d / "1" / "crash.log").read_text()
     assert {"segv": "Segmentation fault", "kill": "SIGKILL"}[fault] in crash
-    assert {"segv": "SIGSEGV", "kill": "OOM killer"}[fault] in json.loads((d / "1" / "summary.json").read_text())["error"]
+    assert {"segv": "SIGSEGV", "kill": "OOM killer"}[fault] in json.loads((d / "1" / "summary.json").read_text())[
+        "error"
+    ]
     assert not list(d.glob("*/.lock"))
     done = {j: snapshot(d / j) for j in ("0", "2")}
     done = {j: {k: v for k, v in s.items() if not k.startswith((".hydra", "train.log"))} for j, s in done.items()}
@@ -243,13 +331,23 @@ def test_ctrl_c_on_a_sweep_exits_130_with_the_command_to_resume(launcher, tmp_pa
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(REPO)}
     env.pop("HYDRA_FULL_ERROR", None)
     # As a shell runs it: its own process group, which Ctrl-C signals as a whole.
-    p = subprocess.Popen([*lnbench_cmd(), "train", *LONG_SWEEP, *extra, f"hydra.sweep.dir={d}"], cwd=REPO, env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    p = subprocess.Popen(
+        [*lnbench_cmd(), "train", *LONG_SWEEP, *extra, f"hydra.sweep.dir={d}"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     deadline = time.time() + 300
 
     def training() -> bool:  # a job has logged a training step (whole lines only)
-        return any(line.endswith("}") and json.loads(line).get("split") == "train"
-                   for j in d.glob("*/metrics.jsonl") for line in j.read_text().splitlines())
+        return any(
+            line.endswith("}") and json.loads(line).get("split") == "train"
+            for j in d.glob("*/metrics.jsonl")
+            for line in j.read_text().splitlines()
+        )
 
     try:
         while not training():
@@ -278,10 +376,9 @@ def test_ctrl_c_while_a_submitit_job_warms_up_is_an_interrupted_job(tmp_path, mo
     from hydra.types import RunMode
     from omegaconf import open_dict, read_write
 
-    from lnbench.launch import isolate
-    from lnbench.launch.entry import CONF_DIR
     from lnbench.config.schema import register_configs
-    from lnbench.launch.entry import Job
+    from lnbench.launch import isolate
+    from lnbench.launch.entry import CONF_DIR, Job
     from lnbench.launch.preflight import Plan, without_hydra
 
     register_configs()
@@ -318,7 +415,9 @@ def kill_processes_naming(text: str) -> None:
 
 
 # ---- weight norm's data-dependent init on every path --------------------------------------------
-@pytest.mark.parametrize("model,impl", [(m, i) for m in ("wn_lstm", "wn_gru") for i in ("auto", "fast", "reference")] + [("wn_mlp", None)])
+@pytest.mark.parametrize(
+    "model,impl", [(m, i) for m in ("wn_lstm", "wn_gru") for i in ("auto", "fast", "reference")] + [("wn_mlp", None)]
+)
 def test_weight_norm_data_init_normalizes_every_layer_on_every_path(model, impl):
     from hydra.utils import instantiate
 
@@ -345,10 +444,14 @@ def test_weight_norm_data_init_normalizes_every_layer_on_every_path(model, impl)
             a = m.body[0](x)
         else:
             a = m.cells[0].weight_x(x.transpose(0, 1)).reshape(-1, m.cells[0].weight_x.out_features)
-    assert torch.allclose(a.mean(0), torch.zeros(()), atol=1e-4) and torch.allclose(a.std(0, unbiased=False), torch.ones(()), atol=1e-3)
+    assert torch.allclose(a.mean(0), torch.zeros(()), atol=1e-4) and torch.allclose(
+        a.std(0, unbiased=False), torch.ones(()), atol=1e-3
+    )
     if model != "wn_mlp":  # the recurrent matrix too (its g is no longer ||v||, as after a plain init)
         wh = m.cells[0].weight_h.parametrizations.weight
         assert not torch.allclose(wh.original0.squeeze(1), wh.original1.norm(dim=1))
         ref = built(tiny(model, dataset_name, "model.norm.data_init=true", "model.impl=reference"))
         weight_norm_data_init(ref, x)
-        assert all(torch.equal(p, q) for p, q in zip(m.state_dict().values(), ref.state_dict().values()))  # any path: the same init
+        assert all(
+            torch.equal(p, q) for p, q in zip(m.state_dict().values(), ref.state_dict().values())
+        )  # any path: the same init

@@ -1,6 +1,7 @@
 """One copy of each default: the schema in lnbench/config/schema.py. A preset sets only what makes it that preset;
 a model's constructor agrees with its schema; every dataset argument has a schema field (so the command
 line can set it)."""
+
 import dataclasses
 import inspect
 from pathlib import Path
@@ -16,7 +17,9 @@ def schema_defaults(schema) -> dict:
     out = {}
     for f in dataclasses.fields(schema):
         value = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        out[f.name] = schema_defaults(type(value)) if dataclasses.is_dataclass(value) else getattr(value, "value", value)
+        out[f.name] = (
+            schema_defaults(type(value)) if dataclasses.is_dataclass(value) else getattr(value, "value", value)
+        )
     return out
 
 
@@ -59,4 +62,7 @@ def test_a_constructors_defaults_agree_with_its_schema(group, name, schema):
 def test_every_dataset_argument_can_be_set_from_the_command_line(name, schema):
     params = inspect.signature(get_class(schema._target_).__init__).parameters
     fields = {f.name for f in dataclasses.fields(schema)}
-    assert {p for p, v in params.items() if v.kind is v.KEYWORD_ONLY or p not in ("self", "kwargs")} - {"self", "kwargs"} <= fields
+    assert {p for p, v in params.items() if v.kind is v.KEYWORD_ONLY or p not in ("self", "kwargs")} - {
+        "self",
+        "kwargs",
+    } <= fields

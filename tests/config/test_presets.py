@@ -1,4 +1,5 @@
 """Every preset composes and takes training steps on every compatible dataset; the run's files."""
+
 import json
 
 import pytest
@@ -8,10 +9,14 @@ from lnbench.errors import ConfigError
 from lnbench.training.recipe import train
 from tests.conftest import MODELS_FLAT, MODELS_SEQ, REAL_DATA, compose_train, needs_data, tiny
 
-COMBOS = [(m, "mnist") for m in MODELS_FLAT] + [(m, d) for m in MODELS_SEQ for d in ("seq_mnist", "adding", "copy", "shakespeare")]
+COMBOS = [(m, "mnist") for m in MODELS_FLAT] + [
+    (m, d) for m in MODELS_SEQ for d in ("seq_mnist", "adding", "copy", "shakespeare")
+]
 
 
-@pytest.mark.parametrize("model,dataset", [pytest.param(m, d, marks=needs_data) if d in REAL_DATA else (m, d) for m, d in COMBOS])
+@pytest.mark.parametrize(
+    "model,dataset", [pytest.param(m, d, marks=needs_data) if d in REAL_DATA else (m, d) for m, d in COMBOS]
+)
 def test_preset_trains_on_dataset(model, dataset, tmp_path):
     summary = train(tiny(model, dataset), tmp_path)
     assert summary["status"] == "completed" and summary["steps"] == 2
@@ -35,7 +40,10 @@ def test_bn_at_batch_size_one_is_a_config_error_before_training(tmp_path):
     assert not (tmp_path / "metrics.jsonl").exists()
 
 
-@pytest.mark.parametrize("model,dataset", [("ln_lstm", "adding"), ("ln_gru", "copy"), ("lstm", "adding"), pytest.param("ln_mlp", "mnist", marks=needs_data)])
+@pytest.mark.parametrize(
+    "model,dataset",
+    [("ln_lstm", "adding"), ("ln_gru", "copy"), ("lstm", "adding"), pytest.param("ln_mlp", "mnist", marks=needs_data)],
+)
 def test_per_case_models_train_at_batch_size_one(model, dataset, tmp_path):
     assert train(tiny(model, dataset, "dataset.batch_size=1"), tmp_path)["status"] == "completed"
 
@@ -102,7 +110,9 @@ def test_bn_of_all_layers_normalizes_the_logits_and_hidden_only_bn_does_not():
     for norm_logits in (True, False):
         model = MLP(spec, [32], {"kind": "batch", "norm_logits": norm_logits}).train()
         logits = model(x)
-        normalized = torch.allclose(logits.mean(0), torch.zeros(10), atol=1e-4) and torch.allclose(logits.std(0, unbiased=False), torch.ones(10), atol=1e-2)
+        normalized = torch.allclose(logits.mean(0), torch.zeros(10), atol=1e-4) and torch.allclose(
+            logits.std(0, unbiased=False), torch.ones(10), atol=1e-2
+        )
         assert normalized is norm_logits
 
 

@@ -1,7 +1,12 @@
 """Old keys keep working: lnbench.config.renamed rewrites them to their new place."""
+
 from lnbench.config.renamed import rewrite
 
-TABLE = {"optim.schedule": "schedule", "optim.warmup_steps": "schedule.warmup_steps", "logger.mode": "logger.wandb.mode"}
+TABLE = {
+    "optim.schedule": "schedule",
+    "optim.warmup_steps": "schedule.warmup_steps",
+    "logger.mode": "logger.wandb.mode",
+}
 
 
 def test_old_keys_become_new_keys_with_prefixes_and_sweeps_kept():
@@ -19,8 +24,8 @@ def test_a_key_that_only_starts_like_an_old_one_is_left_alone():
 def test_a_checkpoint_from_before_a_key_moved_is_refused_naming_the_move(tmp_path):
     import pytest
 
-    from lnbench.training.checkpoint import check_same_config
     from lnbench.errors import ConfigError
+    from lnbench.training.checkpoint import check_same_config
 
     old = {"optim": {"lr": 0.1, "schedule": "constant", "warmup_steps": 0, "clip_grad_norm": None}, "steps": 5}
     new = {"optim": {"lr": 0.1}, "schedule": {"warmup_steps": 0}, "clip_grad_norm": None, "steps": 5}

@@ -1,4 +1,5 @@
 """Experiment presets compose into the sweeps they promise; real tiny sweeps on every launcher (slow)."""
+
 import itertools
 import json
 import os
@@ -12,12 +13,12 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from lnbench import report
-from lnbench.launch.entry import CONF_DIR
-from lnbench.launch import threads as threads_module
-from lnbench.launch.threads import parallel_job_threads
-from lnbench.config.validate import validate
 from lnbench.config.schema import register_configs
+from lnbench.config.validate import validate
 from lnbench.errors import ConfigError
+from lnbench.launch import threads as threads_module
+from lnbench.launch.entry import CONF_DIR
+from lnbench.launch.threads import parallel_job_threads
 from tests.conftest import REPO, TINY, compose_train
 from tests.wandb_file import read_offline_runs
 
@@ -36,7 +37,14 @@ def sweep_axes(overrides: list[str]) -> dict[str, list[str]]:
 
 
 def test_there_is_a_preset_for_every_claim():
-    assert set(PRESETS) >= {"fig6_mnist", "seq_len_sweep", "batch_size_sweep", "longer_test_seqs", "ln_gain_init", "smoke"}
+    assert set(PRESETS) >= {
+        "fig6_mnist",
+        "seq_len_sweep",
+        "batch_size_sweep",
+        "longer_test_seqs",
+        "ln_gain_init",
+        "smoke",
+    }
 
 
 @pytest.mark.parametrize("name", SWEEP_PRESETS)
@@ -91,8 +99,17 @@ def test_parallel_jobs_share_the_cores(n_jobs, cores, threads, monkeypatch):
 # ---- end to end: real multiruns in a subprocess ------------------------------------------------
 TINY_ADDING = [o for o in TINY["adding"] if not o.startswith("dataset.batch_size")]
 # Four jobs: BN at batch size 1 is refused (recorded as failed), the other three train.
-SWEEP = ["model=ln_lstm,bn_lstm", "dataset.batch_size=1,8", "dataset=adding", *TINY_ADDING,
-         "model.hidden_size=16", "steps=4", "eval_every=2", "log_every=1", "progress=false"]
+SWEEP = [
+    "model=ln_lstm,bn_lstm",
+    "dataset.batch_size=1,8",
+    "dataset=adding",
+    *TINY_ADDING,
+    "model.hidden_size=16",
+    "steps=4",
+    "eval_every=2",
+    "log_every=1",
+    "progress=false",
+]
 LAUNCHERS = {
     "basic": [],
     "joblib": ["hydra/launcher=joblib"],
@@ -139,7 +156,9 @@ def test_sweep_runs_every_job_records_failures_and_reports(launcher, tmp_path):
 @pytest.mark.slow
 def test_a_diverging_job_ends_its_wandb_run_with_a_failing_exit_code_under_joblib(tmp_path):
     sweep_dir = tmp_path / "sweep"
-    multirun(sweep_dir, "model=ln_lstm", "optim.lr=1e-3,1e30", *SWEEP[2:], "dataset.batch_size=8", "hydra/launcher=joblib")
+    multirun(
+        sweep_dir, "model=ln_lstm", "optim.lr=1e-3,1e30", *SWEEP[2:], "dataset.batch_size=8", "hydra/launcher=joblib"
+    )
     summaries = job_summaries(sweep_dir)
     by_status = {s["status"]: n for n, s in summaries.items()}
     assert set(by_status) == {"completed", "diverged"}, summaries
@@ -161,7 +180,9 @@ def test_every_preset_runs_as_a_smoke_sweep(name, tmp_path):
 
 
 # ---- the claims every preset declares -----------------------------------------------------------
-CLAIM_PRESETS = [p for p in SWEEP_PRESETS if (Path(CONF_DIR) / "experiment" / f"{p}.yaml").read_text().count("\nclaims:")]
+CLAIM_PRESETS = [
+    p for p in SWEEP_PRESETS if (Path(CONF_DIR) / "experiment" / f"{p}.yaml").read_text().count("\nclaims:")
+]
 
 
 def test_every_sweep_preset_declares_claims_seeds_and_a_tuned_lr():
@@ -188,7 +209,9 @@ def test_each_claim_compares_lines_the_sweep_runs_in_panels_it_has(name):
 
 
 def test_fig6_gives_both_batch_sizes_the_same_epochs_and_bn_on_all_layers():
-    small, large = (compose_train(["+experiment=fig6_mnist", f"dataset.batch_size={b}", "model=bn_mlp_all"]) for b in (4, 128))
+    small, large = (
+        compose_train(["+experiment=fig6_mnist", f"dataset.batch_size={b}", "model=bn_mlp_all"]) for b in (4, 128)
+    )
     assert (small.steps, large.steps) == (2 * (8000 // 4), 2 * (8000 // 128))  # 2 epochs each, short batch dropped
     assert small.eval_every * 4 == pytest.approx(large.eval_every * 128, rel=0.05)
     assert small.model.norm.norm_logits is True and small.model.norm.unbiased_var is True
@@ -206,7 +229,11 @@ def test_check_arguments_presets_scale_and_pass_through_overrides():
     assert "hydra/launcher=submitit_slurm" in cmd and "hydra/launcher=joblib" not in cmd  # the user's launcher wins
     assert f"hydra.sweep.dir={Path('outputs/check/pmnist-x2')}" in cmd  # fixed: a re-run resumes there
     default = check.sweep_command(check.parse_args([]), "pmnist")
-    assert "hydra/launcher=joblib" in default and "logger=none" in default and not any(a.startswith("steps=") for a in default)
+    assert (
+        "hydra/launcher=joblib" in default
+        and "logger=none" in default
+        and not any(a.startswith("steps=") for a in default)
+    )
     assert check.parse_args([]).presets == check.claim_presets() and "fig6_mnist" in check.claim_presets()
 
 
@@ -218,8 +245,14 @@ def test_check_scales_a_preset_counted_in_epochs_by_its_epochs():
     assert cfg.steps == 3 * 2 * (8000 // 128)
 
 
-@pytest.mark.parametrize("argv,match", [(["fig7"], "preset 'fig7' is not a claim preset: use one of"),
-                                        (["scale=0"], "scale=0 is not allowed"), (["scale=x"], "scale=x is not allowed")])
+@pytest.mark.parametrize(
+    "argv,match",
+    [
+        (["fig7"], "preset 'fig7' is not a claim preset: use one of"),
+        (["scale=0"], "scale=0 is not allowed"),
+        (["scale=x"], "scale=x is not allowed"),
+    ],
+)
 def test_check_bad_arguments_are_one_clear_error(argv, match, capsys):
     from lnbench.check import cli as check
 
@@ -231,9 +264,25 @@ def test_check_bad_arguments_are_one_clear_error(argv, match, capsys):
 @pytest.mark.slow
 def test_check_runs_a_preset_writes_its_page_and_resumes(tmp_path):
     out = tmp_path / "check"
-    proc = subprocess.run([sys.executable, "-m", "lnbench.cli", "check", "ln_gain_init", "scale=0.02", "--out", str(out),
-                           "dataset.val_size=64", "dataset.test_size=64", "model.hidden_size=16"],
-                          capture_output=True, text=True, timeout=1800, env={**os.environ, "WANDB_MODE": "disabled"})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lnbench.cli",
+            "check",
+            "ln_gain_init",
+            "scale=0.02",
+            "--out",
+            str(out),
+            "dataset.val_size=64",
+            "dataset.test_size=64",
+            "model.hidden_size=16",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env={**os.environ, "WANDB_MODE": "disabled"},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     page = (out / "check.md").read_text()
     assert page.count("| ln_gain_init |") == 2 and "ln_gain_init-x0.02/report/report.html" in page
@@ -242,9 +291,25 @@ def test_check_runs_a_preset_writes_its_page_and_resumes(tmp_path):
     assert all(set(line["judging_seeds"]) >= {1000, 1001, 1002} for c in claims for line in c["lines"].values())
     before = {p: p.stat().st_mtime for p in out.glob("ln_gain_init-x0.02/*/metrics.jsonl")}
     assert len(before) == 18
-    again = subprocess.run([sys.executable, "-m", "lnbench.cli", "check", "ln_gain_init", "scale=0.02", "--out", str(out),
-                            "dataset.val_size=64", "dataset.test_size=64", "model.hidden_size=16"],
-                           capture_output=True, text=True, timeout=1800, env={**os.environ, "WANDB_MODE": "disabled"})
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lnbench.cli",
+            "check",
+            "ln_gain_init",
+            "scale=0.02",
+            "--out",
+            str(out),
+            "dataset.val_size=64",
+            "dataset.test_size=64",
+            "model.hidden_size=16",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env={**os.environ, "WANDB_MODE": "disabled"},
+    )
     assert again.returncode == 0 and "already completed" in again.stdout + again.stderr
     assert {p: p.stat().st_mtime for p in before} == before  # completed jobs were skipped, not re-run
 
@@ -252,26 +317,63 @@ def test_check_runs_a_preset_writes_its_page_and_resumes(tmp_path):
 def test_check_page_lists_every_verdict_with_its_interval_and_a_link(tmp_path):
     from lnbench.check import cli as check
     from lnbench.check.page import write_page
-
     from lnbench.claims.decision import ClaimVerdict
 
-    lines = {"ln": {"chosen": "lr=0.01 (edge of grid; grid widened ×1)", "tuning_seeds": [0, 1, 2], "judging_seeds": [1000, 1001, 1002]}}
+    lines = {
+        "ln": {
+            "chosen": "lr=0.01 (edge of grid; grid widened ×1)",
+            "tuning_seeds": [0, 1, 2],
+            "judging_seeds": [1000, 1001, 1002],
+        }
+    }
 
     def verdict(cid, text, effect, se, p, raw):  # one panel, one look of 9 seeds whose t test decides
         look = {"n": 9, "mean": effect, "se": se, "df": 8, "via_t": ["held", "contradicted", "equivalent"], "gated": []}
-        return ClaimVerdict(cid, text, "ln", "bn", "val/error final", panels=[{"panel": "all runs", "looks": [look]}],
-                            p_decide=p, kind="held", raw_verdict=raw, decided_at=9, panel="all runs", effect=effect,
-                            n_seeds=9, sd=se * 3, lines=lines, better_mean=0.2, than_mean=0.2 + effect).as_dict()
+        return ClaimVerdict(
+            cid,
+            text,
+            "ln",
+            "bn",
+            "val/error final",
+            panels=[{"panel": "all runs", "looks": [look]}],
+            p_decide=p,
+            kind="held",
+            raw_verdict=raw,
+            decided_at=9,
+            panel="all runs",
+            effect=effect,
+            n_seeds=9,
+            sd=se * 3,
+            lines=lines,
+            better_mean=0.2,
+            than_mean=0.2 + effect,
+        ).as_dict()
 
-    verdicts = [verdict("a", "LN beats BN", 0.05, 0.01, 0.0004, "held"), verdict("b", "BN beats LSTM", 0.01, 0.015, 0.5, "inconclusive")]
+    verdicts = [
+        verdict("a", "LN beats BN", 0.05, 0.01, 0.0004, "held"),
+        verdict("b", "BN beats LSTM", 0.01, 0.015, 0.5, "inconclusive"),
+    ]
     args = check.Args(["pmnist"], 1.0, tmp_path)
     outcome = check.Outcome("pmnist", tmp_path / "pmnist", 60.0, (1.0, 2.0), 0, verdicts)
-    md = write_page([outcome, check.Outcome("fig6_mnist", tmp_path / "fig6_mnist", 1.0, (1.0, 1.0), 1, [], "the sweep left no runs")], args, 61.0)
+    md = write_page(
+        [
+            outcome,
+            check.Outcome("fig6_mnist", tmp_path / "fig6_mnist", 1.0, (1.0, 1.0), 1, [], "the sweep left no runs"),
+        ],
+        args,
+        61.0,
+    )
     # Bonferroni over 2 undeclared claims: the interval at 97.5%, t(0.9875, 8) = 2.75
-    assert ("| a: LN beats BN | pmnist | held | held | +0.05 [0.0225, 0.0775] at 97.5% | 0 | ln 0.2, bn 0.25 | — | 3 + 3 | "
-            "ln: lr=0.01 (edge of grid; grid widened ×1) | [report](pmnist/report/report.html) |") in md
+    assert (
+        "| a: LN beats BN | pmnist | held | held | +0.05 [0.0225, 0.0775] at 97.5% | 0 | ln 0.2, bn 0.25 | — | 3 + 3 | "
+        "ln: lr=0.01 (edge of grid; grid widened ×1) | [report](pmnist/report/report.html) |"
+    ) in md
     assert "| inconclusive (underpowered: MDE" in md and "no verdict: the sweep left no runs" in md
-    assert "held 1, inconclusive 1" in md and "load 1.0→2.0" in md and "Bonferroni over the declared family) of the 2 claims" in md
+    assert (
+        "held 1, inconclusive 1" in md
+        and "load 1.0→2.0" in md
+        and "Bonferroni over the declared family) of the 2 claims" in md
+    )
     assert "<a href='pmnist/report/report.html'>report</a>" in (tmp_path / "check.html").read_text()
 
 

@@ -1,10 +1,11 @@
 """Binarized MNIST: one fixed binarization (the same bits for every run and every split), its pixel
 frequencies, the fixed split, batches by seed, clear errors."""
+
 import numpy as np
 import pytest
 import torch
-
 from conftest import DATA_DIR, HAVE_DATA
+
 from lnbench.data.binarized_mnist import BinarizedMNIST, _splitmix64, binarize, uniforms
 from lnbench.errors import ConfigError
 from tests.data.test_data import fake_images, make_mnist
@@ -53,7 +54,9 @@ def test_the_data_is_the_same_for_every_run_seed_and_only_the_batch_order_follow
     x, y = a.train_batch(0)
     assert torch.equal(x, y) and set(x.unique().tolist()) <= {0.0, 1.0} and x.shape == (16, 784)
     assert not torch.equal(x, b.train_batch(0)[0])
-    assert torch.equal(x, BinarizedMNIST(data_dir=str(fake_dir), batch_size=16, seed=0, carve=[200, 50, 50]).train_batch(0)[0])
+    assert torch.equal(
+        x, BinarizedMNIST(data_dir=str(fake_dir), batch_size=16, seed=0, carve=[200, 50, 50]).train_batch(0)[0]
+    )
     c = BinarizedMNIST(data_dir=str(fake_dir), batch_size=16, seed=0, carve=[200, 50, 50], binarize_seed=1)
     assert c.digest != a.digest
     assert a.spec.task == "bound" and a.spec.kind == "binary" and 0 < a.spec.baseline < 784 * np.log(2)
@@ -72,11 +75,14 @@ def make_images(start, n):
     return fake_images(start, n)[0].reshape(n, 784)
 
 
-@pytest.mark.parametrize("kw,match", [
-    ({"binarize_seed": -1}, "dataset.binarize_seed=-1 is not allowed"),
-    ({"carve": [200, 100, 100]}, r"dataset.carve=\[200, 100, 100\] is not allowed"),
-    ({"batch_size": 500}, "dataset.batch_size=500 is not allowed"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"binarize_seed": -1}, "dataset.binarize_seed=-1 is not allowed"),
+        ({"carve": [200, 100, 100]}, r"dataset.carve=\[200, 100, 100\] is not allowed"),
+        ({"batch_size": 500}, "dataset.batch_size=500 is not allowed"),
+    ],
+)
 def test_bad_settings_are_refused(fake_dir, kw, match):
     with pytest.raises(ConfigError, match=match):
         BinarizedMNIST(data_dir=str(fake_dir), **{"batch_size": 16, "seed": 0, "carve": [200, 50, 50], **kw})

@@ -1,4 +1,5 @@
 """Datasets: shapes and specs, pure step-indexed batches, split hygiene, task semantics, clear errors."""
+
 from __future__ import annotations
 
 import gzip
@@ -24,6 +25,7 @@ real_shakespeare = pytest.mark.skipif(not HAS_SHAKESPEARE, reason=f"no Tiny Shak
 
 
 # --- Fake MNIST files: image i carries its index in pixels 0 and 1, so splits can be traced back. ---
+
 
 def write_idx(path: Path, arr: np.ndarray, magic: int | None = None) -> Path:
     magic = magic if magic is not None else 0x0800 + arr.ndim
@@ -72,6 +74,7 @@ def fake_dir(tmp_path: Path) -> Path:
 
 
 # --- MNIST ---
+
 
 @real_mnist
 def test_mnist_real_shapes_spec_and_carve_note():
@@ -152,6 +155,7 @@ def test_idx_cache_reuses_decoded_arrays(fake_dir):
 
 # --- SeqMNIST ---
 
+
 def test_seq_mnist_rows_and_fixed_permutation(fake_dir):
     kw = dict(data_dir=str(fake_dir), batch_size=16, seed=0, carve=(200, 50, 40), normalize=False)
     flat, _ = MNIST(**kw).train_batch(2)
@@ -189,6 +193,7 @@ def test_seq_mnist_errors(fake_dir):
 
 # --- Adding ---
 
+
 def test_adding_targets_markers_and_shapes():
     ds = Adding(batch_size=64, seed=0, seq_len=21)
     x, y = ds.train_batch(0)
@@ -210,9 +215,7 @@ def test_adding_predicting_one_scores_one_sixth():
 
 
 def test_adding_eval_sets_fixed_distinct_and_at_eval_seq_len():
-    ds = Adding(
-        batch_size=8, seed=0, seq_len=10, eval_seq_len=40, val_size=30, test_size=20, eval_batch_size=16
-    )
+    ds = Adding(batch_size=8, seed=0, seq_len=10, eval_seq_len=40, val_size=30, test_size=20, eval_batch_size=16)
     val, test = list(ds.eval_batches("val")), list(ds.eval_batches("test"))
     assert [len(b[1]) for b in val] == [16, 14] and [len(b[1]) for b in test] == [16, 4]
     assert val[0][0].shape[1] == 40 and ds.train_batch(0)[0].shape[1] == 10
@@ -229,6 +232,7 @@ def test_fixed_training_set_is_covered_once_per_epoch():
 
 
 # --- Copy ---
+
 
 def test_copy_targets_reproduce_symbols():
     ds = Copy(batch_size=32, seed=0, num_symbols=5, copy_len=4, seq_len=15, eval_seq_len=30)
@@ -253,6 +257,7 @@ def test_copy_minimal_length_and_errors():
 
 
 # --- Shakespeare ---
+
 
 @real_shakespeare
 def test_shakespeare_windows_shift_and_decode():
@@ -290,6 +295,7 @@ def test_shakespeare_eval_windows_non_overlapping_and_capped():
 
 
 # --- Purity and errors, for every dataset ---
+
 
 def builders(fake: Path):
     kw = dict(data_dir=str(fake), carve=(200, 50, 40))
@@ -385,7 +391,12 @@ def test_hydra_instantiate_with_listconfig(fake_dir):
     from omegaconf import OmegaConf
 
     cfg = OmegaConf.create(
-        {"_target_": "lnbench.data.MNIST", "data_dir": str(fake_dir), "batch_size": 8, "seed": 0,
-         "carve": [100, 50, 50]}
+        {
+            "_target_": "lnbench.data.MNIST",
+            "data_dir": str(fake_dir),
+            "batch_size": 8,
+            "seed": 0,
+            "carve": [100, 50, 50],
+        }
     )
     assert hydra_utils.instantiate(cfg).train_size == 100

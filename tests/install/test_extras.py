@@ -1,5 +1,6 @@
 """Without an extra (pyproject.toml), its launcher is refused with the extra to install, and lnbench check runs on
 Hydra's basic launcher instead of joblib, saying so once. The same from an installed wheel: test_wheel.py."""
+
 import importlib.util
 
 import pytest
@@ -10,13 +11,15 @@ from lnbench.errors import ConfigError
 from lnbench.launch.preflight import composing
 
 
-@pytest.mark.parametrize("launcher, extra", [("joblib", "joblib"), ("submitit_slurm", "slurm"),
-                                             ("submitit_local", "slurm")])
+@pytest.mark.parametrize(
+    "launcher, extra", [("joblib", "joblib"), ("submitit_slurm", "slurm"), ("submitit_local", "slurm")]
+)
 def test_a_launcher_of_a_missing_extra_is_refused_naming_the_extra(launcher, extra):
     typed = f"hydra/launcher={launcher}"
     with pytest.raises(ConfigError) as refused, composing(["seed=0,1", typed]):
-        raise MissingConfigException("not found", missing_cfg_file=f"hydra/launcher/{launcher}",
-                                     options=["basic", "slurm"])
+        raise MissingConfigException(
+            "not found", missing_cfg_file=f"hydra/launcher/{launcher}", options=["basic", "slurm"]
+        )
     said = str(refused.value)
     assert said.startswith(f"{typed} is not allowed") and f"pip install 'lnbench[{extra}]'" in said and "basic" in said
 

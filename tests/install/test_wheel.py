@@ -5,6 +5,7 @@ A few minutes, most of them installing torch and the rest (`make test-install`; 
 installed as `make setup` installs it ($TORCH from $TORCH_INDEX, else `torch==` the version running here), so pip
 takes it from its cache or the machine's wheels instead of downloading a CUDA build.
 """
+
 from __future__ import annotations
 
 import json
@@ -91,8 +92,11 @@ def test_presets_train_sweep_and_report(installed):
     run = ok(lnbench(installed, "train", "steps=5", "eval_every=5", "progress=false", "hydra.run.dir=run"))
     assert "incompatible or buggy" not in run.stderr + run.stdout  # Hydra's plugin scan without the slurm extra
     assert json.loads((work / "run" / "summary.json").read_text())["status"] == "completed"
-    ok(lnbench(installed, "train", "-m", "steps=5", "eval_every=5", "progress=false", "seed=0,1",
-               "hydra.sweep.dir=sweep"))
+    ok(
+        lnbench(
+            installed, "train", "-m", "steps=5", "eval_every=5", "progress=false", "seed=0,1", "hydra.sweep.dir=sweep"
+        )
+    )
     statuses = [json.loads(p.read_text())["status"] for p in (work / "sweep").glob("*/summary.json")]
     assert statuses == ["completed"] * 2
     ok(lnbench(installed, "report", "sweep"))

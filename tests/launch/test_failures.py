@@ -1,13 +1,14 @@
 """Errors tell the user's mistake from ours (issue 24): input that validation refused is one paragraph and
 exit 2; an exception raised in lnbench's or a user's component code is a bug: exit 1, its traceback on
 stderr and in the run's crash.log, and a line saying where to report it."""
+
 import sys
 
 import pytest
-
 from conftest import REPO, TINY_CLI, compose_train, run_cli, summary_of
-from lnbench.launch import failures
+
 from lnbench.errors import ConfigError, DataError, Diverged, Interrupted
+from lnbench.launch import failures
 
 # A registered model (the default ln_lstm's schema) whose constructor has a bug: tests/faults.py.
 BUGGY = [*TINY_CLI, "steps=2", "model._target_=tests.faults.BuggySequenceModel"]
@@ -34,7 +35,9 @@ def test_a_bug_in_a_sweep_job_fails_each_job_with_its_traceback_kept(tmp_path):
     r = run_cli("train", "-m", *BUGGY, "seed=0,1", f"hydra.sweep.dir={tmp_path}", env={"PYTHONPATH": str(REPO)})
     assert r.returncode == 1
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("lnbench: job")]
-    assert lines and THE_BUG in lines[0] and "this is a bug" in lines[0] and str(tmp_path / "0" / "crash.log") in lines[0]
+    assert (
+        lines and THE_BUG in lines[0] and "this is a bug" in lines[0] and str(tmp_path / "0" / "crash.log") in lines[0]
+    )
     for job in ("0", "1"):
         assert summary_of(tmp_path / job)["status"] == "failed"
         assert THE_BUG in (tmp_path / job / "crash.log").read_text()
@@ -59,10 +62,18 @@ def test_who_is_to_blame_for_an_error_while_building(tmp_path, monkeypatch):
         setup_optimizer(compose_train(["optim.betas=[2.0,0.9]"]).optim, cfg.schedule, model, model.head.weight.device)
 
 
-@pytest.mark.parametrize("error,status,code,bug", [
-    (ConfigError("x"), "failed", 2, False), (DataError("x"), "failed", 2, False), (Diverged(3, "d"), "diverged", 1, False),
-    (Interrupted(15, 4, "d"), "interrupted", 143, False), (KeyboardInterrupt(), "interrupted", 130, False),
-    (failures.JobCrashed("x"), "failed", 1, False), (TypeError("x"), "failed", 1, True), (RuntimeError("x"), "failed", 1, True),
-])
+@pytest.mark.parametrize(
+    "error,status,code,bug",
+    [
+        (ConfigError("x"), "failed", 2, False),
+        (DataError("x"), "failed", 2, False),
+        (Diverged(3, "d"), "diverged", 1, False),
+        (Interrupted(15, 4, "d"), "interrupted", 143, False),
+        (KeyboardInterrupt(), "interrupted", 130, False),
+        (failures.JobCrashed("x"), "failed", 1, False),
+        (TypeError("x"), "failed", 1, True),
+        (RuntimeError("x"), "failed", 1, True),
+    ],
+)
 def test_the_failure_policy(error, status, code, bug):
     assert failures.classify(error) == failures.Failure(status, code, bug)

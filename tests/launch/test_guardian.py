@@ -1,6 +1,7 @@
 """No orphans (issue 32): when a sweep's process is killed, the processes it started stop within seconds, its
 running jobs after a checkpoint, and running the same command again resumes them to the numbers of a sweep
 never interrupted."""
+
 import os
 import signal
 import subprocess
@@ -10,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, TINY_CLI, lnbench_cmd, metrics_without_time, summary_of
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the guardian watches /proc (Linux)")
@@ -61,8 +61,14 @@ FAKE_SWEEP = textwrap.dedent("""
 
 
 def test_a_killed_sweeps_process_leaves_no_process_that_ignores_sigterm(tmp_path):
-    sweep = subprocess.Popen([sys.executable, "-c", FAKE_SWEEP], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, start_new_session=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    sweep = subprocess.Popen(
+        [sys.executable, "-c", FAKE_SWEEP],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     try:
         deaf = int(sweep.stdout.readline())
         time.sleep(1.5)  # the guardian notes the sweep's children every half second
@@ -100,8 +106,13 @@ CHECK = textwrap.dedent("""
 
 
 def test_a_killed_check_asks_its_sweep_to_stop():
-    check = subprocess.Popen([sys.executable, "-c", CHECK], stdout=subprocess.PIPE, text=True, start_new_session=True,
-                             env={**os.environ, "PYTHONPATH": str(REPO)})
+    check = subprocess.Popen(
+        [sys.executable, "-c", CHECK],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     try:
         sweep = int(check.stdout.readline())
         assert check.stdout.readline() == "ready\n"  # the sweep shares the pipe: its handler is in place
@@ -114,14 +125,30 @@ def test_a_killed_check_asks_its_sweep_to_stop():
             os.kill(pid, signal.SIGKILL)
 
 
-SWEEP = ["-m", "seed=0,1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "steps=4000", "log_every=100",
-         "eval_every=2000", "checkpoint_every=100000", *TINY_CLI]
+SWEEP = [
+    "-m",
+    "seed=0,1",
+    "hydra/launcher=joblib",
+    "hydra.launcher.n_jobs=2",
+    "steps=4000",
+    "log_every=100",
+    "eval_every=2000",
+    "checkpoint_every=100000",
+    *TINY_CLI,
+]
 
 
 def start(sweep_dir: Path) -> subprocess.Popen:
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([*lnbench_cmd(), "train", *SWEEP, f"hydra.sweep.dir={sweep_dir}"], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [*lnbench_cmd(), "train", *SWEEP, f"hydra.sweep.dir={sweep_dir}"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 @pytest.mark.slow
@@ -133,8 +160,15 @@ def test_kill_9_of_a_joblib_sweep_stops_its_jobs_and_a_rerun_resumes_them_exactl
     sweep_dir = tmp_path / "sweep"
     sweep = start(sweep_dir)
     try:
-        training = lambda: all(len((sweep_dir / j / "metrics.jsonl").read_text().splitlines()) >= 2  # noqa: E731
-                               if (sweep_dir / j / "metrics.jsonl").exists() else False for j in ("0", "1"))
+
+        def training():
+            return all(
+                len((sweep_dir / j / "metrics.jsonl").read_text().splitlines()) >= 2
+                if (sweep_dir / j / "metrics.jsonl").exists()
+                else False
+                for j in ("0", "1")
+            )
+
         assert wait_until(training, 300), "the jobs never started training"
         sweep.kill()  # SIGKILL: no handler, no clean-up of its own
         sweep.wait()

@@ -1,5 +1,6 @@
 """lnbench.launch.heap: freed memory stays in the process, so a step's activations are not mapped and zeroed
 by the kernel again every step; settings the user made are kept."""
+
 import subprocess
 import sys
 

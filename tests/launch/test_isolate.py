@@ -1,6 +1,7 @@
 """lnbench.launch.isolate.warm_up: once per process, torch._dynamo imported (a forked job finds it loaded) and the
 objects alive then frozen out of the garbage collector's way; what a job leaves later stays collectable.
 A forked job's exception comes back with the child's traceback."""
+
 import gc
 import sys
 
@@ -11,7 +12,8 @@ from lnbench.launch import isolate
 
 @pytest.fixture
 def fresh_process():
-    """This test process as one that has not warmed up yet (nothing frozen); its frozen generation emptied again after."""
+    """This test process as one that has not warmed up yet (nothing frozen); its frozen generation emptied again
+    after."""
     gc.unfreeze()
     yield
     gc.unfreeze()

@@ -1,13 +1,14 @@
 """The checks before Hydra runs (lnbench.launch.preflight) and the one private Hydra API they use; input that is
 well typed but nonsense; sizes that would not fit in memory, refused before anything that size is made."""
+
 import itertools
 import json
 
 import pytest
-
 from conftest import TINY_CLI, run_cli, summary_of
-from lnbench.config import overrides as hydra_args
+
 from lnbench.cli import main
+from lnbench.config import overrides as hydra_args
 
 
 def refused(args, capsys) -> list[str]:
@@ -19,8 +20,8 @@ def refused(args, capsys) -> list[str]:
 
 # ---- Hydra's private API, in one place ------------------------------------------------------------
 def test_hydras_own_command_line_parser_still_reads_what_lnbench_reads():
-    """lnbench.config.overrides.parse is lnbench's one use of a private Hydra API (hydra._internal.utils.get_args_parser):
-    this fails when Hydra changes it."""
+    """lnbench.config.overrides.parse is lnbench's one use of a private Hydra API
+    (hydra._internal.utils.get_args_parser): this fails when Hydra changes it."""
     parsed = hydra_args.parse(["-m", "seed=0,1", "model=ln_lstm", "--cfg", "job"])
     assert parsed.multirun is True and parsed.overrides == ["seed=0,1", "model=ln_lstm"] and parsed.cfg == "job"
     assert not hydra_args.is_a_run(parsed) and hydra_args.is_a_run(hydra_args.parse(["seed=1"]))
@@ -28,8 +29,14 @@ def test_hydras_own_command_line_parser_still_reads_what_lnbench_reads():
         assert hasattr(parsed, flag), flag
 
 
-@pytest.mark.parametrize("overrides", [["seed=0,1", "model=lstm,ln_lstm", "steps=3"], ["seed=range(3)", "seed=5,6", "+x=1,2"],
-                                       ["optim.betas='[0.9,0.99]'", "dataset.seq_len=choice(5,10)"]])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["seed=0,1", "model=lstm,ln_lstm", "steps=3"],
+        ["seed=range(3)", "seed=5,6", "+x=1,2"],
+        ["optim.betas='[0.9,0.99]'", "dataset.seq_len=choice(5,10)"],
+    ],
+)
 def test_a_sweep_expands_into_the_jobs_hydras_basic_sweeper_runs(overrides):
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper  # only here, to compare with
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -39,7 +46,9 @@ def test_a_sweep_expands_into_the_jobs_hydras_basic_sweeper_runs(overrides):
 
 
 # ---- what the user typed ---------------------------------------------------------------------------
-@pytest.mark.parametrize("typed", ["dataset.data_dir=~/data", "dataset.data_dir=/tmp/données", "dataset.data_dir=/tmp/it's", "seed=1=2"])
+@pytest.mark.parametrize(
+    "typed", ["dataset.data_dir=~/data", "dataset.data_dir=/tmp/données", "dataset.data_dir=/tmp/it's", "seed=1=2"]
+)
 def test_shell_text_hydra_cannot_read_gets_a_line_on_quoting(typed, tmp_path, capsys):
     lines = refused([typed, f"hydra.run.dir={tmp_path}/run"], capsys)
     assert len(lines) == 2 and lines[0].startswith("lnbench: error: ") and typed in lines[0], lines
@@ -68,13 +77,17 @@ def test_a_warmup_longer_than_the_run_is_flagged_not_a_plain_completed(tmp_path)
     r = run_cli("train", *TINY_CLI, "steps=3", "eval_every=3", "schedule.warmup_steps=10", f"hydra.run.dir={tmp_path}")
     assert r.returncode == 0, r.stderr
     summary = summary_of(tmp_path)
-    assert summary["status"] == "completed" and "schedule.warmup_steps=10 outlasts the run (steps=3)" in summary["flags"][0]
+    assert (
+        summary["status"] == "completed"
+        and "schedule.warmup_steps=10 outlasts the run (steps=3)" in summary["flags"][0]
+    )
     assert "run completed (flagged: its numbers are suspect)" in r.stdout + r.stderr
     assert "  flagged    schedule.warmup_steps=10 outlasts the run" in r.stdout + r.stderr
 
 
 def test_a_loss_orders_of_magnitude_above_a_trivial_predictors_is_flagged():
     from conftest import compose_train
+
     from lnbench.training.recipe import suspect
 
     cfg = compose_train(["steps=10"])
@@ -85,13 +98,22 @@ def test_a_loss_orders_of_magnitude_above_a_trivial_predictors_is_flagged():
 
 
 # ---- sizes that cannot fit ------------------------------------------------------------------------
-@pytest.mark.parametrize("overrides,says", [
-    (["dataset.batch_size=1000000000"], "dataset.batch_size=1000000000 is not allowed here"),
-    # the cases fit (160 MB), the activations kept for their backward do not
-    (["dataset.batch_size=100000", "dataset.seq_len=200", "model.hidden_size=512"], "a training batch of this model"),
-    (["dataset.val_size=1000000000"], "dataset.val_size=1000000000 is not allowed here"),
-    (["dataset=copy", "dataset.seq_len=21", "dataset.batch_size=1000000000"], "dataset.batch_size=1000000000 is not allowed here"),
-])
+@pytest.mark.parametrize(
+    "overrides,says",
+    [
+        (["dataset.batch_size=1000000000"], "dataset.batch_size=1000000000 is not allowed here"),
+        # the cases fit (160 MB), the activations kept for their backward do not
+        (
+            ["dataset.batch_size=100000", "dataset.seq_len=200", "model.hidden_size=512"],
+            "a training batch of this model",
+        ),
+        (["dataset.val_size=1000000000"], "dataset.val_size=1000000000 is not allowed here"),
+        (
+            ["dataset=copy", "dataset.seq_len=21", "dataset.batch_size=1000000000"],
+            "dataset.batch_size=1000000000 is not allowed here",
+        ),
+    ],
+)
 def test_a_batch_or_set_too_big_for_memory_is_refused_before_it_is_made(overrides, says, tmp_path, capsys):
     (line,) = refused([*TINY_CLI, *overrides, f"hydra.run.dir={tmp_path}/run"], capsys)
     assert says in line and "GB of memory is available. Use " in line
@@ -110,20 +132,47 @@ def test_a_big_sweep_composes_each_value_of_each_axis_before_it_starts():
 
     from lnbench.launch.preflight import ALL_JOBS_UP_TO, sweep_jobs
 
-    master = OmegaConf.create({"hydra": {"sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
-                                                     "params": {"seed": "0,1,2,3,4"}},
-                                         "overrides": {"task": ["model=lstm,ln_lstm,gru", "optim.lr=1,2"]}}})
+    master = OmegaConf.create(
+        {
+            "hydra": {
+                "sweeper": {
+                    "_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
+                    "params": {"seed": "0,1,2,3,4"},
+                },
+                "overrides": {"task": ["model=lstm,ln_lstm,gru", "optim.lr=1,2"]},
+            }
+        }
+    )
     jobs = sweep_jobs(master)
     assert 5 * 3 * 2 > ALL_JOBS_UP_TO and len(jobs) == 5 + 3 + 2
     values = {o for job in jobs for o in job}
-    assert values == {f"seed={i}" for i in range(5)} | {"model=lstm", "model=ln_lstm", "model=gru", "optim.lr=1", "optim.lr=2"}
+    assert values == {f"seed={i}" for i in range(5)} | {
+        "model=lstm",
+        "model=ln_lstm",
+        "model=gru",
+        "optim.lr=1",
+        "optim.lr=2",
+    }
     master.hydra.sweeper.params = {"seed": "0,1"}
-    assert sweep_jobs(master) == [list(j) for j in itertools.product(["seed=0", "seed=1"], ["model=lstm", "model=ln_lstm", "model=gru"], ["optim.lr=1", "optim.lr=2"])]
+    assert sweep_jobs(master) == [
+        list(j)
+        for j in itertools.product(
+            ["seed=0", "seed=1"], ["model=lstm", "model=ln_lstm", "model=gru"], ["optim.lr=1", "optim.lr=2"]
+        )
+    ]
     assert json.dumps(jobs)  # plain lists of strings, for Hydra's loader
 
 
-@pytest.mark.parametrize("launcher,kind", [("basic", "in-process"), ("joblib", "in-process"), ("submitit_local", "submitit_local"),
-                                           ("submitit_slurm", "slurm"), ("slurm", "slurm")])
+@pytest.mark.parametrize(
+    "launcher,kind",
+    [
+        ("basic", "in-process"),
+        ("joblib", "in-process"),
+        ("submitit_local", "submitit_local"),
+        ("submitit_slurm", "slurm"),
+        ("slurm", "slurm"),
+    ],
+)
 def test_each_launcher_is_known_by_its_class(launcher, kind):
     """What a signal means depends on it: a stopped local sweep marks itself, a SLURM job's SIGTERM is SLURM's."""
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")

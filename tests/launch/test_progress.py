@@ -1,23 +1,23 @@
 """Progress you can read (issue 32): a run outside a terminal logs its pace at a steady interval and warns once
 when it will take long; a sweep says when each job starts and ends and gives a total, in whole lines, also
 under joblib on a terminal, where no job draws a bar."""
+
 import io
 import logging
 import os
 import pty
 import re
 import subprocess
-import time
 from types import SimpleNamespace
 
 import pytest
-
 from conftest import REPO, TINY_CLI, lnbench_cmd
+
 from lnbench.launch.sweep_progress import SweepProgress
+from lnbench.runs import load_run
 from lnbench.training import progress
 from lnbench.training.progress import Pace
-from lnbench.runs import load_run
-from tests.launch.test_status import holding, multirun, old  # noqa: F401 (holding: a fixture)
+from tests.launch.test_status import multirun, old
 from tests.report.test_report import make_job
 
 
@@ -70,12 +70,14 @@ def test_a_long_run_says_so_once_after_its_first_steps(caplog):
 def test_the_warning_names_the_experiment_that_runs_the_preset_small(monkeypatch):
     assert progress.experiments_running("ln_draw") == ["draw_mnist"]
     assert progress.experiments_running("ln_lstm") == []  # no experiment resizes it
+
     def job_of(**choices):
         return lambda: SimpleNamespace(runtime=SimpleNamespace(choices=choices))
 
     monkeypatch.setattr(progress.HydraConfig, "get", job_of(model="ln_draw"))
-    assert progress.smaller_preset_hint() == (" +experiment=draw_mnist runs model=ln_draw smaller, at a size for a few "
-                                              "CPU cores (`lnbench presets`).")
+    assert progress.smaller_preset_hint() == (
+        " +experiment=draw_mnist runs model=ln_draw smaller, at a size for a few CPU cores (`lnbench presets`)."
+    )
     monkeypatch.setattr(progress.HydraConfig, "get", job_of(model="ln_draw", experiment="draw_mnist"))
     assert progress.smaller_preset_hint() == ""  # already the small one
 
@@ -92,8 +94,10 @@ def test_a_sweeps_lines_say_each_job_start_and_end_and_a_total(tmp_path):
     assert shown.look() == ["sweep: job 1 (seed=1) started"]
     make_job(sweep, 2, ["seed=2"], status="failed", error="RuntimeError: boom")
     clock.now += 30
-    assert shown.look() == ["sweep: job 2 (seed=2) failed: RuntimeError: boom",
-                            "sweep: 2 of 3 done (1 completed, 1 failed), 1 running, ~7 s left"]
+    assert shown.look() == [
+        "sweep: job 2 (seed=2) failed: RuntimeError: boom",
+        "sweep: 2 of 3 done (1 completed, 1 failed), 1 running, ~7 s left",
+    ]
     old(running)  # killed: no summary, no lock, no fresh log
     assert shown.look() == ["sweep: job 1 (seed=1) stopped at step 30 (a rerun resumes it)"]
     assert out.getvalue().splitlines()[:1] == ["sweep: job 1 (seed=1) started"]
@@ -109,9 +113,11 @@ def test_on_a_terminal_the_total_comes_with_a_line_per_running_job(tmp_path):
     shown = SweepProgress(sweep, out=io.StringIO(), terminal=True, clock=clock)
     shown.look()
     clock.now += 10
-    assert shown.look() == ["sweep: 0 of 2 done, 2 running, ~7 s left",
-                            "  running  0 (model=mlp): step 30 of 100, ~7 s left",
-                            "  running  1 (model=ln_mlp): step 30 of 100, ~7 s left"]
+    assert shown.look() == [
+        "sweep: 0 of 2 done, 2 running, ~7 s left",
+        "  running  0 (model=mlp): step 30 of 100, ~7 s left",
+        "  running  1 (model=ln_mlp): step 30 of 100, ~7 s left",
+    ]
 
 
 @pytest.mark.slow
@@ -122,10 +128,19 @@ def test_a_joblib_sweep_on_a_terminal_draws_no_bar_and_writes_whole_lines(tmp_pa
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(REPO), "COLUMNS": "200"}
     env.pop("HYDRA_FULL_ERROR", None)
     # jobs of several seconds each, so that the sweep's look every 2 s sees each one running
-    args = ["-m", "seed=0,1,2", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "steps=10000", "log_every=500",
-            *[a for a in TINY_CLI if a != "progress=false"], f"hydra.sweep.dir={tmp_path / 'sweep'}"]
-    proc = subprocess.Popen([*lnbench_cmd(), "train", *args], cwd=REPO, env=env, stdout=secondary, stderr=secondary,
-                            close_fds=True)
+    args = [
+        "-m",
+        "seed=0,1,2",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "steps=10000",
+        "log_every=500",
+        *[a for a in TINY_CLI if a != "progress=false"],
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+    ]
+    proc = subprocess.Popen(
+        [*lnbench_cmd(), "train", *args], cwd=REPO, env=env, stdout=secondary, stderr=secondary, close_fds=True
+    )
     os.close(secondary)
     chunks = []
     while True:

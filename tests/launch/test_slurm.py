@@ -10,6 +10,7 @@ reaches its time limit requeues itself and finishes; `scancel` of one job fails 
 SLURM holds a requeued job for about two and a half minutes (BeginTime) before it may start again; the tests
 release it at once (`scontrol update StartTime=now`) to stay short, as an operator may.
 """
+
 import importlib.util
 import json
 import os
@@ -21,20 +22,21 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, lnbench_cmd, metrics_without_time, run_cli, summary_of
 
 from lnbench.training import checkpoint
 
 # submitit configures logging when imported (dictConfig, which closes the handlers that exist then): imported
 # by the tests that need it, never while pytest collects the suite.
-if importlib.util.find_spec("submitit") is None or importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is None:
+if (
+    importlib.util.find_spec("submitit") is None
+    or importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is None
+):
     pytest.skip("the launchers extra is not installed (pip install -e '.[launchers]')", allow_module_level=True)
 
 
 def slurm_modules():
-    from lnbench.launch import slurm
-    from lnbench.launch import slurm_status
+    from lnbench.launch import slurm, slurm_status
 
     return slurm, slurm_status
 
@@ -100,12 +102,14 @@ def test_the_slurm_preset_is_lnbench_launcher_with_requeue_settings():
     from hydra import compose, initialize_config_dir
     from hydra.core.plugins import Plugins
 
-    from lnbench.launch.entry import CONF_DIR
     from lnbench.config.schema import register_configs
+    from lnbench.launch.entry import CONF_DIR
 
     register_configs()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose("train", overrides=["hydra/launcher=slurm", "hydra.launcher.partition=gpu"], return_hydra_config=True)
+        cfg = compose(
+            "train", overrides=["hydra/launcher=slurm", "hydra.launcher.partition=gpu"], return_hydra_config=True
+        )
     launcher = cfg.hydra.launcher
     assert launcher._target_ == "hydra_plugins.lnbench_submitit_slurm.launcher.SlurmLauncher"
     assert launcher.partition == "gpu"
@@ -122,12 +126,18 @@ def test_slurm_durations_and_a_failed_jobs_exception_line():
     slurm, slurm_status = slurm_modules()
     assert slurm_status.seconds("00:01:00") == 60 and slurm_status.seconds("1-02:03:04") == 93784
     assert slurm_status.seconds("05:30") == 330 and slurm_status.seconds("UNLIMITED") == float("inf")
-    message = ("Job (task=0) failed during processing with trace:\n----------------------\nTraceback (most recent call last):\n"
-               '  File "x.py", line 1, in <module>\nTimeoutError: it reached its time limit (00:01:00)\n'
-               "----------------------\nYou can check full logs with 'job.stderr(0)' and 'job.stdout(0)'or at paths:\n"
-               "  - /s/.submitit/3_0_0_log.err\n  - /s/.submitit/3_0_0_log.out")
+    message = (
+        "Job (task=0) failed during processing with trace:\n----------------------\n"
+        "Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in <module>\nTimeoutError: it reached its time limit (00:01:00)\n'
+        "----------------------\nYou can check full logs with 'job.stderr(0)' and 'job.stdout(0)'or at paths:\n"
+        "  - /s/.submitit/3_0_0_log.err\n  - /s/.submitit/3_0_0_log.out"
+    )
     assert slurm.raised(message) == "it reached its time limit (00:01:00)"
-    assert slurm.raised("lnbench.launch.failures.JobFailed: lnbench: job 2 (seed=1) failed: x") == "lnbench: job 2 (seed=1) failed: x"
+    assert (
+        slurm.raised("lnbench.launch.failures.JobFailed: lnbench: job 2 (seed=1) failed: x")
+        == "lnbench: job 2 (seed=1) failed: x"
+    )
 
 
 def test_a_lost_job_is_failed_in_its_summary_and_keeps_what_its_run_wrote(tmp_path):
@@ -140,8 +150,13 @@ def test_a_lost_job_is_failed_in_its_summary_and_keeps_what_its_run_wrote(tmp_pa
     (ran / ".hydra" / "overrides.yaml").write_text("- seed=1\n- steps=9\n")
     (ran / "summary.json").write_text(json.dumps({"status": "interrupted", "steps": 40, "params": 505}))
     slurm.record_lost(ran, cfg, "9_1", "SLURM job 9_1 ended CANCELLED without a result")
-    assert summary_of(ran) == {"status": "failed", "steps": 40, "params": 505, "slurm_job": "9_1",
-                               "error": "SLURM job 9_1 ended CANCELLED without a result"}
+    assert summary_of(ran) == {
+        "status": "failed",
+        "steps": 40,
+        "params": 505,
+        "slurm_job": "9_1",
+        "error": "SLURM job 9_1 ended CANCELLED without a result",
+    }
     assert (ran / ".hydra" / "overrides.yaml").read_text() == "- seed=1\n- steps=9\n"  # the job's own, kept
     slurm.record_lost(never, cfg, "9_2", "cancelled while pending")
     assert summary_of(never)["status"] == "failed" and summary_of(never)["steps"] == 0
@@ -161,8 +176,13 @@ def cluster_problem() -> str | None:
         nodes = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20).stdout
     except (OSError, subprocess.SubprocessError) as e:
         return f"SLURM does not answer ({e}): `make slurm-up` starts it"
-    if "UP" not in ping or not any(s.strip().rstrip("*~#").startswith(("idle", "mix", "alloc", "comp")) for s in nodes.split()):
-        return f"no SLURM controller with a usable node ({ping.strip()}; nodes: {nodes.split()}): `make slurm-up` starts one"
+    if "UP" not in ping or not any(
+        s.strip().rstrip("*~#").startswith(("idle", "mix", "alloc", "comp")) for s in nodes.split()
+    ):
+        return (
+            f"no SLURM controller with a usable node ({ping.strip()}; nodes: {nodes.split()}): "
+            "`make slurm-up` starts one"
+        )
     return None
 
 
@@ -174,16 +194,33 @@ def cluster():
 
 
 # A tiny LSTM on a short adding problem, one thread, checkpoints only at step 0, at a signal and at the end.
-TINY = ["model.hidden_size=8", "dataset=adding", "dataset.seq_len=8", "dataset.val_size=16", "dataset.test_size=16",
-        "dataset.batch_size=8", "threads=1", "device=cpu", "progress=false", "logger=none", "checkpoint_every=1000000"]
+TINY = [
+    "model.hidden_size=8",
+    "dataset=adding",
+    "dataset.seq_len=8",
+    "dataset.val_size=16",
+    "dataset.test_size=16",
+    "dataset.batch_size=8",
+    "threads=1",
+    "device=cpu",
+    "progress=false",
+    "logger=none",
+    "checkpoint_every=1000000",
+]
 ON_SLURM = ["hydra/launcher=slurm", "hydra.launcher.cpus_per_task=1", "hydra.launcher.timeout_min=10"]
 
 
 def start_sweep(folder: Path, *overrides: str) -> subprocess.Popen:
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(REPO)}
     env.pop("HYDRA_FULL_ERROR", None)
-    return subprocess.Popen([*lnbench_cmd(), "train", "-m", *overrides, *ON_SLURM, f"hydra.sweep.dir={folder}"],
-                            cwd=folder.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [*lnbench_cmd(), "train", "-m", *overrides, *ON_SLURM, f"hydra.sweep.dir={folder}"],
+        cwd=folder.parent,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def wait_for(what, timeout: float, proc: subprocess.Popen | None = None, every: float = 0.5):
@@ -211,7 +248,9 @@ def last_train_step(run: Path) -> int:
 
 
 def scontrol(job_id: str) -> dict[str, str]:
-    out = subprocess.run(["scontrol", "show", "job", "--oneliner", job_id], capture_output=True, text=True).stdout.split("\n")[0]
+    out = subprocess.run(
+        ["scontrol", "show", "job", "--oneliner", job_id], capture_output=True, text=True
+    ).stdout.split("\n")[0]
     return dict(w.split("=", 1) for w in out.split() if "=" in w)
 
 
@@ -282,9 +321,16 @@ def test_a_requeued_job_continues_from_its_checkpoint_to_the_metrics_of_an_unint
 
     run = [*TINY, "steps=6000", "log_every=25", "eval_every=500"]
     sweep = tmp_path / "sweep"
-    refs = [subprocess.Popen([*lnbench_cmd(), "train", *run, f"seed={s}", f"hydra.run.dir={tmp_path / f'ref{s}'}"],
-                             cwd=tmp_path, env={**os.environ, "WANDB_MODE": "disabled"}, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL) for s in (0, 1)]
+    refs = [
+        subprocess.Popen(
+            [*lnbench_cmd(), "train", *run, f"seed={s}", f"hydra.run.dir={tmp_path / f'ref{s}'}"],
+            cwd=tmp_path,
+            env={**os.environ, "WANDB_MODE": "disabled"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for s in (0, 1)
+    ]
     proc = start_sweep(sweep, *run, "seed=0,1")
     releaser = Releaser(lambda: list(ledger_ids(sweep).values()))
     try:
@@ -310,14 +356,21 @@ def test_a_requeued_job_continues_from_its_checkpoint_to_the_metrics_of_an_unint
         assert 200 <= at < 6000, s  # once, from the checkpoint written at the signal (no periodic ones: step 0 only)
         assert int(scontrol(ids[j]).get("Restarts", 0)) == 1
         assert metrics_without_time(sweep / j) == metrics_without_time(tmp_path / f"ref{j}")
-    assert "requeueing SLURM job" in (sweep / ".submitit" / f"{ids['1']}_0_log.err").read_text() + \
-        (sweep / ".submitit" / f"{ids['1']}_0_log.out").read_text()
+    assert (
+        "requeueing SLURM job"
+        in (sweep / ".submitit" / f"{ids['1']}_0_log.err").read_text()
+        + (sweep / ".submitit" / f"{ids['1']}_0_log.out").read_text()
+    )
 
 
 def steps_lasting(seconds: float, folder: Path) -> int:
     """The TINY run's steps (a multiple of 1000) that take about `seconds` on this machine, from a short run."""
-    calib = subprocess.run([*lnbench_cmd(), "train", *TINY, "steps=2000", "log_every=1000", "eval_every=2000",
-                            f"hydra.run.dir={folder}"], cwd=folder.parent, capture_output=True, text=True)
+    calib = subprocess.run(
+        [*lnbench_cmd(), "train", *TINY, "steps=2000", "log_every=1000", "eval_every=2000", f"hydra.run.dir={folder}"],
+        cwd=folder.parent,
+        capture_output=True,
+        text=True,
+    )
     assert calib.returncode == 0, calib.stderr
     return max(10, round(seconds / summary_of(folder)["time_per_step"] / 1000)) * 1000
 
@@ -333,7 +386,9 @@ def test_a_job_at_its_time_limit_requeues_itself_and_finishes(tmp_path):
     # ~75 s of steps on this machine, well over SLURM's 30 s between two checks of the limits (a fixed 40000,
     # ~45 s on the machine it was sized on, sometimes ended before the notice on a faster one)
     n = steps_lasting(75.0, tmp_path / "calibration")
-    proc = start_sweep(sweep, *TINY, f"steps={n}", "log_every=1000", "eval_every=10000", "seed=0", "hydra.launcher.signal_delay_s=55")
+    proc = start_sweep(
+        sweep, *TINY, f"steps={n}", "log_every=1000", "eval_every=10000", "seed=0", "hydra.launcher.signal_delay_s=55"
+    )
     releaser = Releaser(lambda: list(ledger_ids(sweep).values()), time_limit="10")
     try:
         (job,) = wait_for(lambda: ledger_ids(sweep), 120, proc).values()
@@ -376,10 +431,13 @@ def test_scancel_fails_the_cancelled_jobs_by_name_and_the_others_complete(tmp_pa
         raise
     assert proc.returncode == 1, out
     assert statuses(sweep) == {"0": "completed", "1": "failed", "2": "completed", "3": "failed"}
-    block = out[out.index("sweep done:"):]
+    block = out[out.index("sweep done:") :]
     assert "jobs       4: 2 completed, 2 failed" in block
     # squeue lists a cancelled running job as CANCELLED; a pending array job cancelled is simply gone
-    said = {"1": "ended CANCELLED without a result: it was cancelled", "3": "ended NOT_IN_QUEUE without a result: it left"}
+    said = {
+        "1": "ended CANCELLED without a result: it was cancelled",
+        "3": "ended NOT_IN_QUEUE without a result: it left",
+    }
     for j in ("1", "3"):
         assert f"failed     {j}: SLURM job {ids[j]} {said[j]}" in block
         assert f"SLURM job {ids[j]} {said[j]}" in summary_of(sweep / j)["error"]
@@ -401,14 +459,29 @@ def test_scancel_fails_the_cancelled_jobs_by_name_and_the_others_complete(tmp_pa
 @pytest.mark.usefixtures("cluster")
 def test_check_run_again_while_its_jobs_are_queued_submits_nothing_twice(tmp_path):
     out = tmp_path / "check"
-    args = ["check", "ln_gain_init", "optim.lr=1e-3", "steps=40", "eval_every=20", "log_every=10", "progress=false",
-            "hydra/launcher=slurm", "hydra.launcher.cpus_per_task=1", "--out", str(out)]
+    args = [
+        "check",
+        "ln_gain_init",
+        "optim.lr=1e-3",
+        "steps=40",
+        "eval_every=20",
+        "log_every=10",
+        "progress=false",
+        "hydra/launcher=slurm",
+        "hydra.launcher.cpus_per_task=1",
+        "--out",
+        str(out),
+    ]
     env = {**os.environ, "WANDB_MODE": "disabled"}
-    first = subprocess.Popen([*lnbench_cmd(), *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    first = subprocess.Popen(
+        [*lnbench_cmd(), *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     sweep = out / "ln_gain_init"
     try:
         ids = wait_for(lambda: len(ledger_ids(sweep)) == 6 and ledger_ids(sweep), 120, first)
-        pending = subprocess.run(["squeue", "--me", "-h", "-r", "-t", "PENDING", "-o", "%i"], capture_output=True, text=True).stdout.split()
+        pending = subprocess.run(
+            ["squeue", "--me", "-h", "-r", "-t", "PENDING", "-o", "%i"], capture_output=True, text=True
+        ).stdout.split()
         assert set(pending) & set(ids.values()), "no job was pending: nothing to test"  # 6 jobs, 2 cores
         second = run_cli(*args, cwd=tmp_path, timeout=600)
         first_out, _ = first.communicate(timeout=600)

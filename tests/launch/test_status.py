@@ -1,6 +1,6 @@
 """`lnbench status DIR` (issue 32): a run's, a sweep's and a check's jobs by state (per stage for a check), the
 time so far and an estimate of the time left, from files alone; a live report calls running jobs running."""
-import fcntl
+
 import json
 import os
 import subprocess
@@ -9,8 +9,8 @@ import time
 
 import pytest
 import yaml
-
 from conftest import REPO, TINY_CLI, lnbench_cmd
+
 from lnbench.cli import main
 from lnbench.launch import status
 from tests.report.test_report import make_job
@@ -20,22 +20,6 @@ def multirun(sweep, params: dict, task: list[str]) -> None:
     sweep.mkdir(parents=True, exist_ok=True)
     hydra = {"sweeper": {"params": params}, "overrides": {"task": task}}
     (sweep / "multirun.yaml").write_text(yaml.safe_dump({"hydra": hydra}))
-
-
-@pytest.fixture
-def holding():
-    """Locks a job directory as a live run does (flock on <run>/.lock), released at the end."""
-    held = []
-
-    def hold(job):
-        f = open(job / ".lock", "a+")
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        held.append(f)
-        return f
-
-    yield hold
-    for f in held:
-        f.close()
 
 
 def old(job, seconds=3600):
@@ -77,8 +61,11 @@ def test_a_job_whose_lock_is_out_of_sight_is_running_while_its_log_is_fresh(tmp_
 def test_a_finished_run_and_a_finished_sweep(tmp_path, capsys):
     run = make_job(tmp_path, "run", ["seed=0"])
     assert main(["status", str(run)]) == 0
-    assert capsys.readouterr().out.splitlines() == [f"run {run}", "  state      completed, step 30 of 30",
-                                                    "  time       3 s of training; nothing running"]
+    assert capsys.readouterr().out.splitlines() == [
+        f"run {run}",
+        "  state      completed, step 30 of 30",
+        "  time       3 s of training; nothing running",
+    ]
     sweep = tmp_path / "sweep"
     multirun(sweep, {"model": "mlp,ln_mlp"}, ["seed=0,1"])
     for num, (model, seed) in enumerate([(m, s) for m in ("mlp", "ln_mlp") for s in (0, 1)]):
@@ -103,8 +90,9 @@ def test_a_check_is_counted_per_preset_and_stage(tmp_path, holding):
     multirun(check / "pmnist", {"seed": "0,1,2"}, ["+experiment=pmnist"])  # started: no job yet
     out = status.lines(check)
     assert out[0] == f"check {check}"
-    assert out[1] == ("  ln_gain_init  tune 4 of 4 done (4 completed) · judge 1 of 6 done (1 completed), 1 running, "
-                      "4 pending")
+    assert out[1] == (
+        "  ln_gain_init  tune 4 of 4 done (4 completed) · judge 1 of 6 done (1 completed), 1 running, 4 pending"
+    )
     assert out[2] == "  pmnist        tune 0 of 3 done, 3 pending"
     assert out[3] == "  jobs       5 of 13 done (5 completed), 1 running, 7 pending"
 
@@ -114,13 +102,21 @@ def test_a_folder_of_sweeps_is_counted_per_sweep(tmp_path):
         multirun(tmp_path / name, {}, [f"seed={','.join(map(str, seeds))}"])
         make_job(tmp_path / name, 0, ["seed=0"])
     out = status.lines(tmp_path)
-    assert out[:3] == [f"sweeps {tmp_path}", "  10-00-00  1 of 2 done (1 completed), 1 pending",
-                       "  11-00-00  1 of 1 done (1 completed)"]
+    assert out[:3] == [
+        f"sweeps {tmp_path}",
+        "  10-00-00  1 of 2 done (1 completed), 1 pending",
+        "  11-00-00  1 of 1 done (1 completed)",
+    ]
 
 
-@pytest.mark.parametrize("args,says", [([], "the following arguments are required: DIR"),
-                                       (["{t}/nowhere"], "DIR {t}/nowhere does not exist"),
-                                       (["{t}/empty"], "no runs under {t}/empty")])
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        ([], "the following arguments are required: DIR"),
+        (["{t}/nowhere"], "DIR {t}/nowhere does not exist"),
+        (["{t}/empty"], "no runs under {t}/empty"),
+    ],
+)
 def test_bad_status_input_is_one_paragraph_exit_2(args, says, tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["status", *(a.format(t=tmp_path) for a in args)]) == 2
@@ -147,22 +143,33 @@ def test_a_live_report_calls_running_jobs_running_not_unrecorded(tmp_path, holdi
 def test_status_of_a_live_joblib_sweep(tmp_path):
     sweep = tmp_path / "sweep"
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(REPO)}
-    args = ["-m", "seed=0,1,2", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "steps=3000", "log_every=100",
-            *TINY_CLI, f"hydra.sweep.dir={sweep}"]
-    proc = subprocess.Popen([*lnbench_cmd(), "train", *args], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    args = [
+        "-m",
+        "seed=0,1,2",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "steps=3000",
+        "log_every=100",
+        *TINY_CLI,
+        f"hydra.sweep.dir={sweep}",
+    ]
+    proc = subprocess.Popen(
+        [*lnbench_cmd(), "train", *args], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         seen = []
         while proc.poll() is None:
-            seen.append(subprocess.run([*lnbench_cmd(), "status", str(sweep)], env=env, capture_output=True,
-                                       text=True).stdout)
+            seen.append(
+                subprocess.run([*lnbench_cmd(), "status", str(sweep)], env=env, capture_output=True, text=True).stdout
+            )
             time.sleep(1)
     finally:
         proc.wait(timeout=600)
     assert proc.returncode == 0
     assert any("2 running, 1 pending" in s and "~" in s and "left (estimate)" in s for s in seen), seen
-    final = subprocess.run([sys.executable, "-m", "lnbench.cli", "status", str(sweep)], env=env, capture_output=True,
-                           text=True).stdout
+    final = subprocess.run(
+        [sys.executable, "-m", "lnbench.cli", "status", str(sweep)], env=env, capture_output=True, text=True
+    ).stdout
     assert "3 of 3 done (3 completed)" in final
     assert json.loads((sweep / "0" / "summary.json").read_text())["status"] == "completed"
 

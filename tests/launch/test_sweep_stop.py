@@ -7,6 +7,7 @@ interrupted job as kept). Checked from the files alone, after each of many inter
 - an interrupted job has a checkpoint at the step its summary gives, a completed one at its last step, a job
   with no summary has neither checkpoint nor metrics (it never started).
 """
+
 import json
 import os
 import random
@@ -17,21 +18,37 @@ import time
 
 import pytest
 import torch
-
 from conftest import REPO, TINY_CLI, lnbench_cmd
+
 from lnbench.runs import lock_held
 
 # Three jobs on two workers: at any moment one may be starting, training, checkpointing or still queued.
-SWEEP = ["-m", "seed=0,1,2", "steps=100000", "log_every=5", "eval_every=400", "checkpoint_every=200",
-         "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", *TINY_CLI]
+SWEEP = [
+    "-m",
+    "seed=0,1,2",
+    "steps=100000",
+    "log_every=5",
+    "eval_every=400",
+    "checkpoint_every=200",
+    "hydra/launcher=joblib",
+    "hydra.launcher.n_jobs=2",
+    *TINY_CLI,
+]
 
 
 def interrupted_sweep(sweep_dir, after: float) -> tuple[int, str]:
     """The sweep, sent SIGINT as Ctrl-C sends it (to its process group) `after` seconds in; (exit code, stderr)."""
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(REPO)}
     env.pop("HYDRA_FULL_ERROR", None)
-    p = subprocess.Popen([*lnbench_cmd(), "train", *SWEEP, f"hydra.sweep.dir={sweep_dir}"], cwd=REPO, env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    p = subprocess.Popen(
+        [*lnbench_cmd(), "train", *SWEEP, f"hydra.sweep.dir={sweep_dir}"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         time.sleep(after)
         os.killpg(p.pid, signal.SIGINT)
@@ -48,7 +65,9 @@ def state_on_disk(job) -> str:
     try:
         summary = json.loads((job / "summary.json").read_text())
     except FileNotFoundError:
-        assert not (job / "checkpoint.pt").exists() and not (job / "metrics.jsonl").exists(), f"{job}: files but no summary"
+        assert not (job / "checkpoint.pt").exists() and not (job / "metrics.jsonl").exists(), (
+            f"{job}: files but no summary"
+        )
         return "not started"
     status = summary["status"]
     assert status in ("completed", "interrupted"), (job, summary)
@@ -67,9 +86,13 @@ def check_one_interruption(sweep_dir, after: float) -> None:
     jobs = sorted(p.parent.parent for p in sweep_dir.glob("*/.hydra/overrides.yaml"))
     assert not any(lock_held(j / ".lock") for j in jobs), "a job is still running after the sweep's exit"
     states = [state_on_disk(j) for j in jobs]
-    said = re.search(r"stopped with (\d+) job\(s\) completed and (\d+) interrupted with a checkpoint(?:, (\d+) not started)?\.", line)
+    said = re.search(
+        r"stopped with (\d+) job\(s\) completed and (\d+) interrupted with a checkpoint(?:, (\d+) not started)?\.", line
+    )
     assert said, line
-    assert [int(n or 0) for n in said.groups()] == [states.count(s) for s in ("completed", "interrupted", "not started")], (line, states)
+    assert [int(n or 0) for n in said.groups()] == [
+        states.count(s) for s in ("completed", "interrupted", "not started")
+    ], (line, states)
     assert "SIGINT received" in line and not (sweep_dir / ".stopped").exists()
 
 

@@ -1,6 +1,7 @@
 """The thread policy: threads= wins; else the cores a job may use (affinity, SLURM, the launcher's share),
 never the load. A same-seed run gives the same numbers idle and beside a busy process, and a resume keeps
 the thread count the run began with."""
+
 import logging
 import os
 import signal
@@ -9,10 +10,10 @@ import sys
 from contextlib import contextmanager
 
 import pytest
+from conftest import lnbench_cmd, metrics_without_time, run_cli, summary_of
 from omegaconf import OmegaConf
 
 from lnbench.launch import threads
-from conftest import lnbench_cmd, metrics_without_time, run_cli, summary_of
 
 
 @pytest.fixture
@@ -83,9 +84,20 @@ def test_a_busy_neighbour_does_not_change_the_choice():
 
 
 # Big enough that torch's kernels split their work over 2 threads (LN's row sums, batch norm's statistics).
-SHARED_MACHINE_RUN = ["model.hidden_size=64", "dataset=adding", "dataset.seq_len=10", "dataset.val_size=64",
-                      "dataset.test_size=64", "dataset.batch_size=32", "steps=40", "log_every=10", "eval_every=20",
-                      "device=cpu", "progress=false", "logger.wandb.mode=disabled"]
+SHARED_MACHINE_RUN = [
+    "model.hidden_size=64",
+    "dataset=adding",
+    "dataset.seq_len=10",
+    "dataset.val_size=64",
+    "dataset.test_size=64",
+    "dataset.batch_size=32",
+    "steps=40",
+    "log_every=10",
+    "eval_every=20",
+    "device=cpu",
+    "progress=false",
+    "logger.wandb.mode=disabled",
+]
 
 
 @pytest.mark.parametrize("model", ["ln_lstm", "bn_lstm"])
@@ -113,8 +125,12 @@ def test_kill_9_then_resume_under_another_load_and_thread_count_gives_the_same_n
     run_dir = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
     env.update(WANDB_MODE="disabled")
-    proc = subprocess.Popen([*lnbench_cmd(), "train", *run, f"hydra.run.dir={run_dir}"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*lnbench_cmd(), "train", *run, f"hydra.run.dir={run_dir}"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     wait_for_step(run_dir, proc, 100)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)

@@ -1,10 +1,10 @@
 """A user's own normalizer, in a module outside the package, trains wherever lnbench runs a job: the CLI
 and every launcher's processes import the modules the `imports` key names (issue 24: under joblib every
 job used to fail after the config check had passed)."""
+
 import textwrap
 
 import pytest
-
 from conftest import TINY_CLI, run_cli, summary_of
 
 MYNORM = textwrap.dedent('''
@@ -48,8 +48,16 @@ def user_dir(tmp_path):
 
 def test_a_users_normalizer_trains_in_a_joblib_sweep(user_dir, tmp_path):
     sweep = tmp_path / "sweep"
-    r = run_cli("train", "-m", *RUN, "seed=0,1", "hydra/launcher=joblib", f"hydra.sweep.dir={sweep}",
-                env={"PYTHONPATH": str(user_dir)}, timeout=600)
+    r = run_cli(
+        "train",
+        "-m",
+        *RUN,
+        "seed=0,1",
+        "hydra/launcher=joblib",
+        f"hydra.sweep.dir={sweep}",
+        env={"PYTHONPATH": str(user_dir)},
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     for job in ("0", "1"):
         summary = summary_of(sweep / job)
@@ -65,7 +73,9 @@ def test_a_users_normalizer_trains_in_a_single_run_started_from_its_folder(user_
 
 
 def test_without_the_import_the_kind_is_refused_and_a_missing_module_too(tmp_path, user_dir):
-    r = run_cli("train", *[o for o in RUN if not o.startswith("imports=")], f"hydra.run.dir={tmp_path / 'a'}", cwd=user_dir)
+    r = run_cli(
+        "train", *[o for o in RUN if not o.startswith("imports=")], f"hydra.run.dir={tmp_path / 'a'}", cwd=user_dir
+    )
     assert r.returncode == 2 and "model.norm.kind=center is not allowed" in r.stderr
     r = run_cli("train", *RUN, "imports=[mynorm_typo]", f"hydra.run.dir={tmp_path / 'b'}", cwd=user_dir)
     assert r.returncode == 2 and r.stderr.count("\n") == 1

@@ -1,9 +1,10 @@
 """The convolutional family (section 6.7): LN of a conv layer as the paper defines it, checked against a transcription;
 group norm; shapes, biases, errors, a few training steps and the preset."""
+
 import pytest
 import torch
-
 from conftest import compose_train, needs_data
+
 from lnbench.data.base import DataSpec
 from lnbench.errors import ConfigError
 from lnbench.models.conv import ConvNet
@@ -91,12 +92,18 @@ def test_every_conv_normalizer_trains_a_few_steps(kind):
     assert_trains(model, cases=32, steps=15)
 
 
-@pytest.mark.parametrize("norm,match", [
-    ({"kind": "weight"}, "model.norm.kind=weight is not allowed for a convolutional model"),
-    ({"kind": "rms"}, "model.norm.kind=rms is not allowed for a convolutional model"),
-    ({"kind": "batch", "unbiased_var": True}, "model.norm.unbiased_var=true is not allowed for a convolutional model"),
-    ({"kind": "group", "groups": 5}, "model.norm.groups=5 is not allowed"),
-])
+@pytest.mark.parametrize(
+    "norm,match",
+    [
+        ({"kind": "weight"}, "model.norm.kind=weight is not allowed for a convolutional model"),
+        ({"kind": "rms"}, "model.norm.kind=rms is not allowed for a convolutional model"),
+        (
+            {"kind": "batch", "unbiased_var": True},
+            "model.norm.unbiased_var=true is not allowed for a convolutional model",
+        ),
+        ({"kind": "group", "groups": 5}, "model.norm.groups=5 is not allowed"),
+    ],
+)
 def test_normalizers_without_a_conv_form_are_refused(norm, match):
     with pytest.raises(ConfigError, match=match):
         ConvNet(MNIST_SPEC, channels=[8, 8], norm=norm)
@@ -113,7 +120,10 @@ def test_the_conv_preset_declares_the_papers_two_claims():
     cfg = compose_train(["+experiment=conv_mnist"])
     claims = {c["id"]: c for c in cfg.claims}
     assert all("6.7" in c["text"] for c in claims.values() if not c["text"].startswith("Not a paper claim"))
-    assert (claims["conv.ln_faster_than_none"]["better"], claims["conv.ln_faster_than_none"]["than"]) == ("ln_cnn", "cnn")
+    assert (claims["conv.ln_faster_than_none"]["better"], claims["conv.ln_faster_than_none"]["than"]) == (
+        "ln_cnn",
+        "cnn",
+    )
     assert (claims["conv.bn_beats_ln"]["better"], claims["conv.bn_beats_ln"]["than"]) == ("bn_cnn", "ln_cnn")
 
 

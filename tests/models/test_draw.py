@@ -1,12 +1,13 @@
 """DRAW (section 6.4): the LSTM's cell-state-only LN against a transcription of the supplement's eqs. 53-55, the
 attention windows against Gregor et al.'s formulas, the bound's two terms, a few training steps, the preset."""
+
 import math
 
 import pytest
 import torch
+from conftest import compose_train, needs_data
 from torch.distributions import Normal, kl_divergence
 
-from conftest import compose_train, needs_data
 from lnbench.data.base import DataSpec
 from lnbench.errors import ConfigError
 from lnbench.models.draw import DRAW, Attention
@@ -14,8 +15,8 @@ from lnbench.models.sequence import SequenceModel
 from lnbench.nn.fast.layers import fast_layer
 from lnbench.nn.norm import NormConfig
 from lnbench.nn.rnn import CELLS, CellStateNormLSTMCell, RecurrentLayer
-from lnbench.training.tasks import loss_and_metrics, metric_names, primary_metric
 from lnbench.training.recipe import train
+from lnbench.training.tasks import loss_and_metrics, metric_names, primary_metric
 
 SPEC = DataSpec(kind="binary", task="bound", num_outputs=64, input_size=64)  # 8 x 8 binary images
 
@@ -55,7 +56,13 @@ def test_cell_state_ln_lstm_computes_the_supplements_equations():
     (g_ref,) = torch.autograd.grad(y_ref.square().sum(), x)
     torch.testing.assert_close(g, g_ref, rtol=0, atol=1e-12)
     # the gates are not normalized: only c's LN carries parameters besides the two Linears
-    assert {n for n, _ in cell.named_parameters()} == {"weight_x.weight", "weight_x.bias", "weight_h.weight", "norm_c.weight", "norm_c.bias"}
+    assert {n for n, _ in cell.named_parameters()} == {
+        "weight_x.weight",
+        "weight_x.bias",
+        "weight_h.weight",
+        "norm_c.weight",
+        "norm_c.bias",
+    }
 
 
 @pytest.mark.usefixtures("float64")
@@ -73,7 +80,9 @@ def test_without_a_normalizer_the_variant_is_torchs_lstm():
 def test_no_fast_path_ever_runs_the_variant():
     """fast_rnn's layers compute eqs. 20-22; the variant must run its own equations, whatever impl asks."""
     cell = CELLS["lstm_norm_c"](3, 4, NormConfig(kind="layer"))
-    assert not isinstance(cell, CELLS["lstm"]) and fast_layer(cell) is None and fast_layer(cell, use_native=False) is None
+    assert (
+        not isinstance(cell, CELLS["lstm"]) and fast_layer(cell) is None and fast_layer(cell, use_native=False) is None
+    )
     spec = DataSpec(kind="sequence", task="regress", num_outputs=1, input_size=3, seq_len=5)
     for impl in ("auto", "torch"):
         model = SequenceModel(spec, cell="lstm_norm_c", hidden_size=4, norm={"kind": "layer"}, impl=impl)
@@ -113,9 +122,13 @@ def test_attention_windows_follow_gregor_et_al():
             torch.testing.assert_close(f[0, i - 1], row / row.sum())
     torch.testing.assert_close(gamma.flatten(), torch.exp(torch.tensor([log_gamma])))
     image = torch.rand(1, A, A)
-    torch.testing.assert_close(att.read((image,), torch.zeros(1, 4)), (gamma * fy @ image @ fx.transpose(1, 2)).flatten(1))
+    torch.testing.assert_close(
+        att.read((image,), torch.zeros(1, 4)), (gamma * fy @ image @ fx.transpose(1, 2)).flatten(1)
+    )
     patch = torch.rand(1, N, N)
-    torch.testing.assert_close(att.write(patch, torch.zeros(1, 4)), (fy.transpose(1, 2) @ patch @ fx / gamma).flatten(1))
+    torch.testing.assert_close(
+        att.write(patch, torch.zeros(1, 4)), (fy.transpose(1, 2) @ patch @ fx / gamma).flatten(1)
+    )
 
 
 @pytest.mark.usefixtures("float64")
@@ -166,11 +179,14 @@ def test_a_few_adam_steps_lower_the_bound_to_the_pixels_entropy():
     assert losses[0] > entropy + 5 and losses[-1] < entropy + 0.5
 
 
-@pytest.mark.parametrize("overrides,match", [
-    (["model.read_size=1"], "model.read_size=1 is not allowed for DRAW"),
-    (["model.norm.kind=batch"], "model.norm.kind=batch is not allowed for DRAW"),
-    (["model.glimpses=0"], "model.glimpses=0 is not allowed for DRAW"),
-])
+@pytest.mark.parametrize(
+    "overrides,match",
+    [
+        (["model.read_size=1"], "model.read_size=1 is not allowed for DRAW"),
+        (["model.norm.kind=batch"], "model.norm.kind=batch is not allowed for DRAW"),
+        (["model.glimpses=0"], "model.glimpses=0 is not allowed for DRAW"),
+    ],
+)
 def test_bad_draw_settings_are_refused(overrides, match):
     norm = {"kind": "none"}
     kw = {"glimpses": 2, "hidden_size": 8, "latent_size": 3}
@@ -191,8 +207,15 @@ def test_draw_takes_only_binary_images():
 
 @needs_data
 def test_the_draw_preset_trains_through_smoke(tmp_path):
-    cfg = compose_train(["+experiment=[draw_mnist,smoke]", "model.glimpses=2", "model.hidden_size=16",
-                         "dataset.carve=[256,64,64]", "dataset.batch_size=32"])
+    cfg = compose_train(
+        [
+            "+experiment=[draw_mnist,smoke]",
+            "model.glimpses=2",
+            "model.hidden_size=16",
+            "dataset.carve=[256,64,64]",
+            "dataset.batch_size=32",
+        ]
+    )
     summary = train(cfg, tmp_path)
     assert summary["status"] == "completed" and summary["primary_metric"] == "bound"
     test = summary["test"]

@@ -1,11 +1,12 @@
 """The ResNet family and Fixup (Zhang et al. 2019, the slides): the variance growth Fixup addresses, its three
 initialisation rules as the paper states them, a few training steps, errors, the preset."""
+
 import math
 
 import pytest
 import torch
-
 from conftest import compose_train, needs_data
+
 from lnbench.data.base import DataSpec
 from lnbench.errors import ConfigError
 from lnbench.models.resnet import Block, FixupBlock, ResNet, fixup_scale
@@ -42,17 +43,27 @@ def test_fixup_initialises_by_the_papers_three_rules(depth, m):
     # rule 1: the classification layer and the last layer of each residual branch start at 0
     assert not model.head.weight.any() and not model.head.bias.any()
     # rule 2: the other branch layers are He et al.'s scaled by L^(-1/(2m-2))
-    assert fixup_scale(depth, m) == pytest.approx(depth ** (-1 / (2 * m - 2))) == pytest.approx({2: 0.25, 3: 9 ** -0.25}[m])
+    assert (
+        fixup_scale(depth, m) == pytest.approx(depth ** (-1 / (2 * m - 2))) == pytest.approx({2: 0.25, 3: 9**-0.25}[m])
+    )
     he = math.sqrt(2 / (width * 9))
     for block in model.blocks:
         assert isinstance(block, FixupBlock) and len(block.convs) == m and not block.convs[-1].weight.any()
         for conv in block.convs[:-1]:
             assert conv.weight.std().item() == pytest.approx(he * fixup_scale(depth, m), rel=0.03)
-    assert model.stem.weight.std().item() == pytest.approx(math.sqrt(2 / (width * 9)), rel=0.15)  # not scaled: outside the branches
-    # rule 3: scalar biases (0) before each conv and activation, a scalar multiplier (1) per branch; no normalizer, no other bias
+    assert model.stem.weight.std().item() == pytest.approx(
+        math.sqrt(2 / (width * 9)), rel=0.15
+    )  # not scaled: outside the branches
+    # rule 3: scalar biases (0) before each conv and activation, a scalar multiplier (1) per branch; no normalizer,
+    # no other bias
     for block in model.blocks:
         assert block.scale.shape == () and block.scale.item() == 1.0
-        assert block.bias_in.shape == (m,) and block.bias_out.shape == (m,) and not block.bias_in.any() and not block.bias_out.any()
+        assert (
+            block.bias_in.shape == (m,)
+            and block.bias_out.shape == (m,)
+            and not block.bias_in.any()
+            and not block.bias_out.any()
+        )
         assert all(conv.bias is None for conv in block.convs)
     assert model.stem.bias is None and model.bias_stem.item() == 0 and model.bias_head.item() == 0
     assert not any(isinstance(mod, (torch.nn.BatchNorm2d, torch.nn.GroupNorm)) for mod in model.modules())

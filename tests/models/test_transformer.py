@@ -1,10 +1,11 @@
 """The Transformer family: causal (no position sees a later one), pre/post placement as written in
 Xiong et al. (2020), every normalizer, the presets and the Xiong preset's claims."""
+
 import pytest
 import torch
+from conftest import compose_train
 from omegaconf import OmegaConf
 
-from conftest import compose_train
 from lnbench.data.base import DataSpec
 from lnbench.errors import ConfigError
 from lnbench.models.transformer import Transformer
@@ -15,8 +16,13 @@ REGRESS = DataSpec(kind="sequence", task="regress", num_outputs=1, input_size=2,
 
 def small(placement="pre", kind="layer", spec=LM):
     torch.manual_seed(0)
-    return Transformer(spec, hidden_size=16, num_layers=2, num_heads=4, ff_size=32, placement=placement,
-                       norm={"kind": kind}).double().eval()
+    return (
+        Transformer(
+            spec, hidden_size=16, num_layers=2, num_heads=4, ff_size=32, placement=placement, norm={"kind": kind}
+        )
+        .double()
+        .eval()
+    )
 
 
 @pytest.mark.parametrize("placement", ["pre", "post"])

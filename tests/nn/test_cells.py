@@ -1,4 +1,5 @@
 """The recurrent cells against torch.nn.LSTM / GRU and against a literal transcription of the paper."""
+
 import pytest
 import torch
 
@@ -78,7 +79,11 @@ def test_ln_lstm_is_the_papers_equations_20_to_22():
     Wx, Wh = cell.weight_x.weight, cell.weight_h.weight
     h = c = torch.zeros(2, H)
     for t in range(7):
-        a = paper_ln(h @ Wh.T, cell.norm_h.weight, cell.norm_h.bias) + paper_ln(x[t] @ Wx.T, cell.norm_x.weight, cell.norm_x.bias) + cell.bias
+        a = (
+            paper_ln(h @ Wh.T, cell.norm_h.weight, cell.norm_h.bias)
+            + paper_ln(x[t] @ Wx.T, cell.norm_x.weight, cell.norm_x.bias)
+            + cell.bias
+        )
         i, f, g, o = a.split(H, -1)  # PyTorch's gate order; LN saw the whole 4H vector either way
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)  # c_t is carried un-normalized
         h = torch.sigmoid(o) * torch.tanh(paper_ln(c, cell.norm_c.weight, cell.norm_c.bias))

@@ -6,6 +6,7 @@ lengths including one longer than BN's stored time steps, on both backends of th
 LSTM's C++ kernels and torch's ops); torch's fused kernel for the un-normalized cells; and the same
 numbers, bit for bit, on 1 and 2 threads where the layer's own sums decide them.
 """
+
 from __future__ import annotations
 
 import copy
@@ -78,12 +79,22 @@ def _compare(cls, kind, T, B, train, backend, unbiased=False, with_state=True, t
     if state is None:
         ref_out, ref_final = RecurrentLayer(ref_cell)(x)
         fast_out, fast_final = fast(x)
-        ref_list = [ref_out, *ref_final, *torch.autograd.grad(
-            (ref_out * weights[0]).sum() + sum((s * w).sum() for s, w in zip(ref_final, weights[1:])),
-            [x] + list(ref_cell.parameters()))]
-        fast_list = [fast_out, *fast_final, *torch.autograd.grad(
-            (fast_out * weights[0]).sum() + sum((s * w).sum() for s, w in zip(fast_final, weights[1:])),
-            [x] + list(fast_cell.parameters()))]
+        ref_list = [
+            ref_out,
+            *ref_final,
+            *torch.autograd.grad(
+                (ref_out * weights[0]).sum() + sum((s * w).sum() for s, w in zip(ref_final, weights[1:])),
+                [x] + list(ref_cell.parameters()),
+            ),
+        ]
+        fast_list = [
+            fast_out,
+            *fast_final,
+            *torch.autograd.grad(
+                (fast_out * weights[0]).sum() + sum((s * w).sum() for s, w in zip(fast_final, weights[1:])),
+                [x] + list(fast_cell.parameters()),
+            ),
+        ]
     else:
         ref_list = _run(RecurrentLayer(ref_cell), x, state, weights)
         fast_list = _run(fast, x, state, weights)
@@ -182,8 +193,14 @@ def test_torch_kernel_layer_matches_reference(cls, kind, with_state):
     cell = cls(F_IN, HID, NormConfig(kind=NormKind(kind))).double()
     x = torch.randn(7, 3, F_IN, dtype=torch.float64, requires_grad=True)
     n_state = 2 if cls is LSTMCell else 1
-    state = tuple(torch.randn(3, HID, dtype=torch.float64, requires_grad=True) for _ in range(n_state)) if with_state else None
-    weights = [torch.randn(7, 3, HID, dtype=torch.float64)] + [torch.randn(3, HID, dtype=torch.float64) for _ in range(n_state)]
+    state = (
+        tuple(torch.randn(3, HID, dtype=torch.float64, requires_grad=True) for _ in range(n_state))
+        if with_state
+        else None
+    )
+    weights = [torch.randn(7, 3, HID, dtype=torch.float64)] + [
+        torch.randn(3, HID, dtype=torch.float64) for _ in range(n_state)
+    ]
 
     def run(layer):
         out, final = layer(x, state)

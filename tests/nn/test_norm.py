@@ -1,4 +1,5 @@
 """The normalizers: the paper's Table 1 invariances, checked numerically, and the factory."""
+
 import pytest
 import torch
 
@@ -67,7 +68,13 @@ def test_table_1_invariances(kind, i, name):
 
 @pytest.mark.parametrize(
     "kind,expected",
-    [("none", torch.nn.Identity), ("weight", torch.nn.Identity), ("layer", torch.nn.LayerNorm), ("rms", torch.nn.RMSNorm), ("batch", BatchNorm)],
+    [
+        ("none", torch.nn.Identity),
+        ("weight", torch.nn.Identity),
+        ("layer", torch.nn.LayerNorm),
+        ("rms", torch.nn.RMSNorm),
+        ("batch", BatchNorm),
+    ],
 )
 def test_factory_picks_torch_modules_where_they_compute_what_the_paper_says(kind, expected):
     assert isinstance(make_norm(NormConfig(kind=NormKind(kind)), 4), expected)

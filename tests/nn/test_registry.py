@@ -1,14 +1,15 @@
 """A normalizer registered from this file alone trains every model family: the registry is the one place
 a kind is defined (lnbench.nn.normalizers.Normalizer), and the cells, the MLP and the config ask it."""
+
 import pytest
 import torch
+from conftest import needs_data, tiny
 from torch import nn
 
-from conftest import needs_data, tiny
 from lnbench.errors import ConfigError
 from lnbench.nn.norm import NormConfig, make_norm
-from lnbench.nn.rnn import GRUCell, LSTMCell
 from lnbench.nn.normalizers import NORMALIZERS, Normalizer, register
+from lnbench.nn.rnn import GRUCell, LSTMCell
 from lnbench.training.recipe import train
 
 
@@ -46,8 +47,15 @@ def registered():
     NORMALIZERS.update(before)
 
 
-@pytest.mark.parametrize("model,dataset", [pytest.param("ln_mlp", "mnist", marks=needs_data), ("ln_lstm", "adding"), ("ln_gru", "adding"),
-                                           pytest.param("preln_transformer", "shakespeare", marks=needs_data)])
+@pytest.mark.parametrize(
+    "model,dataset",
+    [
+        pytest.param("ln_mlp", "mnist", marks=needs_data),
+        ("ln_lstm", "adding"),
+        ("ln_gru", "adding"),
+        pytest.param("preln_transformer", "shakespeare", marks=needs_data),
+    ],
+)
 def test_a_registered_normalizer_trains_every_family(registered, model, dataset, tmp_path):
     summary = train(tiny(model, dataset, "model.norm.kind=center"), tmp_path)
     assert summary["status"] == "completed"

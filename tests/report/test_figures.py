@@ -1,6 +1,7 @@
 """Figures that fit the runs (issue 32): a scale per dataset in a mixed folder, no epoch panel where an epoch means
 nothing, the trivial predictor drawn wherever the legend lists it, a single evaluation drawn as a dot with its
 seeds' range, and an automatic target that only a line that learned reaches."""
+
 import json
 import math
 
@@ -23,8 +24,13 @@ def job(root, num, overrides, baseline, metric, values, epochs=True, evals=None)
         if evals is None or step in evals:
             lines.append({**common, "split": "val", "loss": v, metric: v})
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
-    summary = {"status": "completed", "primary_metric": metric, "baseline": baseline, "steps": steps[-1],
-               "final_val": {metric: values[-1]}}
+    summary = {
+        "status": "completed",
+        "primary_metric": metric,
+        "baseline": baseline,
+        "steps": steps[-1],
+        "final_val": {metric: values[-1]},
+    }
     (path / "summary.json").write_text(json.dumps(summary))
     return path
 

@@ -1,4 +1,7 @@
 """`lnbench report` on sweep directories built by hand: the files a job leaves, no training."""
+
+import contextlib
+import io
 import json
 import os
 
@@ -10,27 +13,69 @@ from lnbench import report
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def make_job(root, num, overrides, *, errors=(0.5, 0.2, 0.1), status="completed", error=None, torn=False, model=None,
-             config=None, provenance=None):
+def make_job(
+    root,
+    num,
+    overrides,
+    *,
+    errors=(0.5, 0.2, 0.1),
+    status="completed",
+    error=None,
+    torn=False,
+    model=None,
+    config=None,
+    provenance=None,
+):
     """One Hydra job directory: .hydra/{overrides,config,hydra}.yaml, metrics.jsonl, summary.json."""
     job = root / str(num)
     (job / ".hydra").mkdir(parents=True)
     pairs = dict(o.lstrip("+").split("=", 1) for o in overrides)
     model = model or pairs.get("model", "ln_mlp")
     (job / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(list(overrides)))
-    (job / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config or {"seed": 0, "dataset": {"batch_size": 128}, "steps": 30}))
-    (job / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"runtime": {"choices": {"model": model, "dataset": "mnist"}}}}))
+    (job / ".hydra" / "config.yaml").write_text(
+        yaml.safe_dump(config or {"seed": 0, "dataset": {"batch_size": 128}, "steps": 30})
+    )
+    (job / ".hydra" / "hydra.yaml").write_text(
+        yaml.safe_dump({"hydra": {"runtime": {"choices": {"model": model, "dataset": "mnist"}}}})
+    )
     lines = []
     for i, err in enumerate(errors):
         step = 10 * (i + 1)
-        lines.append({"step": step, "split": "train", "epoch": step / 20, "samples": step * 4, "lr": 1e-3, "loss": 2 * err, "error": err, "time": step / 10})
-        lines.append({"step": step, "split": "val", "epoch": step / 20, "samples": step * 4, "loss": 2 * err, "error": err, "time": step / 10 + 0.05})
+        lines.append(
+            {
+                "step": step,
+                "split": "train",
+                "epoch": step / 20,
+                "samples": step * 4,
+                "lr": 1e-3,
+                "loss": 2 * err,
+                "error": err,
+                "time": step / 10,
+            }
+        )
+        lines.append(
+            {
+                "step": step,
+                "split": "val",
+                "epoch": step / 20,
+                "samples": step * 4,
+                "loss": 2 * err,
+                "error": err,
+                "time": step / 10 + 0.05,
+            }
+        )
     text = "".join(json.dumps(r) + "\n" for r in lines)
     if torn:
         text += '{"step": 40, "split": "tra'
     if errors:
         (job / "metrics.jsonl").write_text(text)
-    summary = {"status": status, "primary_metric": "error", "baseline": 2.3026, "steps": 10 * len(errors), "time_per_step": 0.01}
+    summary = {
+        "status": status,
+        "primary_metric": "error",
+        "baseline": 2.3026,
+        "steps": 10 * len(errors),
+        "time_per_step": 0.01,
+    }
     if status == "completed":
         summary.update(final_val={"error": errors[-1]}, best_val={"error": min(errors)})
     if error:
@@ -51,11 +96,22 @@ def sweep(tmp_path_factory):
             for seed in (0, 1):
                 slow = 1.0 if model == "mlp" else 0.5
                 errors = tuple(e * slow + 0.01 * seed for e in (0.6, 0.3, 0.2))
-                make_job(root, num, [f"model={model}", f"dataset.batch_size={batch}", f"seed={seed}", "+experiment=fig6_mnist"],
-                         errors=errors, torn=(num == 3))
+                make_job(
+                    root,
+                    num,
+                    [f"model={model}", f"dataset.batch_size={batch}", f"seed={seed}", "+experiment=fig6_mnist"],
+                    errors=errors,
+                    torn=(num == 3),
+                )
                 num += 1
-    make_job(root, num, ["model=bn_mlp", "dataset.batch_size=4", "seed=0", "+experiment=fig6_mnist"], errors=(), status="failed",
-             error="ConfigError: dataset.batch_size=1 is not allowed with batch normalization")
+    make_job(
+        root,
+        num,
+        ["model=bn_mlp", "dataset.batch_size=4", "seed=0", "+experiment=fig6_mnist"],
+        errors=(),
+        status="failed",
+        error="ConfigError: dataset.batch_size=1 is not allowed with batch normalization",
+    )
     (root / "multirun.yaml").write_text("hydra: {}\n")
     return root
 
@@ -63,9 +119,6 @@ def sweep(tmp_path_factory):
 @pytest.fixture(scope="module")
 def swept(sweep):
     """The sweep's report, made once (plotting is the slow part): its Markdown and what the command printed."""
-    import contextlib
-    import io
-
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert report.main([str(sweep)]) == 0
@@ -104,13 +157,26 @@ def test_table_columns_and_rows(sweep, swept):
     md = swept[0]
     header = next(line for line in md.splitlines() if line.startswith("| dataset.batch_size"))
     columns = [c.strip() for c in header.strip("|").split("|")]
-    assert columns[:7] == ["dataset.batch_size", "model", "runs", "status", "final val error", "best val error", "test error"]
+    assert columns[:7] == [
+        "dataset.batch_size",
+        "model",
+        "runs",
+        "status",
+        "final val error",
+        "best val error",
+        "test error",
+    ]
     assert columns[7:10] == ["error target", "steps to error target", "seconds to error target"]
     assert columns[-1] == "ms/step"
     rows = [line for line in md.splitlines() if line.startswith("| 4 ") or line.startswith("| 128 ")]
     # panels by batch (numeric order), lines in the order the sweep ran them; ★ the best of each panel
-    assert [r.split("|")[1:3] for r in rows] == [[" 4 ", " mlp "], [" 4 ", " ln_mlp ★ "], [" 4 ", " bn_mlp "],
-                                                 [" 128 ", " mlp "], [" 128 ", " ln_mlp ★ "]]
+    assert [r.split("|")[1:3] for r in rows] == [
+        [" 4 ", " mlp "],
+        [" 4 ", " ln_mlp ★ "],
+        [" 4 ", " bn_mlp "],
+        [" 128 ", " mlp "],
+        [" 128 ", " ln_mlp ★ "],
+    ]
 
 
 def test_seeds_are_aggregated_mean_and_spread(sweep, swept):

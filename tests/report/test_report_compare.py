@@ -1,5 +1,6 @@
 """`lnbench report` as a comparison tool: several directories, folders of single runs, running jobs,
 interpolated config values, provenance, the legend, and options that name nothing."""
+
 import fcntl
 import json
 
@@ -9,9 +10,22 @@ import yaml
 from lnbench import report
 from tests.report.test_report import make_job
 
-PROV = {"git_commit": "0123456789abcdef", "git_dirty": False, "lnbench_version": "0.1.0", "torch_version": "2.13.0",
-        "hydra_core_version": "1.3.8", "omegaconf_version": "2.3.0", "wandb_version": "0.22.0", "python": "3.11.2",
-        "os": "Linux 6.1", "host": "vm", "cpu": "Xeon", "cpu_count": 2, "torch_threads": 1, "device": "cpu"}
+PROV = {
+    "git_commit": "0123456789abcdef",
+    "git_dirty": False,
+    "lnbench_version": "0.1.0",
+    "torch_version": "2.13.0",
+    "hydra_core_version": "1.3.8",
+    "omegaconf_version": "2.3.0",
+    "wandb_version": "0.22.0",
+    "python": "3.11.2",
+    "os": "Linux 6.1",
+    "host": "vm",
+    "cpu": "Xeon",
+    "cpu_count": 2,
+    "torch_threads": 1,
+    "device": "cpu",
+}
 
 
 def sweep_of(root, models, seeds=(0, 1), batch=None, provenance=None):
@@ -19,8 +33,13 @@ def sweep_of(root, models, seeds=(0, 1), batch=None, provenance=None):
     for model in models:
         for seed in seeds:
             extra = [f"dataset.batch_size={batch}"] if batch else []
-            make_job(root, num, [f"model={model}", f"seed={seed}", *extra], errors=(0.6 - 0.01 * num, 0.3, 0.2 - 0.01 * num),
-                     provenance=provenance)
+            make_job(
+                root,
+                num,
+                [f"model={model}", f"seed={seed}", *extra],
+                errors=(0.6 - 0.01 * num, 0.3, 0.2 - 0.01 * num),
+                provenance=provenance,
+            )
             num += 1
     return root
 
@@ -30,14 +49,17 @@ def err(capsys):
 
 
 # ---- options that name nothing ----------------------------------------------------------------
-@pytest.mark.parametrize("args, named", [
-    (["--panels", "dataset.batchsize"], "--panels 'dataset.batchsize' is no config key"),
-    (["--lines", "modle"], "--lines 'modle' is no config key"),
-    (["--tune", "optim.learning_rate"], "--tune 'optim.learning_rate' is no config key"),
-    (["--target", "accuracy=0.9"], "--target 'accuracy': no run logged a validation accuracy"),
-    (["--target", "error=low"], "--target 'error=low' is not METRIC=NUMBER"),
-    (["--lines", "model", "--panels", "model"], "--lines 'model' is also in --panels"),
-])
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (["--panels", "dataset.batchsize"], "--panels 'dataset.batchsize' is no config key"),
+        (["--lines", "modle"], "--lines 'modle' is no config key"),
+        (["--tune", "optim.learning_rate"], "--tune 'optim.learning_rate' is no config key"),
+        (["--target", "accuracy=0.9"], "--target 'accuracy': no run logged a validation accuracy"),
+        (["--target", "error=low"], "--target 'error=low' is not METRIC=NUMBER"),
+        (["--lines", "model", "--panels", "model"], "--lines 'model' is also in --panels"),
+    ],
+)
 def test_options_naming_nothing_are_refused_and_nothing_is_written(tmp_path, capsys, args, named):
     sweep_of(tmp_path, ["mlp", "ln_mlp"])
     assert report.main([str(tmp_path), *args]) == 2
@@ -95,8 +117,14 @@ def test_a_folder_of_single_runs_is_grouped_and_refused_runs_are_listed(tmp_path
     make_job(day, "10-05-00", ["model=mlp"])
     make_job(day, "10-10-00", ["model=mlp", "optim.lr=0.01"])
     make_job(day, "10-15-00", ["optim.lr=0.01"])
-    make_job(day, "10-20-00", ["model=bn_mlp", "dataset.batch_size=1"], errors=(), status="failed",
-             error="ConfigError: dataset.batch_size=1 is not allowed with batch normalization")
+    make_job(
+        day,
+        "10-20-00",
+        ["model=bn_mlp", "dataset.batch_size=1"],
+        errors=(),
+        status="failed",
+        error="ConfigError: dataset.batch_size=1 is not allowed with batch normalization",
+    )
     make_job(day, "10-25-00", ["model=mlp", "resume=/somewhere/else", "progress=false"])
     runs = report.load_runs(day)
     rep = report.make_report(day, runs, {}, x_axes=("step",))
@@ -104,8 +132,12 @@ def test_a_folder_of_single_runs_is_grouped_and_refused_runs_are_listed(tmp_path
     # resume and progress say how a run went, not what it computed
     assert (rep.lay.line, rep.lay.panels) == ("model", ["optim.lr"])
     cells = {(g.panel, g.line): sorted(r.name for r in g.runs) for g in rep.groups}
-    assert cells == {((None,), "ln_mlp"): ["10-00-00"], ((None,), "mlp"): ["10-05-00", "10-25-00"],
-                     ((0.01,), "mlp"): ["10-10-00"], ((0.01,), "ln_mlp"): ["10-15-00"]}
+    assert cells == {
+        ((None,), "ln_mlp"): ["10-00-00"],
+        ((None,), "mlp"): ["10-05-00", "10-25-00"],
+        ((0.01,), "mlp"): ["10-10-00"],
+        ((0.01,), "ln_mlp"): ["10-15-00"],
+    }
     md = report.render_markdown(rep)
     assert "bn_mlp" not in md.split("## Not trained")[0]  # no row, no panel
     assert "`10-20-00` (model=bn_mlp dataset.batch_size=1): **failed**: ConfigError" in md
@@ -115,15 +147,29 @@ def test_panels_of_different_datasets_rank_by_their_own_metric(tmp_path):
     make_job(tmp_path, 0, ["model=mlp", "dataset=mnist"])
     make_job(tmp_path, 1, ["model=ln_mlp", "dataset=mnist"])
     for i, model in enumerate(["lstm", "ln_lstm"]):
-        job = make_job(tmp_path, 2 + i, [f"model={model}", "dataset=adding"], errors=(), status="failed")  # rewritten below
-        lines = [{"step": s, "split": split, "loss": 0.2 / s, "mse": (0.2 + 0.1 * i) / s, "time": s / 10} for s in (10, 20) for split in ("train", "val")]
+        job = make_job(
+            tmp_path, 2 + i, [f"model={model}", "dataset=adding"], errors=(), status="failed"
+        )  # rewritten below
+        lines = [
+            {"step": s, "split": split, "loss": 0.2 / s, "mse": (0.2 + 0.1 * i) / s, "time": s / 10}
+            for s in (10, 20)
+            for split in ("train", "val")
+        ]
         (job / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
-        (job / "summary.json").write_text(json.dumps({"status": "completed", "primary_metric": "mse", "baseline": 0.1667}))
+        (job / "summary.json").write_text(
+            json.dumps({"status": "completed", "primary_metric": "mse", "baseline": 0.1667})
+        )
     rep = report.make_report(tmp_path, report.load_runs(tmp_path), {}, x_axes=())
-    assert rep.lay.panels == ["dataset"] and {g.panel: g.metric for g in rep.groups} == {("mnist",): "error", ("adding",): "mse"}
+    assert rep.lay.panels == ["dataset"] and {g.panel: g.metric for g in rep.groups} == {
+        ("mnist",): "error",
+        ("adding",): "mse",
+    }
     md = report.render_markdown(rep)
     assert "| dataset | model | runs | status | val metric | final val | best val | test | target |" in md
-    assert "| adding | lstm ★ | 1 | completed | mse | 0.01 |" in md and "| mnist | mlp ★ | 1 | completed | error | 0.1 |" in md
+    assert (
+        "| adding | lstm ★ | 1 | completed | mse | 0.01 |" in md
+        and "| mnist | mlp ★ | 1 | completed | error | 0.1 |" in md
+    )
     fig = report.curves_figure(rep.groups, rep.lay, "step")
     # each dataset on a scale of its own, also for the training loss (issue 32: DRAW's nats beside adding's mse)
     assert [ax.get_ylabel() for ax in fig.axes] == ["train loss", "train loss", "val error", "val mse"]
@@ -141,8 +187,14 @@ def test_many_panels_wrap_into_rows(tmp_path):
 
 # ---- the legend ------------------------------------------------------------------------------
 def six_lines(root):
-    names = ["mlp", "ln_mlp", "bn_mlp", "wn_mlp", "rms_mlp",
-             "a_model_preset_with_a_rather_long_name_that_goes_on_and_on_and_on"]
+    names = [
+        "mlp",
+        "ln_mlp",
+        "bn_mlp",
+        "wn_mlp",
+        "rms_mlp",
+        "a_model_preset_with_a_rather_long_name_that_goes_on_and_on_and_on",
+    ]
     for i, name in enumerate(names):
         make_job(root, i, [f"model={name}"], errors=(0.6 - 0.05 * i, 0.3, 0.1 + 0.01 * i))
     return root
@@ -153,7 +205,11 @@ def test_six_lines_legend_lies_inside_the_figure(tmp_path, panels):
     six_lines(tmp_path)
     if panels == 2:
         for i in range(6):
-            make_job(tmp_path, 10 + i, [f"model={report.load_run(tmp_path / str(i), tmp_path).value('model')}", "dataset.batch_size=4"])
+            make_job(
+                tmp_path,
+                10 + i,
+                [f"model={report.load_run(tmp_path / str(i), tmp_path).value('model')}", "dataset.batch_size=4"],
+            )
     rep = report.make_report(tmp_path, report.load_runs(tmp_path), {}, x_axes=())
     assert len({g.line for g in rep.groups}) == 6
     fig = report.curves_figure(rep.groups, rep.lay, "step")
@@ -171,11 +227,22 @@ def test_six_lines_legend_lies_inside_the_figure(tmp_path, panels):
 # ---- interpolations ---------------------------------------------------------------------------
 def test_interpolations_show_the_value_the_run_used(tmp_path):
     torch = pytest.importorskip("torch")
-    config = {"seed": 0, "steps": "${lnbench.epochs:2,${dataset.batch_size},8000}",
-              "dataset": {"batch_size": 4, "data_dir": "${oc.env:LNBENCH_DATA_DIR,../shared/data}"}}
+    config = {
+        "seed": 0,
+        "steps": "${lnbench.epochs:2,${dataset.batch_size},8000}",
+        "dataset": {"batch_size": 4, "data_dir": "${oc.env:LNBENCH_DATA_DIR,../shared/data}"},
+    }
     a = make_job(tmp_path, 0, ["model=mlp", "dataset.batch_size=4"], config=config)
-    b = make_job(tmp_path, 1, ["model=mlp", "dataset.batch_size=128"], config={**config, "dataset": {**config["dataset"], "batch_size": 128}})
-    torch.save({"config": {"steps": 4000, "dataset": {"batch_size": 4, "data_dir": "/data/a"}}, "step": 30}, a / "checkpoint.pt")
+    make_job(
+        tmp_path,
+        1,
+        ["model=mlp", "dataset.batch_size=128"],
+        config={**config, "dataset": {**config["dataset"], "batch_size": 128}},
+    )
+    torch.save(
+        {"config": {"steps": 4000, "dataset": {"batch_size": 4, "data_dir": "/data/a"}}, "step": 30},
+        a / "checkpoint.pt",
+    )
     runs = report.load_runs(tmp_path)
     assert runs[0].value("steps") == 4000 and runs[0].value("dataset.data_dir") == "/data/a"
     # no checkpoint: resolved from the job's config when nothing outside it is read, else never the raw ${...}
@@ -185,7 +252,9 @@ def test_interpolations_show_the_value_the_run_used(tmp_path):
     assert "${" not in md and "${" not in html
     assert "| 4000 | 4 |" in md and f"| {2 * (8000 // 128)} | 128 |" in md  # panels: steps; lines: the batch size
     rep = report.make_report(tmp_path, runs, {}, panels=["dataset.data_dir"], x_axes=())
-    assert "| /data/a | 4 |" in report.render_markdown(rep) and "| (not recorded) | 128 |" in report.render_markdown(rep)
+    assert "| /data/a | 4 |" in report.render_markdown(rep) and "| (not recorded) | 128 |" in report.render_markdown(
+        rep
+    )
 
 
 def test_an_interpolated_override_is_resolved_too(tmp_path):
@@ -206,9 +275,16 @@ def test_a_running_job_is_running_not_failed_and_counted(tmp_path):
     killed = make_job(tmp_path, 3, ["model=wn_mlp"], errors=(0.5,))
     (killed / "summary.json").unlink()
     (killed / ".lock").write_text("pid 1 on elsewhere\n")  # a lock file nobody holds
-    (tmp_path / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {
-        "sweeper": {"params": {"model": "mlp,ln_mlp,bn_mlp,wn_mlp,rms_mlp"}},
-        "overrides": {"task": ["seed=0,1", "+experiment=fig6_mnist"]}}}))
+    (tmp_path / "multirun.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "hydra": {
+                    "sweeper": {"params": {"model": "mlp,ln_mlp,bn_mlp,wn_mlp,rms_mlp"}},
+                    "overrides": {"task": ["seed=0,1", "+experiment=fig6_mnist"]},
+                }
+            }
+        )
+    )
     with open(running / ".lock", "a+") as lock:  # what lnbench.training.checkpoint.RunLock does for the run's life
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         lock.write("pid 1 on vm\n")
@@ -216,7 +292,10 @@ def test_a_running_job_is_running_not_failed_and_counted(tmp_path):
         runs = report.load_runs(tmp_path)
         assert [r.status for r in runs] == ["completed", "completed", "running", "incomplete"]
         md = report.render_markdown(report.make_report(tmp_path, runs, {}, x_axes=()))
-    assert f"progress of {tmp_path}: 2 of 10 job(s) done (2 completed), 1 running, 1 stopped without a summary (killed?), 6 not started yet" in md
+    assert (
+        f"progress of {tmp_path}: 2 of 10 job(s) done (2 completed), 1 running, "
+        "1 stopped without a summary (killed?), 6 not started yet" in md
+    )
     assert "`2`: at step 20 of 30" in md.split("## Running")[1]
     failures = md.split("## Failures")[1]
     assert "`3`" in failures and "`2`" not in failures

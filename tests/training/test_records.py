@@ -1,6 +1,7 @@
 """Run records a team can compare later: provenance in every run directory (W&B or not), run names and
 groups, the terminal's end-of-run and end-of-sweep blocks, val lines in train.log, and how presets,
 the version and the outputs folder are found."""
+
 import logging
 import re
 import subprocess
@@ -9,15 +10,15 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, TINY_CLI, run_cli, summary_of, tiny
-from lnbench.training import provenance
+
+from lnbench.config.presets import Sweep
 from lnbench.launch.entry import CONF_DIR
 from lnbench.launch.sweep_end import end_of_sweep_block, job_statuses, json_table
-from lnbench.training.sinks.wandb_run import wandb_summary
-from lnbench.config.presets import Sweep
-from lnbench.training.tracker import Console, end_of_run_block, run_group, run_name
+from lnbench.training import provenance
 from lnbench.training.recipe import train
+from lnbench.training.sinks.wandb_run import wandb_summary
+from lnbench.training.tracker import Console, end_of_run_block, run_group, run_name
 
 
 # ---- provenance -------------------------------------------------------------------------------
@@ -60,36 +61,62 @@ def test_run_name_is_the_model_and_the_swept_values_and_stable_across_resume():
 
 
 def test_a_sweeps_axes_come_from_the_preset_and_the_command_line(tmp_path):
-    (tmp_path / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n    - seed=0,1\n    - steps=5\n    - optim.lr=range(1,3)\n"
-                                           "    - dataset.seq_len=10\n")
+    (tmp_path / "multirun.yaml").write_text(
+        "hydra:\n  overrides:\n    task:\n    - seed=0,1\n    - steps=5\n    - optim.lr=range(1,3)\n"
+        "    - dataset.seq_len=10\n"
+    )
     preset = {"model": "lstm,ln_lstm", "dataset.seq_len": "10,25,50"}  # the command line fixes seq_len
     assert Sweep.job_axes(str(tmp_path), preset) == {"model", "seed", "optim.lr"}
     assert Sweep.job_axes(str(tmp_path / "none"), None) == set()
     # the same model counts the sweep's jobs (the report's progress line) and its axes (preflight's checks)
-    (tmp_path / "multirun.yaml").write_text("hydra:\n  sweeper:\n    params:\n      model: lstm,ln_lstm\n"
-                                           "      seed: 0,1,2\n  overrides:\n    task:\n    - seed=7\n")
+    (tmp_path / "multirun.yaml").write_text(
+        "hydra:\n  sweeper:\n    params:\n      model: lstm,ln_lstm\n"
+        "      seed: 0,1,2\n  overrides:\n    task:\n    - seed=7\n"
+    )
     sweep = Sweep.recorded(tmp_path)
     assert sweep.axes() == {"model": ["model=lstm", "model=ln_lstm"], "seed": ["seed=7"]}
     assert len(sweep.jobs()) == 2 and sweep.swept() == {"model"}
 
 
 def test_group_is_the_experiment_and_the_sweeps_start_not_a_path():
-    assert run_group("seq_len_sweep", "outputs/multirun/2026-11-22/13-05-01-123456") == "seq_len_sweep 2026-11-22 13:05:01"
-    assert run_group("[fig6_mnist,smoke]", "/abs/outputs/multirun/2026-11-22/13-05-01") == "fig6_mnist+smoke 2026-11-22 13:05:01"
+    assert (
+        run_group("seq_len_sweep", "outputs/multirun/2026-11-22/13-05-01-123456") == "seq_len_sweep 2026-11-22 13:05:01"
+    )
+    assert (
+        run_group("[fig6_mnist,smoke]", "/abs/outputs/multirun/2026-11-22/13-05-01")
+        == "fig6_mnist+smoke 2026-11-22 13:05:01"
+    )
     assert run_group(None, "/data/sweeps/lr_scan") == "sweep lr_scan"
 
 
 def test_wandb_summary_is_flat_with_ms_per_step():
-    flat = wandb_summary({"status": "completed", "test_at_len": {"40": {"mse": 0.2}, "80": {"mse": 0.3}},
-                          "provenance": {"git_dirty": False}, "time_per_step": 0.0123, "wandb": "x", "error": None})
-    assert flat == {"status": "completed", "test_at_len/40/mse": 0.2, "test_at_len/80/mse": 0.3,
-                    "provenance/git_dirty": False, "time_per_step": 0.0123, "ms_per_step": 12.3}
+    flat = wandb_summary(
+        {
+            "status": "completed",
+            "test_at_len": {"40": {"mse": 0.2}, "80": {"mse": 0.3}},
+            "provenance": {"git_dirty": False},
+            "time_per_step": 0.0123,
+            "wandb": "x",
+            "error": None,
+        }
+    )
+    assert flat == {
+        "status": "completed",
+        "test_at_len/40/mse": 0.2,
+        "test_at_len/80/mse": 0.3,
+        "provenance/git_dirty": False,
+        "time_per_step": 0.0123,
+        "ms_per_step": 12.3,
+    }
 
 
-@pytest.mark.parametrize("data", [
-    [{"claim": "a", "holds": True}, {"claim": "b", "ci": [1, 2]}],
-    {"claims": [{"claim": "a", "holds": True}, {"claim": "b", "ci": [1, 2]}], "version": 1},
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        [{"claim": "a", "holds": True}, {"claim": "b", "ci": [1, 2]}],
+        {"claims": [{"claim": "a", "holds": True}, {"claim": "b", "ci": [1, 2]}], "version": 1},
+    ],
+)
 def test_claims_json_becomes_a_table(data):
     columns, rows = json_table(data)
     assert columns == ["claim", "holds", "ci"] and rows == [["a", True, None], ["b", None, "[1, 2]"]]
@@ -113,7 +140,8 @@ def test_end_of_sweep_block_counts_jobs_and_names_failures(tmp_path):
         (tmp_path / str(job) / ".hydra" / "overrides.yaml").write_text("[]\n")
         if status:
             (tmp_path / str(job) / "summary.json").write_text(
-                f'{{"status": "{status}", "error": "ConfigError: bad {job}", "diverged_at_step": 7}}')
+                f'{{"status": "{status}", "error": "ConfigError: bad {job}", "diverged_at_step": 7}}'
+            )
     block = end_of_sweep_block(tmp_path, job_statuses(tmp_path))
     assert f"sweep done: {tmp_path}" in block
     assert "jobs       4: 1 completed, 1 failed, 1 diverged, 0 interrupted, 1 no summary" in block
@@ -161,8 +189,15 @@ def test_val_lines_stay_as_lines_above_the_live_bar(terminal, capsys, monkeypatc
 
 @pytest.mark.parametrize("progress", ["false", pytest.param("true", marks=pytest.mark.slow)])
 def test_cli_run_logs_val_lines_and_the_end_block_to_train_log(progress, tmp_path):
-    proc = run_cli("train", *[o for o in TINY_CLI if not o.startswith("progress")], f"progress={progress}",
-                   "steps=4", "eval_every=2", "log_every=2", f"hydra.run.dir={tmp_path}")
+    proc = run_cli(
+        "train",
+        *[o for o in TINY_CLI if not o.startswith("progress")],
+        f"progress={progress}",
+        "steps=4",
+        "eval_every=2",
+        "log_every=2",
+        f"hydra.run.dir={tmp_path}",
+    )
     assert proc.returncode == 0, proc.stderr
     log = (tmp_path / "train.log").read_text()
     assert "step 2  val loss" in log and "step 4  val loss" in log
@@ -201,9 +236,15 @@ def test_version():
 
 
 def test_outputs_folder_is_in_the_repository_with_only_its_readme_tracked():
-    tracked = subprocess.run(["git", "-C", str(REPO), "ls-files", "outputs"], capture_output=True, text=True).stdout.split()
+    tracked = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "outputs"], capture_output=True, text=True
+    ).stdout.split()
     assert tracked == ["outputs/README.md"]
-    ignored = subprocess.run(["git", "-C", str(REPO), "check-ignore", "outputs/runs/2026-01-01/x/summary.json"], capture_output=True, text=True)
+    ignored = subprocess.run(
+        ["git", "-C", str(REPO), "check-ignore", "outputs/runs/2026-01-01/x/summary.json"],
+        capture_output=True,
+        text=True,
+    )
     assert ignored.returncode == 0
 
 
@@ -215,13 +256,24 @@ def test_a_sweep_with_a_failed_job_ends_with_its_block_names_and_report_run(tmp_
 
     sweep = tmp_path / "2026-11-22" / "13-05-01-000001"
     args = [o for o in TINY_CLI if not o.startswith("logger.wandb.mode")]
-    proc = run_cli("train", "-m", "model=ln_lstm,bn_lstm", *args, "dataset.batch_size=1", "steps=2", "eval_every=2",
-                   "logger.wandb.mode=offline", "logger.wandb.report=true", f"hydra.sweep.dir={sweep}", env={"WANDB_MODE": "offline"})
+    proc = run_cli(
+        "train",
+        "-m",
+        "model=ln_lstm,bn_lstm",
+        *args,
+        "dataset.batch_size=1",
+        "steps=2",
+        "eval_every=2",
+        "logger.wandb.mode=offline",
+        "logger.wandb.report=true",
+        f"hydra.sweep.dir={sweep}",
+        env={"WANDB_MODE": "offline"},
+    )
     assert proc.returncode == 1
     out = proc.stdout
     assert out.startswith(f"sweep: {sweep}\n")
     assert "[#0 ln_lstm] " in out and "[#1 bn_lstm] " in out  # only the swept key names a job
-    block = out[out.index("sweep done:"):]
+    block = out[out.index("sweep done:") :]
     assert "jobs       2: 1 completed, 1 failed, 0 diverged" in block and "failed     1: ConfigError" in block
     assert "W&B report" in block and block.rstrip().endswith(f"next       lnbench report {sweep}")
 

@@ -1,7 +1,9 @@
 """Runs that survive: resume after a crash or a signal, bit-identical reruns, divergence, one process per
 run directory, and files a kill cannot tear. Kill tests of the real CLI process are marked slow."""
+
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -9,11 +11,21 @@ import time
 
 import pytest
 import torch
+from conftest import (
+    TINY_CLI,
+    after_log,
+    compose_train,
+    lnbench_cmd,
+    metrics_without_time,
+    results_of,
+    run_cli,
+    summary_of,
+    tiny,
+)
 
-from conftest import TINY_CLI, after_log, compose_train, lnbench_cmd, metrics_without_time, results_of, run_cli, summary_of, tiny
-from lnbench.training import checkpoint
 from lnbench.atomic import read_jsonl, write_json
 from lnbench.errors import ConfigError, Diverged, Interrupted
+from lnbench.training import checkpoint
 from lnbench.training.recipe import train
 
 # Checkpoints at 0, 3, 6, 9, 10 fall between logging steps (every 2), so a resume must carry the
@@ -48,7 +60,10 @@ def test_same_seed_gives_bit_identical_metrics(reference, tmp_path):
     assert results_of(summary_of(tmp_path)) == results_of(summary_of(reference))
 
 
-@pytest.mark.parametrize("model,dataset,extra", [("bn_mlp", "mnist", []), ("ln_gru", "seq_mnist", ["dataset.permute=true"]), ("ln_lstm", "copy", [])])
+@pytest.mark.parametrize(
+    "model,dataset,extra",
+    [("bn_mlp", "mnist", []), ("ln_gru", "seq_mnist", ["dataset.permute=true"]), ("ln_lstm", "copy", [])],
+)
 def test_same_seed_gives_bit_identical_metrics_on_real_and_fixed_data(model, dataset, extra, tmp_path):
     from conftest import HAVE_DATA
 
@@ -140,8 +155,6 @@ def test_sigint_mid_interval_checkpoints_the_unlogged_window(reference, tmp_path
 
 
 def test_a_completed_run_is_not_trained_again(reference, tmp_path):
-    import shutil
-
     run_dir = tmp_path / "run"
     shutil.copytree(reference, run_dir)
     before = (run_dir / "metrics.jsonl").read_bytes()
@@ -150,8 +163,6 @@ def test_a_completed_run_is_not_trained_again(reference, tmp_path):
 
 
 def test_resume_refuses_another_config(reference, tmp_path):
-    import shutil
-
     run_dir = tmp_path / "run"
     shutil.copytree(reference, run_dir)
     with pytest.raises(ConfigError, match=r"model.hidden_size=16 there, 32 now"):
@@ -161,13 +172,21 @@ def test_resume_refuses_another_config(reference, tmp_path):
 
 
 def test_two_processes_never_share_a_run_directory(tmp_path):
-    import sys
-
     from conftest import REPO
 
-    holder = subprocess.Popen([sys.executable, "-c", "import sys; from lnbench.training.checkpoint import RunLock; l = RunLock(sys.argv[1]); "
-                               "print('locked', flush=True); sys.stdin.read()", str(tmp_path)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from lnbench.training.checkpoint import RunLock; l = RunLock(sys.argv[1]); "
+            "print('locked', flush=True); sys.stdin.read()",
+            str(tmp_path),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(ConfigError, match="in use by another lnbench process"):
@@ -199,7 +218,9 @@ def test_divergence_stops_with_status_and_step(tmp_path):
 
 
 def test_diverged_single_run_exits_1_with_one_line(tmp_path):
-    r = run_cli("train", *TINY_CLI, "optim=sgd", "optim.lr=1e12", "steps=20", "log_every=5", f"hydra.run.dir={tmp_path}")
+    r = run_cli(
+        "train", *TINY_CLI, "optim=sgd", "optim.lr=1e12", "steps=20", "log_every=5", f"hydra.run.dir={tmp_path}"
+    )
     assert r.returncode == 1, r.stderr
     assert "Traceback" not in r.stderr + r.stdout
     last = r.stderr.strip().splitlines()[-1]
@@ -209,8 +230,17 @@ def test_diverged_single_run_exits_1_with_one_line(tmp_path):
 
 @pytest.mark.slow
 def test_sweep_records_a_diverged_job_and_runs_the_others(tmp_path):
-    r = run_cli("train", "-m", *TINY_CLI, "steps=6", "log_every=2", "eval_every=3", "optim=sgd", "optim.lr=1e12,0.01",
-                f"hydra.sweep.dir={tmp_path}")
+    r = run_cli(
+        "train",
+        "-m",
+        *TINY_CLI,
+        "steps=6",
+        "log_every=2",
+        "eval_every=3",
+        "optim=sgd",
+        "optim.lr=1e12,0.01",
+        f"hydra.sweep.dir={tmp_path}",
+    )
     assert r.returncode != 0
     assert "Traceback" not in r.stderr + r.stdout
     assert "job 0" in r.stderr and "diverged" in r.stderr
@@ -259,8 +289,13 @@ def test_resume_dir_continues_with_the_runs_own_config_and_reads_its_checkpoint_
     run_dir = cli_run_dir(tmp_path / "run", CLI_RUN, monkeypatch, stop_at=4)
     assert summary_of(run_dir)["status"] == "interrupted"
     env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"} | {"WANDB_MODE": "disabled"}
-    r = subprocess.run([sys.executable, "-c", COUNTING_READS, "train", f"resume={run_dir}"],  # no overrides: the run's own
-                       env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", COUNTING_READS, "train", f"resume={run_dir}"],  # no overrides: the run's own
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     assert "resuming" in r.stdout + r.stderr
     assert r.stderr.rstrip().endswith("checkpoint reads: 1")  # preflight reads it, the run uses that read
@@ -302,8 +337,13 @@ def test_killed_cli_run_resumes_to_the_uninterrupted_metrics(sig, tmp_path):
     run_dir = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
     env.update(WANDB_MODE="disabled")
-    proc = subprocess.Popen([*lnbench_cmd(), "train", *KILL_RUN, f"hydra.run.dir={run_dir}"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*lnbench_cmd(), "train", *KILL_RUN, f"hydra.run.dir={run_dir}"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wait_for_step(run_dir, proc, 1000)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
@@ -347,8 +387,18 @@ def test_read_jsonl_skips_and_flags_a_torn_last_line(tmp_path):
 
 @pytest.mark.slow
 def test_parallel_sweep_jobs_get_their_own_directories(tmp_path):
-    r = run_cli("train", "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", *TINY_CLI, "steps=2", "log_every=1",
-                "eval_every=2", "seed=0,1", f"hydra.sweep.dir={tmp_path}")
+    r = run_cli(
+        "train",
+        "-m",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        *TINY_CLI,
+        "steps=2",
+        "log_every=1",
+        "eval_every=2",
+        "seed=0,1",
+        f"hydra.sweep.dir={tmp_path}",
+    )
     assert r.returncode == 0, r.stderr
     a, b = metrics_without_time(tmp_path / "0"), metrics_without_time(tmp_path / "1")
     assert len(a) == len(b) and a != b

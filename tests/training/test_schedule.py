@@ -1,11 +1,12 @@
 """The learning-rate schedules are torch's own schedulers (conf/schedule/), and give the lr values of the
 closed form they replaced: warmup (s+1)/w for s < w, then constant, cosine or linear decay to 0."""
+
 import math
 
 import pytest
 import torch
-
 from conftest import compose_train, run_cli
+
 from lnbench.training.recipe import setup_optimizer
 
 
@@ -24,7 +25,9 @@ def closed_form(step: int, steps: int, warmup: int, schedule: str) -> float:
 @pytest.mark.parametrize("schedule", ["constant", "cosine", "linear"])
 @pytest.mark.parametrize("warmup,steps", [(0, 12), (1, 12), (4, 12), (12, 12), (15, 12)])
 def test_torch_schedulers_give_the_closed_form_lr_at_every_step(schedule, warmup, steps):
-    cfg = compose_train([f"schedule={schedule}", f"schedule.warmup_steps={warmup}", f"steps={steps}", "optim=sgd", "optim.lr=0.5"])
+    cfg = compose_train(
+        [f"schedule={schedule}", f"schedule.warmup_steps={warmup}", f"steps={steps}", "optim=sgd", "optim.lr=0.5"]
+    )
     optimizer, scheduler = setup_optimizer(cfg.optim, cfg.schedule, torch.nn.Linear(2, 1), torch.device("cpu"))
     got = []
     for _ in range(steps + 3):  # and past the end, where decay stays at 0
@@ -57,4 +60,6 @@ def test_the_old_schedule_keys_still_work_on_the_command_line():
     done = run_cli("train", "optim.schedule=cosine", "optim.warmup_steps=7", "optim.clip_grad_norm=0.5", "--cfg", "job")
     assert done.returncode == 0, done.stderr
     assert "optim.schedule is now schedule" in done.stderr
-    assert "CosineAnnealingLR" in done.stdout and "warmup_steps: 7" in done.stdout and "clip_grad_norm: 0.5" in done.stdout
+    assert (
+        "CosineAnnealingLR" in done.stdout and "warmup_steps: 7" in done.stdout and "clip_grad_norm: 0.5" in done.stdout
+    )

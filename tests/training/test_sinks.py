@@ -1,6 +1,7 @@
 """Metric sinks (lnbench.training.sinks): each chosen by a file in conf/logger/ and built from its own config
 subtree; metrics.csv holds the rows of metrics.jsonl, also across a kill and a resume; a sink is added
 without touching the Tracker or the loop; old `logger.*` keys still work on the command line."""
+
 import csv
 import dataclasses
 import inspect
@@ -11,16 +12,16 @@ import signal
 import pytest
 import torch
 import yaml
+from conftest import TINY_CLI, after_log, compose_train, metrics_without_time, run_cli, summary_of, tiny
 from hydra.utils import get_class
 from omegaconf import OmegaConf
 
-from conftest import TINY_CLI, after_log, compose_train, metrics_without_time, run_cli, summary_of, tiny
-from lnbench.training import checkpoint
 from lnbench.atomic import read_jsonl
 from lnbench.config.schema import SCHEMAS
-from lnbench.errors import ConfigError, Interrupted
-from lnbench.training.recipe import train
 from lnbench.config.validate import check_keys
+from lnbench.errors import ConfigError, Interrupted
+from lnbench.training import checkpoint
+from lnbench.training.recipe import train
 
 # Checkpoints at 0, 3, 6, 9, 10; a test at two more lengths at the end (each adds the eval_seq_len column).
 RUN = ["steps=10", "log_every=2", "eval_every=4", "checkpoint_every=3", "dataset.batch_size=4", "test_seq_lens=[8,16]"]
@@ -59,7 +60,9 @@ def reference(tmp_path_factory):
 def test_csv_rows_are_the_rows_of_metrics_jsonl(reference):
     records, _ = read_jsonl(reference / "metrics.jsonl")
     rows = csv_rows(reference)
-    assert [{k: v for k, v in row.items() if v != ""} for row in rows] == [{k: str(v) for k, v in r.items()} for r in records]
+    assert [{k: v for k, v in row.items() if v != ""} for row in rows] == [
+        {k: str(v) for k, v in r.items()} for r in records
+    ]
     assert {r["split"] for r in rows} == {"train", "val", "test"} and len(rows) == 5 + 3 + 3
     # the header grew with the records: first the train keys, the test length last
     header = list(rows[0])
@@ -70,8 +73,11 @@ def test_csv_rows_are_the_rows_of_metrics_jsonl(reference):
 def test_resume_after_a_kill_writes_no_row_twice(kill, reference, tmp_path, monkeypatch):
     """Killed after step 4's row (checkpoint at 3), or after the first test row at another length (the
     header widened after the last checkpoint): the resumed run's metrics.csv equals the uninterrupted one."""
-    when = (lambda split, step, extra: split == "train" and step == 4) if kill == "mid-run" else \
-        (lambda split, step, extra: extra.get("eval_seq_len") == 8)
+    when = (
+        (lambda split, step, extra: split == "train" and step == 4)
+        if kill == "mid-run"
+        else (lambda split, step, extra: extra.get("eval_seq_len") == 8)
+    )
     with monkeypatch.context() as m:
         after_log(m, when, lambda: (_ for _ in ()).throw(Stop()))
         with pytest.raises(Stop):
@@ -94,6 +100,7 @@ def checkpoint_rows(run_dir):
 # ---- a sink added from this file: no edit to the Tracker, the loop or conf/ ----------------------
 class Recorder:
     """A sink as a user would write one: it keeps what it is given."""
+
     made: list["Recorder"] = []
 
     def __init__(self, *, run, resume, label="rec"):
@@ -124,7 +131,14 @@ def recorder():
 
 
 def test_a_sink_defined_here_and_chosen_by_an_override_receives_every_row(recorder, tmp_path):
-    cfg = tiny("ln_lstm", "adding", "steps=4", "log_every=1", f"+logger.mine._target_={__name__}.Recorder", "+logger.mine.label=x")
+    cfg = tiny(
+        "ln_lstm",
+        "adding",
+        "steps=4",
+        "log_every=1",
+        f"+logger.mine._target_={__name__}.Recorder",
+        "+logger.mine.label=x",
+    )
     summary = train(cfg, tmp_path, name="run name", group="g", tags=["t"])
     (sink,) = recorder.made
     assert sink.label == "x" and sink.resume is None  # its own subtree (no _target_), a new run
@@ -138,7 +152,9 @@ def test_a_sink_defined_here_and_chosen_by_an_override_receives_every_row(record
 def test_a_sink_gets_back_its_state_on_resume(recorder, tmp_path, monkeypatch):
     cfg = tiny("ln_lstm", "adding", *RUN[:5], f"+logger.mine._target_={__name__}.Recorder")
     with monkeypatch.context() as m:
-        after_log(m, lambda split, step, extra: split == "train" and step == 6, lambda: os.kill(os.getpid(), signal.SIGTERM))
+        after_log(
+            m, lambda split, step, extra: split == "train" and step == 6, lambda: os.kill(os.getpid(), signal.SIGTERM)
+        )
         with pytest.raises(Interrupted):
             train(cfg, tmp_path)
     train(cfg, tmp_path)
@@ -151,7 +167,9 @@ def test_a_sink_gets_back_its_state_on_resume(recorder, tmp_path, monkeypatch):
 def test_a_sink_from_one_yaml_file_on_hydras_search_path(recorder, tmp_path):
     """The recipe of the README: a class and one file in a logger/ folder; chosen with the others."""
     (tmp_path / "conf" / "logger").mkdir(parents=True)
-    (tmp_path / "conf" / "logger" / "recorder.yaml").write_text(f"recorder:\n  _target_: {__name__}.Recorder\n  label: from-yaml\n")
+    (tmp_path / "conf" / "logger" / "recorder.yaml").write_text(
+        f"recorder:\n  _target_: {__name__}.Recorder\n  label: from-yaml\n"
+    )
     cfg = tiny("ln_lstm", "adding", "logger=[wandb,csv,recorder]", f"hydra.searchpath=[file://{tmp_path / 'conf'}]")
     assert set(cfg.logger) == {"wandb", "csv", "recorder"}
     train(cfg, tmp_path / "run")
@@ -163,7 +181,10 @@ def test_a_sink_that_raises_is_turned_off_and_the_run_goes_on(recorder, tmp_path
     caplog.set_level(logging.WARNING, "lnbench")
     summary = train(tiny("ln_lstm", "adding", f"+logger.bad._target_={__name__}.Broken"), tmp_path)
     assert summary["status"] == "completed" and len(read_jsonl(tmp_path / "metrics.jsonl")[0]) == 4
-    assert "the metric sink logger.bad failed at step 1 (OSError: the sink's disk is gone) and is turned off" in caplog.text
+    assert (
+        "the metric sink logger.bad failed at step 1 (OSError: the sink's disk is gone) and is turned off"
+        in caplog.text
+    )
     assert recorder.made[0].summary is None  # not called again
     # a resume continues it from the last checkpoint it was in (step 0's, before its failure)
     assert torch.load(tmp_path / checkpoint.FILE, weights_only=True)["sinks"]["bad"] == {"rows": 0}
@@ -184,20 +205,33 @@ def tiny_args():
     return [o for o in TINY_CLI if not o.startswith("logger")] + ["steps=2", "eval_every=2"]
 
 
-@pytest.mark.parametrize("override,message", [
-    ("+logger.nope=1", "logger.nope=1 is not allowed: each logger entry is a metric sink's config with a _target_"),
-    ("+logger.jsonl._target_=x.Y", "metrics.jsonl is written by every run"),
-    ("logger.wandb.init_timeout=0", "logger.wandb.init_timeout=0.0 is not allowed"),
-    ("+logger.x._target_=nope.Nope", "logger.x._target_=nope.Nope is not allowed: it cannot be imported"),
-])
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("+logger.nope=1", "logger.nope=1 is not allowed: each logger entry is a metric sink's config with a _target_"),
+        ("+logger.jsonl._target_=x.Y", "metrics.jsonl is written by every run"),
+        ("logger.wandb.init_timeout=0", "logger.wandb.init_timeout=0.0 is not allowed"),
+        ("+logger.x._target_=nope.Nope", "logger.x._target_=nope.Nope is not allowed: it cannot be imported"),
+    ],
+)
 def test_a_logger_entry_that_is_no_sink_is_refused(override, message):
     with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("(", r"\(")):
-        check_keys(compose_train(["model.hidden_size=8", override]))  # what a sweep checks before its jobs; validate calls it
+        check_keys(
+            compose_train(["model.hidden_size=8", override])
+        )  # what a sweep checks before its jobs; validate calls it
 
 
 def test_a_sink_that_cannot_be_built_is_bad_input_naming_its_key(tmp_path):
     with pytest.raises(ConfigError, match="logger.x"):
-        train(tiny("ln_lstm", "adding", "+logger.x._target_=lnbench.training.sinks.csv_file.CsvSink", "+logger.x.colour=red"), tmp_path)
+        train(
+            tiny(
+                "ln_lstm",
+                "adding",
+                "+logger.x._target_=lnbench.training.sinks.csv_file.CsvSink",
+                "+logger.x.colour=red",
+            ),
+            tmp_path,
+        )
 
 
 @pytest.mark.parametrize("name,schema", list(SCHEMAS["logger"].items()))
@@ -219,8 +253,14 @@ def get_conf_dir():
 
 # ---- what users typed before ---------------------------------------------------------------------
 def test_old_logger_keys_still_work_on_the_command_line(tmp_path):
-    r = run_cli("train", *tiny_args(), "logger.mode=disabled", "logger.project=old-project", "logger.tags=[a]",
-                f"hydra.run.dir={tmp_path}")
+    r = run_cli(
+        "train",
+        *tiny_args(),
+        "logger.mode=disabled",
+        "logger.project=old-project",
+        "logger.tags=[a]",
+        f"hydra.run.dir={tmp_path}",
+    )
     assert r.returncode == 0, r.stderr
     assert "logger.mode is now logger.wandb.mode; the old name still works" in r.stderr
     saved = OmegaConf.load(tmp_path / ".hydra" / "config.yaml").logger.wandb

@@ -1,11 +1,12 @@
 """Loss and metrics per task: ignored targets, bits per character, evaluation weighting."""
+
 import math
 
 import torch
 
 from lnbench.data.base import IGNORE_INDEX, DataSpec
-from lnbench.training.tasks import loss_and_metrics, metric_names, primary_metric
 from lnbench.training.recipe import evaluate
+from lnbench.training.tasks import loss_and_metrics, metric_names, primary_metric
 
 CLASSIFY = DataSpec(kind="flat", task="classify", num_outputs=3, input_size=2)
 LM = DataSpec(kind="sequence", task="tagging", num_outputs=4, vocab_size=4, bits=True, seq_len=3)

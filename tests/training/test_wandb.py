@@ -2,19 +2,20 @@
 group, job type, tags, metric definitions, history and summary; a resumed run as one run. And W&B
 trouble never costs results: no network, no key, or W&B raising mid-run, the run goes on, local metrics
 stay complete and the log says how to sync later. W&B only ever sees loopback addresses here."""
+
 import glob
 import json
 import logging
 import signal
 
 import pytest
-
 from conftest import TINY_CLI, metrics_without_time, run_cli, summary_of, tiny
+
 from lnbench.check import rounds
 from lnbench.check.cli import Args, sweep_command
 from lnbench.errors import Interrupted
-from lnbench.training.tracker import run_group
 from lnbench.training.recipe import train
+from lnbench.training.tracker import run_group
 from tests.wandb_file import payloads, read_offline_runs, read_run
 
 RUN = ["steps=6", "log_every=2", "eval_every=3", "checkpoint_every=4"]
@@ -57,7 +58,9 @@ def test_online_without_network_or_key_goes_on_offline(key, tmp_path, monkeypatc
     if key:
         monkeypatch.setenv("WANDB_API_KEY", key)
     caplog.set_level(logging.WARNING, "lnbench")
-    summary = train(tiny("ln_lstm", "adding", *RUN, "logger.wandb.mode=online", "logger.wandb.init_timeout=5"), tmp_path / "run")
+    summary = train(
+        tiny("ln_lstm", "adding", *RUN, "logger.wandb.mode=online", "logger.wandb.init_timeout=5"), tmp_path / "run"
+    )
     assert summary["status"] == "completed"
     assert metrics_without_time(tmp_path / "run") == local_only
     assert "W&B could not go online" in caplog.text and "wandb sync" in caplog.text
@@ -101,8 +104,13 @@ def test_wandb_finish_raising_costs_nothing(tmp_path, monkeypatch, caplog, local
 
 def test_an_offline_run_reads_back_as_w_and_b_users_expect(tmp_path):
     cfg = tiny("bn_lstm", "adding", *RUN, "logger.wandb.mode=offline", "test_seq_lens=[12,48]")
-    summary = train(cfg, tmp_path, name="bn_lstm · seq_len=12 · seed=0", group="seq_len_sweep 2026-11-22 13:05:01",
-                    tags=["model=bn_lstm", "dataset=adding", "norm=batch"])
+    summary = train(
+        cfg,
+        tmp_path,
+        name="bn_lstm · seq_len=12 · seed=0",
+        group="seq_len_sweep 2026-11-22 13:05:01",
+        tags=["model=bn_lstm", "dataset=adding", "norm=batch"],
+    )
     run = read_offline_runs(tmp_path)
 
     assert run.name == "bn_lstm · seq_len=12 · seed=0" and run.group == "seq_len_sweep 2026-11-22 13:05:01"
@@ -114,7 +122,10 @@ def test_an_offline_run_reads_back_as_w_and_b_users_expect(tmp_path):
     assert run.metrics["step"]["name"] == "step"
     for axis in ("epoch", "samples", "time"):
         assert run.metrics[axis]["step_metric"] == "step"
-    assert run.metrics["val/*"]["step_metric"] == "step" and run.metrics["val/*"]["summary"] == {"min": True, "last": True}
+    assert run.metrics["val/*"]["step_metric"] == "step" and run.metrics["val/*"]["summary"] == {
+        "min": True,
+        "last": True,
+    }
     val_mse = [row["val/mse"] for row in run.history if "val/mse" in row]
     assert len(val_mse) == 2 and run.summary["val/mse"] == {"min": min(val_mse), "last": val_mse[-1]}
 
@@ -177,11 +188,20 @@ def test_report_run_holds_the_reports_tables_and_plots(tmp_path):
         (sweep / str(i) / ".hydra" / "overrides.yaml").write_text(f"- model={model}\n")
         train(tiny(model, "adding", *RUN), sweep / str(i))
     (sweep / "report").mkdir()
-    (sweep / "report" / "claims.json").write_text(json.dumps([{"claim": "LN faster", "verdict": "holds", "ci": [0.1, 0.2]}]))
+    (sweep / "report" / "claims.json").write_text(
+        json.dumps([{"claim": "LN faster", "verdict": "holds", "ci": [0.1, 0.2]}])
+    )
     wandb = {**OmegaConf.to_container(tiny("ln_lstm", "adding").logger.wandb), "mode": "offline"}
-    config = OmegaConf.create({"logger": {"wandb": wandb},
-                               "hydra": {"runtime": {"choices": {}}, "overrides": {"task": ["+experiment=[seq_len_sweep,smoke]"]},
-                                         "sweep": {"dir": str(sweep)}}})
+    config = OmegaConf.create(
+        {
+            "logger": {"wandb": wandb},
+            "hydra": {
+                "runtime": {"choices": {}},
+                "overrides": {"task": ["+experiment=[seq_len_sweep,smoke]"]},
+                "sweep": {"dir": str(sweep)},
+            },
+        }
+    )
     assert log_report(config, sweep) is not None
     run = read_offline_runs(sweep)
     assert run.job_type == "report" and run.group == "seq_len_sweep+smoke 2026-11-22 13:05:01"
@@ -215,8 +235,16 @@ def artifacts(run_dir):
 def test_a_cli_run_has_its_job_type_and_its_console_in_w_and_b(tmp_path):
     """logger.wandb.job_type as given (lnbench check's rounds give tune, widen, judge); the Logs tab: the run's
     console lines in files/output.log, offline too, and the run ends (no hang) with console capture on."""
-    done = run_cli("train", *TINY_CLI, "steps=4", "eval_every=2", "logger.wandb.mode=offline",
-                   "logger.wandb.job_type=tune", f"hydra.run.dir={tmp_path}", env={"WANDB_MODE": "offline"})
+    done = run_cli(
+        "train",
+        *TINY_CLI,
+        "steps=4",
+        "eval_every=2",
+        "logger.wandb.mode=offline",
+        "logger.wandb.job_type=tune",
+        f"hydra.run.dir={tmp_path}",
+        env={"WANDB_MODE": "offline"},
+    )
     assert done.returncode == 0, done.stderr
     run = read_offline_runs(tmp_path)
     assert run.job_type == "tune" and run.exit_code == 0
@@ -238,7 +266,6 @@ def test_the_checks_runs_are_grouped_by_preset_with_the_round_as_job_type(tmp_pa
         assert "logger.wandb.group=fig6_mnist" in cmd
     quiet = sweep_command(Args(["fig6_mnist"], out=tmp_path), "fig6_mnist")  # logger=none: no W&B keys to set
     assert not any(a.startswith("logger.wandb.") for a in quiet)
-
 
 
 def test_the_check_page_is_an_artifact_when_the_report_is_asked_for(tmp_path):

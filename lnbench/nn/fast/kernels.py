@@ -4,6 +4,7 @@ The kernels take and return flat lists of tensors in an order fixed by their sch
 one place that knows that order, so the autograd code (lnbench.nn.fast.recurrence) reads `kept.AH` or
 `grads.dWh`, never `saved[5:]`. The build itself is lnbench.nn.fast.native's.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple, Optional, Sequence
@@ -82,18 +83,52 @@ def _stats(flat: Sequence[Tensor]) -> tuple[NormStats, NormStats, NormStats]:
     return NormStats(*flat[0:3]), NormStats(*flat[3:6]), NormStats(*flat[6:9])
 
 
-def lstm_norm_fwd(x: Tensor, h0: Tensor, c0: Tensor, Wx: Tensor, Wh: Tensor, b: Optional[Tensor],
-                  gains: Sequence[Tensor], biases: Sequence[Optional[Tensor]], mode: int, eps: float, unbiased: bool,
-                  fixed: list[Tensor], keep: bool) -> tuple[Tensor, Tensor, Tensor, NativeKept]:
+def lstm_norm_fwd(
+    x: Tensor,
+    h0: Tensor,
+    c0: Tensor,
+    Wx: Tensor,
+    Wh: Tensor,
+    b: Optional[Tensor],
+    gains: Sequence[Tensor],
+    biases: Sequence[Optional[Tensor]],
+    mode: int,
+    eps: float,
+    unbiased: bool,
+    fixed: list[Tensor],
+    keep: bool,
+) -> tuple[Tensor, Tensor, Tensor, NativeKept]:
     """(out, h_T, c_T, what the backward needs); gains and biases of N_x, N_h, N_c in that order."""
-    out, hT, cT, *rest = native.ops().lstm_norm_fwd(x, h0, c0, Wx, Wh, b, list(gains), list(biases), mode, eps,
-                                                    unbiased, fixed, keep)
+    out, hT, cT, *rest = native.ops().lstm_norm_fwd(
+        x, h0, c0, Wx, Wh, b, list(gains), list(biases), mode, eps, unbiased, fixed, keep
+    )
     return out, hT, cT, NativeKept(*rest[:5], _stats(rest[5:]))
 
 
-def lstm_norm_bwd(dout: Tensor, dhT: Tensor, dcT: Tensor, saved: NativeSaved, mode: int, unbiased: bool,
-                  need_dx: bool) -> NativeGrads:
+def lstm_norm_bwd(
+    dout: Tensor, dhT: Tensor, dcT: Tensor, saved: NativeSaved, mode: int, unbiased: bool, need_dx: bool
+) -> NativeGrads:
     s, k = saved, saved.kept
-    return NativeGrads(*native.ops().lstm_norm_bwd(dout, dhT, dcT, s.x, s.h0, s.c0, s.Wx, s.Wh, s.out, k.X, k.AH, k.S,
-                                                   k.C, k.TC, k.flat_stats(), [s.wx, s.wh, s.wc], mode, unbiased,
-                                                   need_dx))
+    return NativeGrads(
+        *native.ops().lstm_norm_bwd(
+            dout,
+            dhT,
+            dcT,
+            s.x,
+            s.h0,
+            s.c0,
+            s.Wx,
+            s.Wh,
+            s.out,
+            k.X,
+            k.AH,
+            k.S,
+            k.C,
+            k.TC,
+            k.flat_stats(),
+            [s.wx, s.wh, s.wc],
+            mode,
+            unbiased,
+            need_dx,
+        )
+    )

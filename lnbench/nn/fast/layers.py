@@ -13,12 +13,13 @@ It returns None where it has no fast path; the caller then runs the reference lo
 
 Supported: LSTMCell / GRUCell with norm none, weight, layer or batch. The backward is once-differentiable.
 """
+
 from __future__ import annotations
 
 from typing import Optional
 
 import torch
-from torch import Tensor, _VF, nn
+from torch import _VF, Tensor, nn
 from torch.nn import functional as F
 
 from lnbench.nn.fast import native
@@ -39,9 +40,14 @@ class NormalizedLayer(nn.Module):
     def native(self, x: Tensor) -> bool:
         """Whether the C++ kernels run this layer on x (they compute W_x x and W_h h with no Linear bias)."""
         cell = self.cell
-        return (self.use_native and isinstance(cell, LSTMCell) and x.device.type == "cpu"
-                and x.dtype in (torch.float32, torch.float64) and not cell.nz.linear_bias
-                and native.ops() is not None)
+        return (
+            self.use_native
+            and isinstance(cell, LSTMCell)
+            and x.device.type == "cpu"
+            and x.dtype in (torch.float32, torch.float64)
+            and not cell.nz.linear_bias
+            and native.ops() is not None
+        )
 
     def forward(self, x: Tensor, state: Optional[State] = None) -> tuple[Tensor, State]:
         cell = self.cell
@@ -54,7 +60,17 @@ class NormalizedLayer(nn.Module):
         Wh = cell.weight_h.weight
         if isinstance(cell, LSTMCell) and self.native(x):
             h0, c0 = cell.initial_state(B, x) if state is None else state
-            args = (x, h0, c0, cell.weight_x.weight, Wh, cell.bias, *_wb(cell.norm_x), *_wb(cell.norm_h), *_wb(cell.norm_c))
+            args = (
+                x,
+                h0,
+                c0,
+                cell.weight_x.weight,
+                Wh,
+                cell.bias,
+                *_wb(cell.norm_x),
+                *_wb(cell.norm_h),
+                *_wb(cell.norm_c),
+            )
             norms, fn = NativeNorms(cell, T), NativeLSTMRecurrence
         elif isinstance(cell, LSTMCell):
             xp = self._project_lstm(x)
@@ -62,8 +78,10 @@ class NormalizedLayer(nn.Module):
             args = (xp, h0, c0, Wh, *_wb(cell.norm_h), *_wb(cell.norm_c))
             two = torch.tensor(2.0, dtype=xp.dtype, device=xp.device)
             kernel = cell.nz.fast_kernel
-            norms = (StepNorm(cell.norm_h, kernel, T, lstm_scale(cell.hidden_size, xp)),
-                     StepNorm(cell.norm_c, kernel, T, two))
+            norms = (
+                StepNorm(cell.norm_h, kernel, T, lstm_scale(cell.hidden_size, xp)),
+                StepNorm(cell.norm_c, kernel, T, two),
+            )
             fn = LSTMRecurrence
         else:
             xp_rz, xp_n = self._project_gru(x)

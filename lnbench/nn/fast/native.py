@@ -15,6 +15,7 @@ build (about 20 s) goes to `$LNBENCH_CACHE` (else ~/.cache/lnbench), named by a 
 flags and the torch version; `make setup` runs it ahead (`python -m lnbench.nn.fast.native`), and torch's file
 lock keeps concurrent first runs from building twice. Older builds for the same ISA are removed.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -39,7 +40,10 @@ SOURCES = sorted((Path(__file__).parent / "csrc").glob("*.cpp"))
 # and the kernels share one thread pool.
 COMMON_FLAGS = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math", "-fopenmp"]
 # x86: the ISA level torch dispatches to, and the width of the vectors the products' tiles hold
-X86_FLAGS = {"AVX512": ["-march=x86-64-v4", "-DLNB_VECTOR_BYTES=64"], "AVX2": ["-march=x86-64-v3", "-DLNB_VECTOR_BYTES=32"]}
+X86_FLAGS = {
+    "AVX512": ["-march=x86-64-v4", "-DLNB_VECTOR_BYTES=64"],
+    "AVX2": ["-march=x86-64-v3", "-DLNB_VECTOR_BYTES=32"],
+}
 CXX_OF_CC = {"gcc": "g++", "clang": "clang++", "cc": "c++"}
 
 
@@ -112,8 +116,11 @@ def _load() -> Optional[Any]:
     except Exception as e:  # no compiler, no ninja, a failed build: torch's ops run instead
         why = _reason(e)
         _status["text"] = f"torch ops (the C++ kernels did not build: {why})"
-        log.warning("lnbench's C++ kernels could not be built, so the LN/BN LSTM runs on torch's ops (slower, and "
-                    "its numbers differ in the last bits from the kernels'): %s", why)
+        log.warning(
+            "lnbench's C++ kernels could not be built, so the LN/BN LSTM runs on torch's ops (slower, and "
+            "its numbers differ in the last bits from the kernels'): %s",
+            why,
+        )
         return None
     _status["text"] = f"native ({isa()} build)"
     return torch.ops.lnbench
@@ -131,9 +138,15 @@ def _build(name: str, where: Path) -> None:
     env_cxx = os.environ.get("CXX")
     os.environ["CXX"] = cxx
     try:
-        cpp_extension.load(name=name, sources=[str(s) for s in SOURCES], extra_cflags=build_flags(),
-                           extra_ldflags=["-fopenmp"], build_directory=str(where), is_python_module=False,
-                           verbose=False)
+        cpp_extension.load(
+            name=name,
+            sources=[str(s) for s in SOURCES],
+            extra_cflags=build_flags(),
+            extra_ldflags=["-fopenmp"],
+            build_directory=str(where),
+            is_python_module=False,
+            verbose=False,
+        )
     finally:
         if env_cxx is None:
             del os.environ["CXX"]

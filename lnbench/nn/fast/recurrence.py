@@ -12,6 +12,7 @@ autograd.Function with a hand-written backward through time on torch's ops, or o
 - What the C++ kernels take and return is named (lnbench.nn.fast.kernels: NativeSaved, NativeGrads), never
   unpacked by position here.
 """
+
 from __future__ import annotations
 
 import torch
@@ -170,8 +171,21 @@ class NativeLSTMRecurrence(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, norms, need_grad, x, h0, c0, Wx, Wh, b, wx, bx, wh, bh, wc, bc):
-        out, hT, cT, kept = kernels.lstm_norm_fwd(x, h0, c0, Wx, Wh, b, (wx, wh, wc), (bx, bh, bc), norms.mode,
-                                                  norms.eps, norms.unbiased, norms.fixed, need_grad)
+        out, hT, cT, kept = kernels.lstm_norm_fwd(
+            x,
+            h0,
+            c0,
+            Wx,
+            Wh,
+            b,
+            (wx, wh, wc),
+            (bx, bh, bc),
+            norms.mode,
+            norms.eps,
+            norms.unbiased,
+            norms.fixed,
+            need_grad,
+        )
         norms.finish(kept.stats, x.shape[1])
         if need_grad:
             ctx.setup = (norms.mode, norms.unbiased, [t is not None for t in (b, bx, bh, bc)])
@@ -186,5 +200,19 @@ class NativeLSTMRecurrence(torch.autograd.Function):
         saved = kernels.NativeSaved.unflat(ctx.saved_tensors)
         g = kernels.lstm_norm_bwd(dout, dhT, dcT, saved, mode, unbiased, need_dx)
         bias = lambda has, grad: grad if has else None  # noqa: E731
-        return (None, None, g.dx if need_dx else None, g.dh0, g.dc0, g.dWx, g.dWh, bias(has_b, g.da), g.dwx,
-                bias(has_bx, g.da), g.dwh, bias(has_bh, g.da), g.dwc, bias(has_bc, g.dbc))
+        return (
+            None,
+            None,
+            g.dx if need_dx else None,
+            g.dh0,
+            g.dc0,
+            g.dWx,
+            g.dWh,
+            bias(has_b, g.da),
+            g.dwx,
+            bias(has_bx, g.da),
+            g.dwh,
+            bias(has_bh, g.da),
+            g.dwc,
+            bias(has_bc, g.dbc),
+        )

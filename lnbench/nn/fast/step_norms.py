@@ -7,6 +7,7 @@ Which kind each is comes from the cell's registered normalizer (`Normalizer.fast
 after the loop, by reductions that split over the output columns: native_layer_norm_backward's own sums
 split the rows over the threads, so their rounding would follow the thread count.
 """
+
 from __future__ import annotations
 
 from typing import Optional, Sequence
@@ -147,7 +148,8 @@ def bn_eval_stats(mod: BatchNorm, steps: int) -> tuple[Tensor, Tensor]:
 
 
 def bn_update_running(mod: BatchNorm, means: Tensor, vars_u: Tensor) -> None:
-    """BatchNorm.forward's running-average update for the per-step batch means / unbiased variances (T, G) of one sequence."""
+    """BatchNorm.forward's running-average update for the per-step batch means / unbiased variances (T, G) of one
+    sequence."""
     m = mod.momentum
     with torch.no_grad():
         if not mod.time_steps:  # one set of statistics, updated at every step in turn

@@ -3,9 +3,10 @@
 The logger config is {sink name: its config}; each entry with a `_target_` is built with Hydra's
 instantiate from ITS OWN subtree, plus the run's identity (`RunInfo`) and what the checkpoint kept of it
 (`resume`). So adding a sink is a class here (or anywhere importable) and one YAML file in conf/logger/;
-the Tracker (lnbench.training.tracker) and the training loop do not change. metrics.jsonl (lnbench.training.sinks.jsonl) is
-the one sink that is not chosen: the Tracker always writes it (see there why).
+the Tracker (lnbench.training.tracker) and the training loop do not change. metrics.jsonl
+(lnbench.training.sinks.jsonl) is the one sink that is not chosen: the Tracker always writes it (see there why).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any, Optional, Protocol
 @dataclass
 class RunInfo:
     """What every sink may know of the run besides its own config."""
+
     run_dir: Path
     name: str
     group: Optional[str] = None

@@ -1,4 +1,5 @@
 """metrics.csv: the rows of metrics.jsonl as a table, for a spreadsheet or `pandas.read_csv`."""
+
 from __future__ import annotations
 
 import csv
@@ -34,7 +35,12 @@ class CsvSink:
         if "rows" in kept:  # a resume: the rows up to the checkpoint, under its header
             old = self._read()
             if len(old) < kept["rows"]:
-                log.warning("%s has %d rows, fewer than the %d it had at the checkpoint: rows are missing.", self.path, len(old), kept["rows"])
+                log.warning(
+                    "%s has %d rows, fewer than the %d it had at the checkpoint: rows are missing.",
+                    self.path,
+                    len(old),
+                    kept["rows"],
+                )
             self._rewrite(old[: kept["rows"]])
         else:  # a new run, or a resumed one that did not write this file before: the rows from now on
             self._rewrite([])

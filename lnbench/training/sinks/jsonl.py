@@ -1,4 +1,5 @@
 """metrics.jsonl: the run's own record of every logged value, one JSON object per line."""
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,12 @@ class MetricsJsonl:
         if keep_bytes is not None:
             size = self.path.stat().st_size if self.path.exists() else 0
             if size < keep_bytes:
-                log.warning("%s has %d bytes, fewer than the %d it had at the checkpoint: lines are missing.", self.path, size, keep_bytes)
+                log.warning(
+                    "%s has %d bytes, fewer than the %d it had at the checkpoint: lines are missing.",
+                    self.path,
+                    size,
+                    keep_bytes,
+                )
             elif size > keep_bytes:
                 os.truncate(self.path, keep_bytes)
         self._f = open(self.path, "ab")

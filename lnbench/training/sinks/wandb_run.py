@@ -3,9 +3,12 @@
 W&B is a guest here: if it cannot start or fails mid-run, the run goes on with its local files and the
 log says how to sync later. It is imported only when enabled (its import costs seconds).
 """
+
 from __future__ import annotations
 
 import logging
+import secrets
+import string
 from typing import Any, Optional
 
 from lnbench.training.sinks import RunInfo
@@ -15,9 +18,6 @@ log = logging.getLogger("lnbench")
 
 def new_run_id() -> str:
     """A W&B run id (8 lowercase letters and digits) that draws on no RNG the run is seeded with."""
-    import secrets
-    import string
-
     alphabet = string.ascii_lowercase + string.digits
     return "".join(secrets.choice(alphabet) for _ in range(8))
 
@@ -31,29 +31,50 @@ class WandbSink:
     instead, to be uploaded later with `wandb sync`; a failure mid-run turns W&B off and says so.
     """
 
-    def __init__(self, *, run: RunInfo, resume: dict[str, Any] | None, mode: Any, project: str, entity: Optional[str],
-                 group: Optional[str], tags: list[str], name: Optional[str], init_timeout: float, finish_timeout: float,
-                 report: bool, job_type: str, console: Any):
-        # The defaults are WandbConfig's (lnbench.config.schema), the one copy. `report` is for lnbench.launch.sweep_end.
+    def __init__(
+        self,
+        *,
+        run: RunInfo,
+        resume: dict[str, Any] | None,
+        mode: Any,
+        project: str,
+        entity: Optional[str],
+        group: Optional[str],
+        tags: list[str],
+        name: Optional[str],
+        init_timeout: float,
+        finish_timeout: float,
+        report: bool,
+        job_type: str,
+        console: Any,
+    ):
+        # The defaults are WandbConfig's (lnbench.config.schema), the one copy.
+        # `report` is for lnbench.launch.sweep_end.
         self.run, self.failed, self.run_dir = None, False, run.run_dir
         self.id = (resume or {}).get("id") or new_run_id()
         self.mode = str(getattr(mode, "value", mode))
         if self.mode == "disabled":
             return
         config = {**run.config, "run_dir": str(run.run_dir.resolve())}  # where metrics.jsonl and the checkpoint are
-        self.run, self.mode = start_wandb(self.mode, dict(
-            project=project,
-            entity=entity,
-            group=group or run.group,
-            tags=list(dict.fromkeys([*tags, *run.tags])),
-            name=name or run.name,
-            job_type=job_type,
-            dir=str(run.run_dir),
-            config=config,
-            id=self.id,
-            resume="allow",
-        ), kept=f"metrics are still in {run.run_dir / 'metrics.jsonl'}", init_timeout=init_timeout,
-            finish_timeout=finish_timeout, console=str(getattr(console, "value", console)))
+        self.run, self.mode = start_wandb(
+            self.mode,
+            dict(
+                project=project,
+                entity=entity,
+                group=group or run.group,
+                tags=list(dict.fromkeys([*tags, *run.tags])),
+                name=name or run.name,
+                job_type=job_type,
+                dir=str(run.run_dir),
+                config=config,
+                id=self.id,
+                resume="allow",
+            ),
+            kept=f"metrics are still in {run.run_dir / 'metrics.jsonl'}",
+            init_timeout=init_timeout,
+            finish_timeout=finish_timeout,
+            console=str(getattr(console, "value", console)),
+        )
         if self.run is not None:
             try:
                 self._define_metrics()
@@ -102,7 +123,10 @@ class WandbSink:
             log.warning(
                 "W&B failed at step %d (%s: %s); the run goes on and metrics.jsonl keeps every step. The W&B "
                 "run has the steps before; its files are in %s (`wandb sync` uploads them).",
-                step, type(e).__name__, _one_line(e), self.folder,
+                step,
+                type(e).__name__,
+                _one_line(e),
+                self.folder,
             )
 
     def state(self) -> dict[str, Any]:
@@ -122,7 +146,12 @@ class WandbSink:
                     self.run.mark_preempting()
             self.run.finish(exit_code=0 if status == "completed" else 1)
         except Exception as e:
-            log.warning("W&B did not finish cleanly (%s: %s); its files are in %s (`wandb sync` uploads them).", type(e).__name__, _one_line(e), self.folder)
+            log.warning(
+                "W&B did not finish cleanly (%s: %s); its files are in %s (`wandb sync` uploads them).",
+                type(e).__name__,
+                _one_line(e),
+                self.folder,
+            )
 
 
 AXES = ("step", "epoch", "samples", "time")
@@ -137,8 +166,9 @@ def sections(record: dict[str, Any]) -> dict[str, Any]:
     return {k if k in AXES else f"{section}/{k}": v for k, v in record.items() if k not in ("split", "eval_seq_len")}
 
 
-def start_wandb(mode: str, init: dict[str, Any], kept: str, init_timeout: float, finish_timeout: float,
-                console: str = "off") -> tuple[Any, str]:
+def start_wandb(
+    mode: str, init: dict[str, Any], kept: str, init_timeout: float, finish_timeout: float, console: str = "off"
+) -> tuple[Any, str]:
     """(run, mode it runs in): wandb.init with lnbench's timeouts, falling back from online to offline,
     and to (None, mode) -- local files only, which `kept` names for the log -- when W&B cannot start.
 
@@ -161,7 +191,12 @@ def start_wandb(mode: str, init: dict[str, Any], kept: str, init_timeout: float,
             wandb.teardown()  # forget the failed online attempt, which still holds the run id
             run = wandb.init(**init, mode="offline", settings=wandb.Settings(**timeouts, silent=True))
             folder = run.dir.rsplit("/files", 1)[0]
-            log.warning("W&B could not go online (%s); logging offline instead: %s (upload later with `wandb sync %s`).", reason, folder, folder)
+            log.warning(
+                "W&B could not go online (%s); logging offline instead: %s (upload later with `wandb sync %s`).",
+                reason,
+                folder,
+                folder,
+            )
             return run, "offline"
         except Exception as e:
             reason += f"; offline: {type(e).__name__}: {_one_line(e)}"
