@@ -157,11 +157,10 @@ def wants_report(config: DictConfig) -> bool:
 def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
     """One W&B run (job_type `report`) in the sweep's group: the report's table(s) as wandb.Table, the
     claims table (report/claims.json) when there is one, the plots as images. Returns where it is."""
-    from lnbench.training.sinks.wandb_run import start_wandb
+    from lnbench.training.sinks.wandb_run import start_page_run
     from lnbench.training.tracker import sweep_group
 
     wb = config.logger.wandb
-    mode = str(getattr(wb.mode, "value", wb.mode))
     try:
         tables, images, rep = report_contents(sweep_dir)
     except Exception as e:  # a report that cannot be made must not hide the sweep's own results
@@ -179,21 +178,14 @@ def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
     except Exception:
         pass  # start_wandb says why W&B cannot start
     group = wb.group or sweep_group(config.hydra)
-    run, mode = start_wandb(
-        mode,
-        dict(
-            project=wb.project,
-            entity=wb.entity,
-            group=group,
-            job_type="report",
-            name=f"report · {group}",
-            tags=list(wb.tags),
-            dir=str(sweep_dir),
-            config={"sweep_dir": str(sweep_dir.resolve())},
-        ),
+    run, mode = start_page_run(
+        wb,
+        group=group,
+        job_type="report",
+        name=f"report · {group}",
+        folder=sweep_dir,
+        config={"sweep_dir": str(sweep_dir.resolve())},
         kept=f"the report is still there: `lnbench report {sweep_dir}`",
-        init_timeout=wb.init_timeout,
-        finish_timeout=wb.finish_timeout,
     )
     if run is None:
         return None
@@ -241,7 +233,7 @@ def log_check_pages(out: Path, overrides: list[str]) -> str | None:
 
     from lnbench import CONF_DIR
     from lnbench.config.schema import register_configs
-    from lnbench.training.sinks.wandb_run import start_wandb
+    from lnbench.training.sinks.wandb_run import start_page_run
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -249,21 +241,14 @@ def log_check_pages(out: Path, overrides: list[str]) -> str | None:
     if not wants_report(cfg):
         return None
     wb = cfg.logger.wandb
-    run, mode = start_wandb(
-        str(getattr(wb.mode, "value", wb.mode)),
-        dict(
-            project=wb.project,
-            entity=wb.entity,
-            group=wb.group or "check",
-            job_type="check",
-            name=f"check · {out.name}",
-            tags=list(wb.tags),
-            dir=str(out),
-            config={"out": str(out.resolve())},
-        ),
+    run, mode = start_page_run(
+        wb,
+        group=wb.group or "check",
+        job_type="check",
+        name=f"check · {out.name}",
+        folder=out,
+        config={"out": str(out.resolve())},
         kept=f"the pages are in {out}",
-        init_timeout=wb.init_timeout,
-        finish_timeout=wb.finish_timeout,
     )
     if run is None:
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import secrets
 import string
+from pathlib import Path
 from typing import Any, Optional
 
 from lnbench.training.sinks import RunInfo
@@ -224,3 +225,22 @@ def wandb_summary(summary: dict[str, Any]) -> dict[str, Any]:
 
 def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())[:300]
+
+
+def start_page_run(
+    wb: Any, *, group: str, job_type: str, name: str, folder: Path, config: dict, kept: str
+) -> tuple[Any, str]:
+    """A W&B run that carries pages (a sweep's report, `lnbench check`'s pages), with the logger config `wb`
+    (logger.wandb) of the runs it reports on; `kept` says where the pages stay if W&B cannot start."""
+    init = dict(
+        project=wb.project,
+        entity=wb.entity,
+        group=group,
+        job_type=job_type,
+        name=name,
+        tags=list(wb.tags),
+        dir=str(folder),
+        config=config,
+    )
+    mode = str(getattr(wb.mode, "value", wb.mode))
+    return start_wandb(mode, init, kept=kept, init_timeout=wb.init_timeout, finish_timeout=wb.finish_timeout)
