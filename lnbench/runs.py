@@ -93,7 +93,8 @@ class Run:
             if found is None and "oc.env" not in value:  # ${seed}, ${lnbench.epochs:...}: the config alone fixes them
                 found = self._resolve_here(key)
             return NOT_RECORDED if found is None or isinstance(found, dict) else found
-        return value
+        # a list or mapping as compact JSON text, as an override of it reads: hashable, so runs group by it
+        return json.dumps(value, sort_keys=True, separators=(",", ":")) if isinstance(value, (dict, list)) else value
 
     def _resolve_here(self, key: str) -> Any:
         """A value resolved from the job's own config (Hydra's config.yaml, overrides applied), for

@@ -8,6 +8,8 @@ import pytest
 import yaml
 
 from lnbench import report
+from lnbench.report.analysis import group_runs, layout
+from lnbench.runs import load_runs
 from tests.report.test_report import make_job
 
 PROV = {
@@ -338,3 +340,17 @@ def test_provenance_all_alike_or_absent(tmp_path):
     make_job(tmp_path / "b", 0, ["model=mlp"])
     md = report.render_markdown(report.make_report(tmp_path / "b", report.load_runs(tmp_path / "b"), {}, x_axes=()))
     assert "provenance: not recorded by these runs" in md
+
+
+def test_runs_that_differ_in_a_list_or_mapping_value_group_by_it(tmp_path):
+    """A key whose value in the config is a list or a mapping (optim.betas, a logger's subtree) can tell runs
+    apart: the report groups and sorts by it instead of failing on an unhashable value."""
+    base = {"seed": 0, "dataset": {"batch_size": 128}, "steps": 30}
+    make_job(tmp_path, 0, ["model=ln_mlp"], config={**base, "optim": {"betas": [0.9, 0.99]}, "logger": {"csv": {}}})
+    make_job(tmp_path, 1, ["model=ln_mlp"], config={**base, "optim": {"betas": [0.8, 0.999]}, "logger": {}})
+    runs = load_runs(tmp_path)
+    assert {r.value("optim.betas") for r in runs} == {"[0.9,0.99]", "[0.8,0.999]"}
+    lay = layout(runs, line="optim.betas", panels=["logger"])
+    groups = group_runs(runs, lay)
+    assert sorted(g.line for g in groups) == ["[0.8,0.999]", "[0.9,0.99]"]
+    assert sorted(g.panel for g in groups) == [('{"csv":{}}',), ("{}",)]
