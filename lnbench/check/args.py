@@ -16,8 +16,6 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from lnbench import CONF_DIR
 from lnbench.atomic import unwritable
 from lnbench.claims import verdicts as verdictlib
@@ -25,6 +23,7 @@ from lnbench.claims.family import DEFAULT_ADJUST
 from lnbench.claims.judge import DESIGN_FILE
 from lnbench.claims.stats import ADJUST
 from lnbench.config import overrides as hydra_args
+from lnbench.config.presets import experiments, read_experiment, sweeper_params
 from lnbench.errors import UserError
 
 # The order of a full check: the cheap synthetic presets first, so a first verdict comes early.
@@ -65,10 +64,7 @@ class CheckError(UserError):
 
 def claim_presets() -> list[str]:
     """Every experiment preset that declares claims, in ORDER first, then by name."""
-    found = []
-    for path in sorted((CONF_DIR / "experiment").glob("*.yaml")):
-        if (yaml.safe_load(path.read_text()) or {}).get("claims"):
-            found.append(path.stem)
+    found = [name for name, cfg in experiments().items() if cfg.get("claims")]
     return sorted(found, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
 
 
@@ -200,7 +196,7 @@ def scaled_overrides(preset: str, scale: float) -> list[str]:
     """steps, eval_every, log_every of the preset times `scale` (its epochs, where it counts in epochs)."""
     if scale == 1:
         return []
-    cfg = yaml.safe_load((CONF_DIR / "experiment" / f"{preset}.yaml").read_text()) or {}
+    cfg = read_experiment(preset)
     out = []
     for key in SCALED:
         value = cfg.get(key)
@@ -304,8 +300,8 @@ def replaced_axes(args: Args) -> list[str]:
     given = hydra_args.axes(args.overrides)
     lines = []
     for preset in args.presets:
-        cfg = yaml.safe_load((CONF_DIR / "experiment" / f"{preset}.yaml").read_text()) or {}
-        params = {k: str(v) for k, v in cfg.get("hydra", {}).get("sweeper", {}).get("params", {}).items()}
+        cfg = read_experiment(preset)
+        params = sweeper_params(cfg)
         hit = [k for k in given if k.lstrip("+") in params]
         if not hit:
             continue

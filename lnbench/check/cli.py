@@ -26,9 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from lnbench import CONF_DIR
 from lnbench.atomic import write_bytes
 from lnbench.check import rounds
 
@@ -49,6 +46,7 @@ from lnbench.check.args import (
 from lnbench.check.page import adjusted, write_page
 from lnbench.claims import verdicts as verdictlib
 from lnbench.claims.judge import DESIGN_FILE
+from lnbench.config.presets import read_experiment, sweeper_params
 from lnbench.launch.guardian import die_with_parent
 
 
@@ -122,12 +120,7 @@ def run_preset(args: Args, preset: str) -> Outcome:
 
 def _drop(preset: str, cells: list) -> set[str]:
     """The overrides a round's sweep leaves out of the preset's command: its cells set them (and the seeds)."""
-    params = (
-        (yaml.safe_load((CONF_DIR / "experiment" / f"{preset}.yaml").read_text()) or {})
-        .get("hydra", {})
-        .get("sweeper", {})
-        .get("params", {})
-    )
+    params = sweeper_params(read_experiment(preset))
     return {"seed", *params, *(k for c in cells for k in c.values)}
 
 

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Iterable
 
 import numpy as np
-import yaml
 
 import lnbench
 from lnbench.claims import stats
 from lnbench.claims.decision import ClaimVerdict, interval_shown
 from lnbench.claims.verdicts import INCONCLUSIVE
+from lnbench.config.presets import experiments
 
 DEFAULT_ADJUST = "bonferroni"
 UNDECLARED = "undeclared"
@@ -36,8 +36,8 @@ NAMES = {
 def declared(conf_dir: Path = lnbench.CONF_DIR) -> dict[str, set[str]]:
     """family -> the ids of the claims the experiment presets declare in it."""
     out: dict[str, set[str]] = {}
-    for path in sorted((conf_dir / "experiment").glob("*.yaml")):
-        for raw in (yaml.safe_load(path.read_text()) or {}).get("claims") or ():
+    for cfg in experiments(conf_dir).values():
+        for raw in cfg.get("claims") or ():
             if isinstance(raw, dict) and raw.get("family") and raw.get("id"):
                 out.setdefault(str(raw["family"]), set()).add(str(raw["id"]))
     return out

@@ -50,6 +50,11 @@ def read_experiment(name: str, conf_dir: Path = CONF_DIR) -> dict[str, Any]:
     return yaml.safe_load((Path(conf_dir) / "experiment" / f"{name}.yaml").read_text()) or {}
 
 
+def experiments(conf_dir: Path = CONF_DIR) -> dict[str, dict[str, Any]]:
+    """Every experiment preset as written, by name (conf/experiment/*.yaml, sorted)."""
+    return {p.stem: read_experiment(p.stem, conf_dir) for p in sorted((Path(conf_dir) / "experiment").glob("*.yaml"))}
+
+
 def sweeper_params(config: Any) -> dict[str, str]:
     """hydra.sweeper.params of a preset or of what multirun.yaml recorded: key -> its values as written."""
     node: Any = config

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 
-import yaml
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
-from lnbench import CONF_DIR
+from lnbench.config.presets import experiments, sweeper_params
 
 log = logging.getLogger("lnbench")
 
@@ -104,13 +102,12 @@ def smaller_preset_hint() -> str:
 def experiments_running(model: str) -> list[str]:
     """Experiment presets that set or sweep model=`model` and resize it (a `model:` section of their own)."""
     found = []
-    for path in sorted((Path(CONF_DIR) / "experiment").glob("*.yaml")):
-        cfg = yaml.safe_load(path.read_text()) or {}
+    for name, cfg in experiments().items():
         overrides = [d for d in cfg.get("defaults") or [] if isinstance(d, dict)]
         chosen = [next(iter(d.values())) for d in overrides if "override /model" in d]
-        swept = str(((cfg.get("hydra") or {}).get("sweeper") or {}).get("params", {}).get("model", "")).split(",")
+        swept = sweeper_params(cfg).get("model", "").split(",")
         if model in chosen + swept and isinstance(cfg.get("model"), dict):
-            found.append(path.stem)
+            found.append(name)
     return found
 
 
