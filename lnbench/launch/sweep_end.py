@@ -157,7 +157,7 @@ def wants_report(config: DictConfig) -> bool:
 def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
     """One W&B run (job_type `report`) in the sweep's group: the report's table(s) as wandb.Table, the
     claims table (report/claims.json) when there is one, the plots as images. Returns where it is."""
-    from lnbench.training.sinks.wandb_run import start_page_run
+    from lnbench.training.sinks.wandb_run import finish_page_run, start_page_run
     from lnbench.training.tracker import sweep_group
 
     wb = config.logger.wandb
@@ -202,10 +202,7 @@ def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
                 payload[f"report/{Path(name).stem}"] = wandb.Image(str(Path(tmp) / name), caption=name)
             run.log(payload)
         log_pages(run, rep, group)
-        where = run.url if mode != "offline" else f"{run.dir.rsplit('/files', 1)[0]} (offline)"
-        run.finish()
-        wandb.teardown()  # the sweep is over: wait for W&B's core to write everything, then stop it
-        return where
+        return finish_page_run(run, mode)
     except Exception as e:
         log.warning("the W&B report run failed (%s: %s); the sweep's runs are unaffected.", type(e).__name__, e)
         return None
@@ -233,7 +230,7 @@ def log_check_pages(out: Path, overrides: list[str]) -> str | None:
 
     from lnbench import CONF_DIR
     from lnbench.config.schema import register_configs
-    from lnbench.training.sinks.wandb_run import start_page_run
+    from lnbench.training.sinks.wandb_run import finish_page_run, start_page_run
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -260,10 +257,7 @@ def log_check_pages(out: Path, overrides: list[str]) -> str | None:
             if (out / name).is_file():
                 artifact.add_file(str(out / name))
         run.log_artifact(artifact)
-        where = run.url if mode != "offline" else f"{run.dir.rsplit('/files', 1)[0]} (offline)"
-        run.finish()
-        wandb.teardown()
-        return where
+        return finish_page_run(run, mode)
     except Exception as e:
         log.warning("the W&B check run failed (%s: %s); the pages are in %s.", type(e).__name__, e, out)
         return None

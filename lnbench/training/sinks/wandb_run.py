@@ -244,3 +244,14 @@ def start_page_run(
     )
     mode = str(getattr(wb.mode, "value", wb.mode))
     return start_wandb(mode, init, kept=kept, init_timeout=wb.init_timeout, finish_timeout=wb.finish_timeout)
+
+
+def finish_page_run(run: Any, mode: str) -> str:
+    """Ends a page run and W&B's core with it (the sweep or check is over: everything written, then stopped);
+    returns where the run is: its URL, or its folder when offline."""
+    import wandb
+
+    where = run.url if mode != "offline" else f"{run.dir.rsplit('/files', 1)[0]} (offline)"
+    run.finish()
+    wandb.teardown()
+    return where
