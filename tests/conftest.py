@@ -126,6 +126,22 @@ def run_cli(
     )
 
 
+def start_cli(*args: str, cwd: Path = REPO, stderr=subprocess.PIPE, own_group: bool = True) -> subprocess.Popen:
+    """`lnbench <args>` started, not waited for: W&B off, this checkout on PYTHONPATH, stdout piped as text. With
+    own_group, as a shell runs it: a process group of its own, which Ctrl-C (os.killpg) signals as a whole."""
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    env.update({"WANDB_MODE": "disabled", "PYTHONPATH": str(REPO)})
+    return subprocess.Popen(
+        [*lnbench_cmd(), *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        start_new_session=own_group,
+    )
+
+
 def metrics_without_time(run_dir: Path) -> list[dict]:
     """metrics.jsonl of a run, minus the wall times: what must be equal between equivalent runs."""
     from lnbench.atomic import read_jsonl

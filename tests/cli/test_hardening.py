@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, TINY_CLI, lnbench_cmd, needs_data, run_cli, summary_of, tiny
+from conftest import REPO, TINY_CLI, lnbench_cmd, needs_data, run_cli, start_cli, summary_of, tiny
 
 from lnbench.cli import main
 
@@ -328,18 +328,7 @@ LONG_SWEEP = ["-m", "seed=0,1,2", "steps=100000", "log_every=5", "checkpoint_eve
 def test_ctrl_c_on_a_sweep_exits_130_with_the_command_to_resume(launcher, tmp_path):
     d = tmp_path / "sweep"
     extra = [] if launcher == "basic" else [f"hydra/launcher={launcher}"]
-    env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(REPO)}
-    env.pop("HYDRA_FULL_ERROR", None)
-    # As a shell runs it: its own process group, which Ctrl-C signals as a whole.
-    p = subprocess.Popen(
-        [*lnbench_cmd(), "train", *LONG_SWEEP, *extra, f"hydra.sweep.dir={d}"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    p = start_cli("train", *LONG_SWEEP, *extra, f"hydra.sweep.dir={d}")  # its own process group, as a shell runs it
     deadline = time.time() + 300
 
     def training() -> bool:  # a job has logged a training step (whole lines only)

@@ -264,25 +264,10 @@ def test_check_bad_arguments_are_one_clear_error(argv, match, capsys):
 @pytest.mark.slow
 def test_check_runs_a_preset_writes_its_page_and_resumes(tmp_path):
     out = tmp_path / "check"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "lnbench.cli",
-            "check",
-            "ln_gain_init",
-            "scale=0.02",
-            "--out",
-            str(out),
-            "dataset.val_size=64",
-            "dataset.test_size=64",
-            "model.hidden_size=16",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        env={**os.environ, "WANDB_MODE": "disabled"},
-    )
+    check = [sys.executable, "-m", "lnbench.cli", "check", "ln_gain_init", "scale=0.02", "--out", str(out)]
+    check += ["dataset.val_size=64", "dataset.test_size=64", "model.hidden_size=16"]
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    proc = subprocess.run(check, capture_output=True, text=True, timeout=1800, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     page = (out / "check.md").read_text()
     assert page.count("| ln_gain_init |") == 2 and "ln_gain_init-x0.02/report/report.html" in page
@@ -291,25 +276,7 @@ def test_check_runs_a_preset_writes_its_page_and_resumes(tmp_path):
     assert all(set(line["judging_seeds"]) >= {1000, 1001, 1002} for c in claims for line in c["lines"].values())
     before = {p: p.stat().st_mtime for p in out.glob("ln_gain_init-x0.02/*/metrics.jsonl")}
     assert len(before) == 18
-    again = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "lnbench.cli",
-            "check",
-            "ln_gain_init",
-            "scale=0.02",
-            "--out",
-            str(out),
-            "dataset.val_size=64",
-            "dataset.test_size=64",
-            "model.hidden_size=16",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        env={**os.environ, "WANDB_MODE": "disabled"},
-    )
+    again = subprocess.run(check, capture_output=True, text=True, timeout=1800, env=env)
     assert again.returncode == 0 and "already completed" in again.stdout + again.stderr
     assert {p: p.stat().st_mtime for p in before} == before  # completed jobs were skipped, not re-run
 

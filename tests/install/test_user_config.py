@@ -1,12 +1,10 @@
 """Defaults of your own (hydra_plugins/lnbench_user_config): the user's folder on Hydra's search path, its
 local/default.yaml applied to every run after lnbench's presets and before +experiment and the command line."""
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from conftest import run_cli
 from hydra import compose, initialize_config_dir
 
 from lnbench import CONF_DIR
@@ -60,22 +58,10 @@ def test_another_hydra_app_does_not_get_the_folder(user_dir, tmp_path):
 
 
 def test_cfg_job_says_where_the_values_came_from(user_dir):
-    env = {**os.environ, "LNBENCH_CONFIG_DIR": str(user_dir), "WANDB_MODE": "offline"}
-    done = subprocess.run(
-        [sys.executable, "-m", "lnbench.cli", "train", "--cfg", "job"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    env = {"LNBENCH_CONFIG_DIR": str(user_dir), "WANDB_MODE": "offline"}
+    done = run_cli("train", "--cfg", "job", env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "entity: my-team" in done.stdout and "steps: 77" in done.stdout
     assert str(user_dir / "local" / "default.yaml") in done.stderr and str(CONF_DIR) in done.stderr
-    listed = subprocess.run(
-        [sys.executable, "-m", "lnbench.cli", "train", "--info", "defaults"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    ).stdout
+    listed = run_cli("train", "--info", "defaults", env=env, timeout=120).stdout
     assert "local/default" in listed

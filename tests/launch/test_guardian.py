@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TINY_CLI, lnbench_cmd, metrics_without_time, summary_of
+from conftest import REPO, TINY_CLI, metrics_without_time, start_cli, summary_of
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the guardian watches /proc (Linux)")
 
@@ -139,16 +139,7 @@ SWEEP = [
 
 
 def start(sweep_dir: Path) -> subprocess.Popen:
-    env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(REPO)}
-    return subprocess.Popen(
-        [*lnbench_cmd(), "train", *SWEEP, f"hydra.sweep.dir={sweep_dir}"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    return start_cli("train", *SWEEP, f"hydra.sweep.dir={sweep_dir}", stderr=subprocess.STDOUT)
 
 
 @pytest.mark.slow

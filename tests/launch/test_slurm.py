@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, lnbench_cmd, metrics_without_time, run_cli, summary_of
+from conftest import lnbench_cmd, metrics_without_time, run_cli, start_cli, summary_of
 
 from lnbench.training import checkpoint
 
@@ -211,15 +211,15 @@ ON_SLURM = ["hydra/launcher=slurm", "hydra.launcher.cpus_per_task=1", "hydra.lau
 
 
 def start_sweep(folder: Path, *overrides: str) -> subprocess.Popen:
-    env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(REPO)}
-    env.pop("HYDRA_FULL_ERROR", None)
-    return subprocess.Popen(
-        [*lnbench_cmd(), "train", "-m", *overrides, *ON_SLURM, f"hydra.sweep.dir={folder}"],
+    return start_cli(
+        "train",
+        "-m",
+        *overrides,
+        *ON_SLURM,
+        f"hydra.sweep.dir={folder}",
         cwd=folder.parent,
-        env=env,
-        stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        text=True,
+        own_group=False,
     )
 
 

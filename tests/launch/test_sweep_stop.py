@@ -13,12 +13,11 @@ import os
 import random
 import re
 import signal
-import subprocess
 import time
 
 import pytest
 import torch
-from conftest import REPO, TINY_CLI, lnbench_cmd
+from conftest import TINY_CLI, start_cli
 
 from lnbench.runs import lock_held
 
@@ -38,17 +37,7 @@ SWEEP = [
 
 def interrupted_sweep(sweep_dir, after: float) -> tuple[int, str]:
     """The sweep, sent SIGINT as Ctrl-C sends it (to its process group) `after` seconds in; (exit code, stderr)."""
-    env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(REPO)}
-    env.pop("HYDRA_FULL_ERROR", None)
-    p = subprocess.Popen(
-        [*lnbench_cmd(), "train", *SWEEP, f"hydra.sweep.dir={sweep_dir}"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    p = start_cli("train", *SWEEP, f"hydra.sweep.dir={sweep_dir}")
     try:
         time.sleep(after)
         os.killpg(p.pid, signal.SIGINT)
