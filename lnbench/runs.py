@@ -244,6 +244,7 @@ class Summary:
     primary_metric: Any = UNSET  # what the run ranks by (primary_of)
     baseline: Any = UNSET  # a trivial predictor's loss
     threads: Any = UNSET  # the torch threads the run computed with (a resume keeps them)
+    threads_followed: Any = UNSET  # threads_follow=true: steps per thread count, and when it changed
     provenance: Any = UNSET  # lnbench.training.provenance.collect
     test: Any = UNSET
     final_val: Any = UNSET

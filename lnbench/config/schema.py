@@ -276,6 +276,7 @@ class TrainConfig:
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     threads: Optional[int] = None  # torch threads; null: the cores the job may use (lnbench.launch.threads)
+    threads_follow: bool = False  # follow the cores other processes leave free, where no number depends on it
     steps: int = 1000
     eval_every: int = 250
     log_every: int = 10

@@ -77,3 +77,22 @@ def apply(requested: Optional[int], hc=None) -> tuple[int, str]:
     n, why = choose(requested, hc)
     log.info("threads: %d (%s)", n, why)
     return n, why
+
+
+def keep(chosen: tuple[int | None, str], ckpt: dict[str, Any] | None) -> tuple[int | None, str]:
+    """The thread count of this attempt: a resumed run keeps the count it began with (its checkpoint's record;
+    its config's, from versions that wrote it there), since torch's reductions round differently on other
+    counts and the resumed steps must compute what the uninterrupted run would have."""
+    began = None if ckpt is None else ckpt.get("threads") or ckpt["config"].get("threads")
+    import torch
+
+    now = chosen[0] or torch.get_num_threads()
+    if not began or began == now:
+        return chosen
+    log.warning(
+        "threads: %d, as this run began (not %s): a resume keeps the thread count, since torch's "
+        "sums round differently on another",
+        began,
+        now,
+    )
+    return began, f"as this run began (not {now}: a resume keeps its thread count)"

@@ -39,6 +39,7 @@ MAY_CHANGE = (
     "resume",
     "device",
     "threads",
+    "threads_follow",  # only where no number depends on the thread count (lnbench.training.free_cores)
     "progress",
     "checkpoint_every",
     "logger",

@@ -12,6 +12,7 @@ import logging
 import math
 import random
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from lnbench.config.validate import validate
 from lnbench.errors import ConfigError, Diverged, Interrupted, refused_while_building
+from lnbench.launch.threads import keep as keep_threads
 from lnbench.nn.norm import normalizer
 from lnbench.runs import Summary, write_config
-from lnbench.training import checkpoint, provenance, tasks
+from lnbench.training import checkpoint, free_cores, provenance, tasks
 from lnbench.training.sinks import sink_state_from_checkpoint
 from lnbench.training.tracker import Tracker, end_of_run_block
 
@@ -199,23 +201,6 @@ def run(
     return Recipe(cfg, run_dir, device, config, ckpt).run(name, group, list(tags), threads_why=why)
 
 
-def keep_threads(chosen: tuple[int | None, str], ckpt: dict[str, Any] | None) -> tuple[int | None, str]:
-    """The thread count of this attempt: a resumed run keeps the count it began with (its checkpoint's record;
-    its config's, from versions that wrote it there), since torch's reductions round differently on other
-    counts and the resumed steps must compute what the uninterrupted run would have."""
-    began = None if ckpt is None else ckpt.get("threads") or ckpt["config"].get("threads")
-    now = chosen[0] or torch.get_num_threads()
-    if not began or began == now:
-        return chosen
-    log.warning(
-        "threads: %d, as this run began (not %s): a resume keeps the thread count, since torch's "
-        "sums round differently on another",
-        began,
-        now,
-    )
-    return began, f"as this run began (not {now}: a resume keeps its thread count)"
-
-
 class Recipe:
     """A run's parts (dataset, model, optimizer, scheduler, tracker) and the loop's state besides the
     model, which is what a checkpoint holds: the data order follows from the step (lnbench.data.base)."""
@@ -266,7 +251,7 @@ class Recipe:
             "step": self.step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(), "best": self.best, "val": self.val, "window": self.window,
             "sinks": self.tracker.state(), "elapsed": self.tracker.elapsed(), "resumed_at": self.resumed_at,
-            "config": self.config, "kernels": getattr(self.model, "kernels", None), "threads": torch.get_num_threads(),
+            "config": self.config, "kernels": getattr(self.model, "kernels", None), "threads": self.threads,
         })
         # fmt: on
         self.checkpoint_time += time.perf_counter() - t0
@@ -319,10 +304,12 @@ class Recipe:
         steps, log_every, eval_every = cfg.steps, cfg.log_every, cfg.eval_every
         checkpoint_every, clip = cfg.checkpoint_every, cfg.clip_grad_norm
         parts = (self.model, self.optimizer, self.scheduler, self.spec)
+        follow = self.follow.tick if self.follow else lambda step: None
         while self.step < steps:
             values, grad_norm = train_step(*parts, self.dataset.train_batch(self.step), self.device, clip)
             self.window.append(values)
             self.step += 1
+            follow(self.step)
             self.tracker.tick(self.step)
             last = self.step == steps
             if self.step % log_every == 0 or last:
@@ -331,7 +318,8 @@ class Recipe:
                     log.error("loss is not finite at step %d: stopping (status diverged).", bad_step)
                     return
             if self.step % eval_every == 0 or last:
-                self.validate_now()
+                with self.follow.at_base() if self.follow else nullcontext():
+                    self.validate_now()
             if self.step % checkpoint_every == 0 or last or stop.requested:
                 self.save_checkpoint()
             if stop.requested:
@@ -356,6 +344,10 @@ class Recipe:
 
     def run(self, name: str, group: str | None, tags: list[str], threads_why: str | None = None) -> dict[str, Any]:
         self.tracker = self.start_tracker(name, group, tags)
+        self.threads = torch.get_num_threads()
+        self.follow = free_cores.follower(
+            self.cfg, self.model, self.spec, lambda: [t.to(self.device) for t in self.dataset.train_batch(self.step)]
+        )
         primary = tasks.primary_metric(self.spec)
         summary = Summary(
             "running",
@@ -375,6 +367,7 @@ class Recipe:
                     self.save_checkpoint()  # step 0: from here on the run can always be resumed
                 self.loop(summary, stop)
             if summary.status == "running":
+                self.follow and self.follow.restore()
                 self.test(summary)
                 self.tracker.close_console()  # the log lines below go under the finished bar, not over it
         except BaseException as e:
@@ -390,6 +383,9 @@ class Recipe:
             summary.eval_time, summary.checkpoint_time = round(self.eval_time, 3), round(self.checkpoint_time, 3)
             if self.resumed_at:
                 summary.resumed_at = self.resumed_at
+            if self.follow:
+                summary.threads_followed = self.follow.record()
+                self.follow.restore()
             summary.wandb = self.tracker.where("wandb")  # the W&B run's location (None without W&B), as before
             self.tracker.finish(summary)
             log.info(end_of_run_block(summary.as_dict(), self.run_dir, primary))

@@ -303,7 +303,7 @@ def test_the_thread_count_is_a_record_of_the_run_never_written_into_its_config(t
 
 
 def test_a_resume_keeps_the_thread_count_its_run_began_with():
-    from lnbench.training.recipe import keep_threads
+    from lnbench.launch.threads import keep as keep_threads
 
     assert keep_threads((2, "2 usable cores"), None) == (2, "2 usable cores")  # a new run: the launcher's
     assert keep_threads((2, "2 usable cores"), {"threads": 2, "config": {}}) == (2, "2 usable cores")

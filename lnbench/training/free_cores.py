@@ -1,0 +1,211 @@
+"""`threads_follow=true`: a run's torch threads follow the cores other processes leave free, while it runs, where
+its numbers cannot depend on the count.
+
+Why: with two threads on two cores and a neighbour holding one of them, every parallel region waits for the
+thread the neighbour displaced, and a step costs more than on one thread alone (docs/performance.md, issue 33).
+
+Where: only where a step gives the same bits on every count it may run on. Two checks decide, before the
+first step: the model is one whose numbers can (`same_bits_on_any_count`: a recurrent model on torch's fused
+LSTM/GRU kernel or lnbench's C++ kernels, whose rows and columns are computed whole by one thread, on the
+CPU, without gradient clipping, whose global norm torch sums in chunks by thread); and a probe: the first
+batch's loss and every gradient, computed on each candidate count, equal bit for bit those on the count
+chosen before the run. The probe is needed: torch's matrix products split their sums by thread at some
+shapes and not at others (pmnist's head weight gradient, 10 x 128 over a batch of 64, differs on 1 and 2
+threads; Tiny Shakespeare's does not). Evaluations run on the count chosen before the run, whose shapes the
+probe did not see. Elsewhere the count stays as chosen (lnbench.launch.threads). tests/training/test_free_cores.py
+trains each recurrent claim preset on 1 and 2 threads and compares every number with what the checks say.
+
+Opt-in, since it adapts to the load, and recorded: the summary's `threads_followed` says which counts ran
+how many steps, and when the count changed.
+
+How: every SAMPLE_S of wall time the loop reads /proc/stat for the cores this process may use, takes away
+its own CPU time, and calls what is left busy with others (steal time included: a hypervisor's other guests
+take it). The count is the cores minus those, rounded, between 1 and the count chosen before the run; it
+changes after two samples in a row agree, so a short burst next door changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Optional
+
+import torch
+
+from lnbench.launch.threads import usable_cores
+from lnbench.training import tasks
+
+log = logging.getLogger("lnbench")
+
+SAMPLE_S = 1.0
+# The kernels whose bits do not depend on the thread count (lnbench.nn.fast: a row or a column is computed
+# whole by one thread; torch's fused LSTM/GRU), as lnbench.models.sequence names them in `kernels`.
+INVARIANT_KERNELS = ("torch's fused kernel", "native (", "torch ops")
+MAX_CHANGES_KEPT = 100
+
+
+def same_bits_on_any_count(cfg, model) -> tuple[bool, str]:
+    """(whether this run's numbers are the same on any thread count, why)."""
+    if next(model.parameters()).device.type != "cpu":
+        return False, "the model is not on the CPU"
+    if cfg.clip_grad_norm is not None:
+        return False, "clip_grad_norm sums the gradients' norm in thread-sized chunks"
+    kernels = getattr(model, "kernels", None)
+    if not kernels:
+        return False, f"{type(model).__name__}'s ops (matrix products, layer norm's gradient sums) split sums by thread"
+    paths = [p.strip() for p in kernels.split(", ")]
+    other = [p for p in paths if not p.startswith(INVARIANT_KERNELS)]
+    if other:
+        return False, f"its recurrence runs on {', '.join(other)}"
+    return True, f"its recurrence runs on {kernels}"
+
+
+def _cpu_ticks(cores: list[int]) -> Optional[int]:
+    """Busy clock ticks of `cores` since boot (user, nice, system, irq, softirq, steal), or None off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            lines = f.readlines()
+    except OSError:
+        return None
+    wanted, busy = {f"cpu{c}" for c in cores}, 0
+    for line in lines:
+        name, *fields = line.split()
+        if name in wanted:
+            user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[:8])
+            busy += user + nice + system + irq + softirq + steal
+    return busy
+
+
+class FreeCores:
+    """Follows the free cores between steps: `tick(step)` after each step, `record()` for the summary."""
+
+    def __init__(
+        self, base: int, allowed: Optional[list[int]] = None, cores: Optional[list[int]] = None, clock=time.monotonic
+    ):
+        self.base, self.cores, self.clock = base, cores or usable_cores(), clock
+        self.allowed = sorted(allowed or range(1, base + 1))
+        self.hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self.current, self.pending = base, None
+        self.changes: list[list[int]] = []
+        self.steps_at: dict[int, int] = {}
+        self.last = self._sample()
+
+    def _sample(self) -> Optional[tuple[float, int, float]]:
+        ticks = _cpu_ticks(self.cores)
+        if ticks is None:
+            return None
+        t = os.times()
+        return self.clock(), ticks, t.user + t.system
+
+    def busy_elsewhere(self, before, now) -> float:
+        """Cores' worth of CPU time other processes took between two samples."""
+        wall = now[0] - before[0]
+        theirs = (now[1] - before[1]) / self.hz - (now[2] - before[2])
+        return max(theirs / wall, 0.0) if wall > 0 else 0.0
+
+    def target(self, busy: float) -> int:
+        """The most threads the probe allowed within the cores others leave free (at least the fewest allowed)."""
+        free = round(len(self.cores) - busy)
+        return max([n for n in self.allowed if n <= free], default=self.allowed[0])
+
+    def tick(self, step: int) -> None:
+        self.steps_at[self.current] = self.steps_at.get(self.current, 0) + 1
+        if self.last is None or self.clock() - self.last[0] < SAMPLE_S:
+            return
+        now = self._sample()
+        busy, self.last = self.busy_elsewhere(self.last, now), now
+        want = self.target(busy)
+        if want == self.current:
+            self.pending = None
+        elif want != self.pending:
+            self.pending = want
+        else:
+            self.pending, self.current = None, want
+            torch.set_num_threads(want)
+            if len(self.changes) < MAX_CHANGES_KEPT:
+                self.changes.append([step, want])
+            log.info(
+                "threads: %d from step %d (%.1f of %d cores busy with other processes)",
+                want,
+                step,
+                busy,
+                len(self.cores),
+            )
+
+    def restore(self) -> None:
+        torch.set_num_threads(self.base)
+
+    @contextmanager
+    def at_base(self):
+        """An evaluation runs on the count chosen before the run: its shapes were not probed."""
+        torch.set_num_threads(self.base)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(self.current)
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "policy": "free cores",
+            "base": self.base,
+            "allowed": self.allowed,
+            "steps_at": {str(k): v for k, v in self.steps_at.items()},
+            "changes": self.changes,
+        }
+
+
+def candidates(base: int) -> list[int]:
+    """The counts the probe tries: all up to 4, then powers of two and the count chosen before the run."""
+    return sorted({n for n in range(1, base + 1) if n <= 4 or n & (n - 1) == 0} | {base})
+
+
+def probe(step: Callable[[], list[torch.Tensor]], base: int) -> tuple[list[int], list[int]]:
+    """(counts on which `step` gives the same bits as on `base`, those on which it does not). `step` computes
+    one batch's loss and gradients and returns them; the torch RNG is put back after each call, so the run
+    draws what it would have drawn without the probe."""
+    rng = torch.get_rng_state()
+    results = {}
+    try:
+        for n in [base] + [c for c in candidates(base) if c != base]:
+            torch.set_num_threads(n)
+            results[n] = step()
+            torch.set_rng_state(rng)
+    finally:
+        torch.set_num_threads(base)
+    same = [n for n in results if all(torch.equal(a, b) for a, b in zip(results[n], results[base]))]
+    return sorted(same), sorted(set(results) - set(same))
+
+
+def gradients(model, spec, batch: list[torch.Tensor]) -> list[torch.Tensor]:
+    """One batch's loss and gradients, the model left as it was (BN's running averages put back)."""
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    x, y = batch
+    loss = tasks.loss_and_metrics(spec, model(x), y)[0]
+    grads = torch.autograd.grad(loss, [p for p in model.parameters() if p.requires_grad], allow_unused=True)
+    model.load_state_dict(state)
+    return [loss.detach(), *(g for g in grads if g is not None)]
+
+
+def follower(cfg, model, spec, batch: Callable[[], list[torch.Tensor]]) -> Optional[FreeCores]:
+    """A FreeCores for this run where `threads_follow` is on and its numbers allow it; None otherwise (logged).
+    `batch()`: the next training batch, for the probe."""
+    if not cfg.get("threads_follow", False):
+        return None
+    base = torch.get_num_threads()
+    ok, why = same_bits_on_any_count(cfg, model)
+    if ok:
+        first = batch()
+        same, other = probe(lambda: gradients(model, spec, first), base)
+        if len(same) < 2:
+            ok, why = False, f"its first step's gradients differ on {', '.join(map(str, other))} threads"
+    if not ok:
+        log.warning(
+            "threads_follow=true: the thread count stays at %d, since this run's numbers would change with it (%s)",
+            base,
+            why,
+        )
+        return None
+    log.info("threads_follow=true: the thread count follows the free cores, on %s threads (%s)", same, why)
+    return FreeCores(base, allowed=same)

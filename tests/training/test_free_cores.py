@@ -1,0 +1,148 @@
+"""threads_follow=true: which runs may follow the free cores (those whose numbers are the same on 1 and 2
+threads, shown here preset by preset at the presets' own shapes), that following changes no number even
+when the count changes between steps, and how the count follows what other processes take."""
+
+import logging
+import os
+
+import pytest
+import torch
+from conftest import DATA_DIR, compose_train, metrics_without_time, summary_of
+
+from lnbench.training import free_cores
+from lnbench.training.recipe import setup_data, setup_model, train
+
+two_cores = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores to compare 1 and 2 threads")
+
+# Each recurrent claim preset's own data and shape (and the GRUs that seq_len_sweep names), a few steps:
+# (preset, models, extra overrides, needs MNIST or Tiny Shakespeare).
+PRESET_MODELS = [
+    ("ln_gain_init", ["ln_lstm"], [], False),
+    ("seq_len_sweep", ["lstm", "bn_lstm", "ln_lstm", "gru", "bn_gru", "ln_gru"], [], False),
+    ("batch_size_sweep", ["bn_lstm", "ln_lstm"], ["dataset.batch_size=64"], False),
+    ("longer_test_seqs", ["bn_lstm"], ["test_seq_lens=[40]"], False),
+    ("pmnist", ["lstm", "bn_lstm", "ln_lstm"], [], True),  # the head's weight gradient: the probe refuses
+    ("shakespeare_bpc", ["lstm", "bn_lstm", "ln_lstm"], [], True),
+]
+CASES = [
+    pytest.param(p, m, extra, marks=[pytest.mark.slow] if data else [], id=f"{p}-{m}")
+    for p, models, extra, data in PRESET_MODELS
+    for m in models
+]
+FEW_STEPS = ["steps=6", "eval_every=3", "log_every=1", "checkpoint_every=1000", "logger=none"]
+
+
+def preset_cfg(preset, model, *extra):
+    cfg = compose_train([f"+experiment={preset}", f"model={model}", *FEW_STEPS, *extra])
+    if cfg.dataset.get("data_dir") is not None and not (DATA_DIR and os.path.isdir(DATA_DIR)):
+        pytest.skip("needs the shared data (LNBENCH_DATA_DIR)")
+    return cfg
+
+
+def run_numbers(cfg, run_dir, threads):
+    torch.set_num_threads(threads)
+    try:
+        summary = train(cfg, run_dir)
+    finally:
+        torch.set_num_threads(len(os.sched_getaffinity(0)))
+    return metrics_without_time(run_dir), {k: summary[k] for k in ("test", "final_val")}
+
+
+def may_follow(cfg) -> bool:
+    """Whether a run of cfg would follow the free cores (both checks: the model, and the probe on 2 threads)."""
+    torch.set_num_threads(2)
+    data = setup_data(cfg.dataset)
+    model = setup_model(cfg.model, data.spec, torch.device("cpu"))
+    on = cfg.copy()
+    on.threads_follow = True
+    return free_cores.follower(on, model, data.spec, lambda: data.train_batch(0)) is not None
+
+
+@two_cores
+@pytest.mark.parametrize("preset, model, extra", CASES)
+def test_a_run_follows_only_where_one_and_two_threads_give_the_same_bits(preset, model, extra, tmp_path):
+    cfg = preset_cfg(preset, model, *extra)
+    same = run_numbers(cfg, tmp_path / "one", 1) == run_numbers(cfg, tmp_path / "two", 2)
+    assert may_follow(cfg) == same
+    if preset != "pmnist":  # which presets may follow (docs/performance.md)
+        assert same
+
+
+def test_runs_whose_numbers_depend_on_the_count_may_not_follow():
+    def verdict(*overrides):
+        cfg = compose_train(list(overrides))
+        model = setup_model(cfg.model, setup_data(cfg.dataset).spec, torch.device("cpu"))
+        return free_cores.same_bits_on_any_count(cfg, model)
+
+    assert not verdict("model=preln_transformer", "dataset=copy")[0]
+    may, why = verdict("model=ln_lstm", "dataset=adding", "clip_grad_norm=1.0")
+    assert not may and "clip_grad_norm" in why
+    may, why = verdict("model=ln_lstm", "dataset=adding", "model.impl=reference")
+    assert not may and "reference loop" in why
+
+
+@two_cores
+def test_changing_the_count_between_steps_changes_no_number(tmp_path, monkeypatch, caplog):
+    """The count switches 2 -> 1 -> 2 ... at every sample: the run's numbers are those of a run on 2 threads."""
+    cfg = preset_cfg("seq_len_sweep", "bn_lstm", "steps=12")
+    fixed = run_numbers(cfg, tmp_path / "fixed", 2)
+    flips = iter([1.0, 1.0, 0.0, 0.0] * 10)  # cores' worth busy elsewhere at each sample (two agree: a change)
+    monkeypatch.setattr(free_cores, "SAMPLE_S", 0.0)
+    monkeypatch.setattr(free_cores.FreeCores, "busy_elsewhere", lambda self, a, b: next(flips))
+    followed = cfg.copy()
+    followed.threads_follow = True
+    with caplog.at_level(logging.INFO, logger="lnbench"):
+        assert run_numbers(followed, tmp_path / "followed", 2) == fixed
+    record = summary_of(tmp_path / "followed")["threads_followed"]
+    assert record["base"] == 2 and record["allowed"] == [1, 2] and set(record["steps_at"]) == {"1", "2"}
+    assert record["changes"][:2] == [[2, 1], [4, 2]]
+    assert sum(record["steps_at"].values()) == 12
+    assert "threads: 1 from step 2" in caplog.text
+    assert torch.get_num_threads() == 2  # given back at the end
+
+
+def test_a_run_that_may_not_follow_says_so_and_keeps_its_count(tmp_path, caplog):
+    cfg = compose_train(["model=ln_lstm", "dataset=adding", "model.impl=reference", *FEW_STEPS, "threads_follow=true"])
+    with caplog.at_level(logging.WARNING, logger="lnbench"):
+        train(cfg, tmp_path)
+    assert "threads_follow=true: the thread count stays at" in caplog.text and "reference loop" in caplog.text
+    assert "threads_followed" not in summary_of(tmp_path)
+
+
+class Fake:
+    """A FreeCores on 2 cores with a clock and /proc/stat the test sets."""
+
+    def __init__(self, monkeypatch, base=2):
+        self.t, self.ticks, self.own = 0.0, 0, 0.0
+        monkeypatch.setattr(free_cores, "_cpu_ticks", lambda cores: self.ticks)
+        monkeypatch.setattr(free_cores.os, "times", lambda: os.times_result((self.own, 0, 0, 0, 0)))
+        monkeypatch.setattr(free_cores.torch, "set_num_threads", lambda n: None)
+        self.fc = free_cores.FreeCores(base, cores=[0, 1], clock=lambda: self.t)
+        self.fc.hz = 100
+
+    def second(self, ours: float, theirs: float, step: int) -> int:
+        """One second in which this process used `ours` cores and others `theirs`; returns the count after."""
+        self.t += 1.0
+        self.own += ours
+        self.ticks += round((ours + theirs) * 100)
+        self.fc.tick(step)
+        return self.fc.current
+
+
+def test_the_count_follows_what_others_take_after_two_samples_agree(monkeypatch):
+    f = Fake(monkeypatch)
+    assert f.second(2.0, 0.0, 1) == 2  # alone
+    assert f.second(1.3, 0.7, 2) == 2  # a neighbour: first sample
+    assert f.second(1.3, 0.7, 3) == 1  # second sample agrees: down to 1
+    assert f.second(1.0, 1.0, 4) == 1
+    assert f.second(1.0, 0.0, 5) == 1  # the neighbour left: first sample
+    assert f.second(1.0, 0.3, 6) == 2  # a light one (0.3 of a core) does not take a thread
+    assert f.fc.record()["changes"] == [[3, 1], [6, 2]]
+    assert f.second(2.0, 1.0, 7) == 2 and f.second(2.0, 0.0, 8) == 2  # a one-sample burst changes nothing
+
+
+def test_never_more_than_chosen_before_the_run_nor_fewer_than_one(monkeypatch):
+    f = Fake(monkeypatch, base=1)
+    assert [f.second(1.0, 0.0, s) for s in range(3)] == [1, 1, 1]
+    g = Fake(monkeypatch, base=2)
+    assert [g.second(0.5, 2.0, s) for s in range(3)] == [2, 1, 1]
