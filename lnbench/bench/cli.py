@@ -27,6 +27,10 @@ The MLP rows (784-1000-1000-10, norm none/batch/layer, batch 4 and 128) time one
 (forward, backward, Adam) with torch's fused Adam against the default (foreach) Adam; the ratio is
 fused / foreach.
 
+The bandwidth rows (`--bandwidth`, on by default, off with --quick) split the MLP's step (fused Adam, batch 4 and
+128) into forward, backward and optimizer, and set each phase's least bytes over its time against the machine's
+STREAM triad (lnbench.bench.bandwidth).
+
 The train rows (`--train`, on by default, off with --quick) time `lnbench train` of each recurrent preset
 (TRAIN_RUNS) on the adding task at the first shape, runs in turn, against its family's un-normalized
 preset, with the LN-LSTM also on torch's ops alone (model.impl=torch): what a user's run costs.
@@ -57,6 +61,7 @@ from typing import Optional
 
 import torch
 
+from lnbench.bench.bandwidth import mlp_bandwidth_rows
 from lnbench.bench.kernels import bench_mlp, bench_rnn, fast_rnn_models, rnn_presets
 from lnbench.bench.runs import runner_overhead_rows, sweep_rows, train_rows
 from lnbench.nn.fast import native
@@ -168,6 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="time `lnbench train` of each recurrent preset at the first shape (default on, off with --quick)",
+    )
+    p.add_argument(
+        "--bandwidth",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the MLP step's phases against the machine's memory bandwidth (default on, off with --quick)",
     )
     p.add_argument("--train-steps", type=int, default=100, help="steps of each `lnbench train` run (default 100)")
     p.add_argument(
@@ -314,6 +325,9 @@ def timed_rows(args: argparse.Namespace) -> tuple[list[dict], int]:
     if "mlp" in models:
         log("MLP 784-1000-1000-10, fused vs foreach Adam:")
         rows += bench_mlp(reps, args.warmup, device, dtype, (4,) if args.quick else MLP_BATCHES, log)
+    if args.bandwidth if args.bandwidth is not None else not args.quick:
+        log("MLP step against the memory bandwidth (least bytes of each phase / its time, vs STREAM triad):")
+        rows += mlp_bandwidth_rows(reps, args.warmup, MLP_BATCHES, log)
     if args.train if args.train is not None else not args.quick:
         log("lnbench train per step, each preset against its family's un-normalized one:")
         rows += train_rows((args.shapes or DEFAULT_SHAPES)[0], max(2, reps // 3), args.train_steps, device, log)

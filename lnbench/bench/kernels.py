@@ -166,7 +166,7 @@ def bench_rnn(
 # --------------------------------------------------------------------------------------------------
 # MLP (section 6.6): fused vs foreach Adam
 # --------------------------------------------------------------------------------------------------
-def _mlp(norm: str, device, dtype) -> nn.Module:
+def mlp_model(norm: str, device, dtype) -> nn.Module:
     """The MLP presets' model (784-1000-1000-10) with normalizer `norm`, built by lnbench's own class."""
     from lnbench.data.base import DataSpec
     from lnbench.models import MLP
@@ -184,7 +184,7 @@ def bench_mlp(reps: int, warmup: int, device, dtype, batches, log) -> list[dict]
             y = torch.randint(0, 10, (B,), device=device)
             cands = []
             for impl in ("foreach", "fused"):
-                model = _mlp(norm, device, dtype)
+                model = mlp_model(norm, device, dtype)
                 try:
                     opt = torch.optim.Adam(model.parameters(), lr=1e-4, **{impl: True})
                 except (RuntimeError, TypeError, ValueError) as e:  # fused Adam missing on this device/torch

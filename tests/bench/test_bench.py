@@ -217,3 +217,27 @@ def test_interleaved_rounds_rotate_the_order():
     for name in "abc":
         assert sorted(r.index(name) for r in rounds[:3]) == [0, 1, 2]
     assert {k: len(v) for k, v in times.items()} == {"a/x": 6, "b/x": 6, "c/x": 6}
+
+
+def test_bandwidth_rows_count_each_phases_least_bytes(tmp_path, monkeypatch):
+    """The MLP's least bytes, by hand: 1,794,000 weights, 1,796,010 parameters (float32)."""
+    from lnbench.bench import bandwidth
+
+    weights, params = 784 * 1000 + 1000 * 1000 + 1000 * 10, 784 * 1000 + 1000 * 1000 + 1000 * 10 + 1000 + 1000 + 10
+    need = bandwidth.least_bytes(bandwidth.mlp_model("none", torch.device("cpu"), torch.float32))
+    assert need == {
+        "forward": 4 * weights,
+        "backward": 4 * (1000 * 1000 + 1000 * 10 + params),  # the first layer's input needs no gradient
+        "optimizer": 4 * 7 * params,
+    }
+    monkeypatch.setattr(bandwidth, "TRIAD_FLOATS", 1 << 16)
+    path = tmp_path / "b.json"
+    argv = ["--models", "lstm", "--shapes", "2x3x8", "--reps", "1", "--warmup", "0", "--no-runner", "--no-train"]
+    assert bench.main([*argv, "--no-sweep", "--bandwidth", "--json", str(path)]) == 0
+    rows = [r for r in json.loads(path.read_text())["rows"] if r["section"] == "bandwidth"]
+    assert [(r["model"], r["batch"]) for r in rows] == [
+        (f"mlp {p}", b) for b in (4, 128) for p in ("forward", "backward", "optimizer", "step")
+    ]
+    for r in rows:
+        assert r["gbps"] > 0 and r["ratio"] == pytest.approx(r["gbps"] / r["stream_gbps"])
+        assert r["least_mb"] * 1e6 / (r["ms_median"] / 1e3) / 1e9 == pytest.approx(r["gbps"])
