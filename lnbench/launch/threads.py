@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Optional
+from typing import Any, Optional
 
 log = logging.getLogger("lnbench")
 
