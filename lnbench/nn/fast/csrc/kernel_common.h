@@ -26,7 +26,9 @@
 
 namespace lnbench_kernels {
 
-enum Mode : int64_t { kLayer = 0, kBatch = 1, kFixed = 2 };  // per-row stats; per-column over the batch; given
+// per-row statistics (LN); per-column over the batch (BN); given per column (BN at evaluation); none at all
+// (the identity plus the bias: an un-normalized cell's Linear bias)
+enum Mode : int64_t { kLayer = 0, kBatch = 1, kFixed = 2, kNone = 3 };
 constexpr int64_t LANES = 16;         // partial sums of every sum over a row, whatever the vector width
 constexpr int64_t WORK_GRAIN = 8192;  // elements of a pass worth a parallel region (fewer: one thread)
 
@@ -133,6 +135,8 @@ template <typename F> inline void for_columns(int64_t G, int64_t rows, const F& 
 // ---- one normalizer of the recurrence ------------------------------------------------------------
 // Its statistics over T steps of B rows live in mean/rstd: (T, B) per row for LN, (T, G) per column for
 // BN. var_b (BN in training) keeps each step's biased batch variance for the caller's running averages.
+// Its input is G columns of a matrix whose rows are ld apart (0: G), like its dy in the backward: the GRU's
+// normalizers each take a slice of a 3H-wide row.
 template <typename T> struct Norm {
   Mode mode;
   int64_t G, B;
@@ -143,8 +147,10 @@ template <typename T> struct Norm {
   T* mean;
   T* rstd;
   T* var_b;
+  int64_t ld = 0;
 
   bool per_row() const { return mode == kLayer; }
+  int64_t stride() const { return ld ? ld : G; }
 
   // BN's statistics of step t over the B rows of X (B, G) for columns [c0, c1) of `team`'s share:
   // each column summed in row order
@@ -153,16 +159,17 @@ template <typename T> struct Norm {
     T* m = mean + t * G;
     T* r = rstd + t * G;
     T* vb = var_b + t * G;
+    const int64_t S = stride();
     team.columns(G, [&](int64_t c0, int64_t c1) {
       for (int64_t j0 = c0; j0 < c1; j0 += 64) {  // sums in local arrays: no aliasing keeps them scalar
         const int64_t n = std::min<int64_t>(64, c1 - j0);
         T s[64] = {}, q[64] = {};
         for (int64_t b = 0; b < B; ++b)
-          for (int64_t j = 0; j < n; ++j) s[j] += X[b * G + j0 + j];
+          for (int64_t j = 0; j < n; ++j) s[j] += X[b * S + j0 + j];
         for (int64_t j = 0; j < n; ++j) s[j] /= T(B);
         for (int64_t b = 0; b < B; ++b)
           for (int64_t j = 0; j < n; ++j) {
-            const T d = X[b * G + j0 + j] - s[j];
+            const T d = X[b * S + j0 + j] - s[j];
             q[j] += d * d;
           }
         for (int64_t j = 0; j < n; ++j) {
@@ -176,6 +183,13 @@ template <typename T> struct Norm {
 
   // y (+)= N(x) for row `row` of step t; LN takes the row's statistics here
   void apply(const T* __restrict x, T* __restrict y, int64_t t, int64_t row, bool accumulate) const {
+    if (mode == kNone) {
+      for (int64_t j = 0; j < G; ++j) {
+        const T v_ = x[j] + (b ? b[j] : T(0));
+        y[j] = accumulate ? y[j] + v_ : v_;
+      }
+      return;
+    }
     const int64_t i = t * B + row;
     if (per_row()) {
       const T m = lane_sum<T>(G, [&](int64_t j) { return x[j]; }) / T(G);
@@ -202,6 +216,7 @@ template <typename T> struct Norm {
     if (mode != kBatch) return;
     const T* m = mean + t * G;
     const T* r = rstd + t * G;
+    const int64_t S = stride();
     team.columns(G, [&](int64_t c0, int64_t c1) {
       for (int64_t j0 = c0; j0 < c1; j0 += 64) {
         const int64_t n = std::min<int64_t>(64, c1 - j0);
@@ -209,9 +224,9 @@ template <typename T> struct Norm {
         for (int64_t j = 0; j < n; ++j) mj[j] = m[j0 + j], rj[j] = r[j0 + j], wj[j] = w[j0 + j];
         for (int64_t b = 0; b < B; ++b)
           for (int64_t j = 0; j < n; ++j) {
-            const T g = DY[b * G + j0 + j] * wj[j];
+            const T g = DY[b * S + j0 + j] * wj[j];
             a[j] += g;
-            c[j] += g * ((X[b * G + j0 + j] - mj[j]) * rj[j]);
+            c[j] += g * ((X[b * S + j0 + j] - mj[j]) * rj[j]);
           }
         for (int64_t j = 0; j < n; ++j) s1[j0 + j] = a[j], s2[j0 + j] = c[j];
       }
@@ -223,6 +238,10 @@ template <typename T> struct Norm {
   // is added to dw (this row's sum over the steps, which the caller sums over the rows in row order).
   void backward(const T* __restrict dy, const T* __restrict x, T* __restrict dx, int64_t t, int64_t row,
                 const T* __restrict s1, const T* __restrict s2, T* __restrict dw) const {
+    if (mode == kNone) {
+      for (int64_t j = 0; j < G; ++j) dx[j] = dy[j];
+      return;
+    }
     if (per_row()) {
       const int64_t i = t * B + row;
       const T m = mean[i], r = rstd[i];
