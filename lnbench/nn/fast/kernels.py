@@ -138,8 +138,9 @@ def lstm_norm_bwd(
 # GRU (gru_norm.cpp): four normalizers, x_rz, x_n, h_rz, h_n, in that order everywhere
 # --------------------------------------------------------------------------------------------------
 class GRUKept(NamedTuple):
-    """What gru_norm_fwd keeps for the backward: X = W_x x_t, AH = W_h h_{t-1}, S = [r, z, n], NN = N_hn(AH_n),
-    and the statistics of N_xrz, N_xn, N_hrz, N_hn (empty slots unless keep; unused without a normalizer)."""
+    """What gru_norm_fwd keeps for the backward: X = W_x x_t, AH = W_h h_{t-1} (one step's only without a
+    normalizer: the backward does not read them), S = [r, z, n], NN = N_hn(AH_n), and the statistics of N_xrz,
+    N_xn, N_hrz, N_hn (one step's slots unless keep; unused without a normalizer)."""
 
     X: Tensor
     AH: Tensor

@@ -102,8 +102,8 @@ std::vector<std::optional<at::Tensor>> contiguous_opt(const std::vector<std::opt
   return out;
 }
 
-// Returns out, h_T, then what the backward needs: X (W_x x_t), AH (W_h h_{t-1}), S ([r, z, n]), NN
-// (N_hn(AH_n)), and the statistics mean, rstd, var_b of N_xrz, N_xn, N_hrz, N_hn.
+// Returns out, h_T, then what the backward needs: X (W_x x_t), AH (W_h h_{t-1}) (one step's only, without a
+// normalizer), S ([r, z, n]), NN (N_hn(AH_n)), and the statistics mean, rstd, var_b of N_xrz, N_xn, N_hrz, N_hn.
 std::vector<at::Tensor> gru_norm_fwd(const at::Tensor& x_, const at::Tensor& h0_, const at::Tensor& w_x,
                                      const at::Tensor& w_h, const std::optional<at::Tensor>& gate_bias_,
                                      const std::vector<std::optional<at::Tensor>>& gains_,
@@ -117,9 +117,12 @@ std::vector<at::Tensor> gru_norm_fwd(const at::Tensor& x_, const at::Tensor& h0_
   const at::Tensor gate_bias = maybe(gate_bias_) ? gate_bias_->contiguous() : at::Tensor();
   const int64_t T_ = x.size(0), B = x.size(1), F = x.size(2), G = w_h.size(0), H = G / 3;
   const int64_t L = keep ? T_ : 1;  // steps whose intermediates are kept (all of them for the backward)
+  // the products themselves only where the backward normalizes them again (not without a normalizer)
+  const bool keep_products = keep && mode != kNone;
+  const int64_t LP = keep_products ? T_ : 1;
   const auto opt = x.options();
   at::Tensor out = at::empty({T_, B, H}, opt);
-  at::Tensor X = at::empty({L, B, G}, opt), AH = at::empty({L, B, G}, opt), S = at::empty({L, B, G}, opt);
+  at::Tensor X = at::empty({LP, B, G}, opt), AH = at::empty({LP, B, G}, opt), S = at::empty({L, B, G}, opt);
   at::Tensor NN = at::empty({L, B, H}, opt);
   std::vector<at::Tensor> stats(12);
   if (mode == kFixed)
@@ -134,17 +137,18 @@ std::vector<at::Tensor> gru_norm_fwd(const at::Tensor& x_, const at::Tensor& h0_
     T *Xp = X.data_ptr<T>(), *AHp = AH.data_ptr<T>(), *Sp = S.data_ptr<T>(), *NNp = NN.data_ptr<T>();
     T* Op = out.data_ptr<T>();
     auto slot = [&](int64_t t) { return keep ? t : 0; };
+    auto pslot = [&](int64_t t) { return keep_products ? t : 0; };
     auto products = [&](int64_t t, int64_t r0, int64_t r1) {  // X_t = x_t W_x^T, AH_t = h_{t-1} W_h^T
-      const int64_t k = slot(t) * B + r0;
+      const int64_t k = pslot(t) * B + r0;
       input.rows(xp + (t * B + r0) * F, F, r1 - r0, Xp + k * G);
       const T* hp = t ? Op + ((t - 1) * B + r0) * H : h0.data_ptr<T>() + r0 * H;
       recurrent.rows(hp, H, r1 - r0, AHp + k * G);
     };
     auto cells = [&](int64_t t, int64_t r0, int64_t r1) {  // the gates, n and h_t
       for (int64_t b = r0; b < r1; ++b) {
-        const int64_t i = slot(t) * B + b;
+        const int64_t i = slot(t) * B + b, p = pslot(t) * B + b;
         T* s = Sp + i * G;
-        const T *xr = Xp + i * G, *ah = AHp + i * G;
+        const T *xr = Xp + p * G, *ah = AHp + p * G;
         nhr.apply(ah, s, t, b, false);
         nxr.apply(xr, s, t, b, true);
         nxn.apply(xr + 2 * H, s + 2 * H, t, b, false);
@@ -162,7 +166,7 @@ std::vector<at::Tensor> gru_norm_fwd(const at::Tensor& x_, const at::Tensor& h0_
         products(t, r0, r1);
         if (bn) {
           team.sync();
-          const int64_t k = slot(t) * B * G;
+          const int64_t k = pslot(t) * B * G;
           nxr.step_stats(Xp + k, t, team);
           nxn.step_stats(Xp + k + 2 * H, t, team);
           nhr.step_stats(AHp + k, t, team);
@@ -190,11 +194,11 @@ std::vector<at::Tensor> gru_norm_bwd(const at::Tensor& dout_, const at::Tensor& 
   const at::Tensor dout = dout_.contiguous(), x = x_.contiguous();
   const auto gains = contiguous_opt(gains_);
   std::vector<at::Tensor> stats(stats_.begin(), stats_.end());
-  const int64_t T_ = AH.size(0), B = AH.size(1), G = AH.size(2), H = G / 3, F = x.size(2);
-  const auto opt = AH.options();
+  const int64_t T_ = S.size(0), B = S.size(1), G = S.size(2), H = G / 3, F = x.size(2);
+  const auto opt = S.options();
   const bool none = mode == kNone;
-  at::Tensor dX = at::empty_like(AH);   // W_x x_t's gradient, all steps (for dW_x)
-  at::Tensor dAH = at::empty_like(AH);  // W_h h_{t-1}'s (for dW_h and the recurrence)
+  at::Tensor dX = at::empty_like(S);   // W_x x_t's gradient, all steps (for dW_x)
+  at::Tensor dAH = at::empty_like(S);  // W_h h_{t-1}'s (for dW_h and the recurrence)
   // the pre-activations' gradients of one step, x side and h side (without a normalizer: dX_t and dAH_t)
   at::Tensor dAx = at::empty({none ? 0 : B, G}, opt), dAh = at::empty({none ? 0 : B, G}, opt);
   at::Tensor dx = need_dx ? at::empty_like(x) : at::empty({0}, opt);
@@ -204,7 +208,7 @@ std::vector<at::Tensor> gru_norm_bwd(const at::Tensor& dout_, const at::Tensor& 
   // the biases on the x side's [r, z, n] and N_hn's bias
   const int64_t W = 10 * H;
   at::Tensor per_row = at::zeros({B, W}, opt);
-  AT_DISPATCH_FLOATING_TYPES(AH.scalar_type(), "gru_norm_bwd", [&] {
+  AT_DISPATCH_FLOATING_TYPES(S.scalar_type(), "gru_norm_bwd", [&] {
     using T = scalar_t;
     const GRUNorms<T> norms(mode, T_, B, H, gains, {}, 0.0, unbiased, stats, opt);
     const Norm<T>&nxr = norms.n[0], &nxn = norms.n[1], &nhr = norms.n[2], &nhn = norms.n[3];
@@ -270,7 +274,7 @@ std::vector<at::Tensor> gru_norm_bwd(const at::Tensor& dout_, const at::Tensor& 
   });
   at::Tensor grads = at::empty({W}, opt), dWx, dWh;
   const at::Tensor h_prev = at::cat({h0.unsqueeze(0), out.narrow(0, 0, T_ - 1)}).reshape({-1, H});
-  AT_DISPATCH_FLOATING_TYPES(AH.scalar_type(), "gru_norm_bwd_sums", [&] {
+  AT_DISPATCH_FLOATING_TYPES(S.scalar_type(), "gru_norm_bwd_sums", [&] {
     column_sum(per_row.data_ptr<scalar_t>(), B, W, grads.data_ptr<scalar_t>());
     dWx = outer_sum<scalar_t>(dX.reshape({-1, G}), x.reshape({-1, F}));  // sum_t dX_t^T x_t
     dWh = outer_sum<scalar_t>(dAH.reshape({-1, G}), h_prev);           // sum_t dAH_t^T h_{t-1}
