@@ -17,7 +17,9 @@ import sys
 import pytest
 import torch
 
+from lnbench.data.base import DataSpec
 from lnbench.errors import ConfigError
+from lnbench.models.sequence import SequenceModel
 from lnbench.nn.fast import layers, native
 from lnbench.nn.fast.layers import NativeGRULayer, NormalizedLayer, TorchKernelLayer, fast_layer, layer_path
 from lnbench.nn.norm import NormConfig, NormKind
@@ -149,6 +151,17 @@ def test_torch_gru_where_the_kernels_do_not_run(monkeypatch):
         got, _ = layer(x)
         want, _ = RecurrentLayer(cell)(x)
     torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("norm", ["none", "layer", "batch"])
+def test_the_model_records_what_runs(norm):
+    """SequenceModel.kernels (the run's provenance) names the kernel; model.impl=torch keeps torch's own."""
+    spec = DataSpec(kind="sequence", task="regress", num_outputs=1, input_size=3, seq_len=5)
+    model = SequenceModel(spec, cell="gru", hidden_size=4, norm={"kind": norm})
+    assert model.kernels == native.status()
+    model(torch.randn(2, 5, 3)).sum().backward()
+    want = "torch's fused kernel" if norm == "none" else "torch ops"
+    assert SequenceModel(spec, cell="gru", hidden_size=4, norm={"kind": norm}, impl="torch").kernels == want
 
 
 def test_weight_norm_keeps_torch_gru():
