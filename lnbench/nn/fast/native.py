@@ -101,7 +101,8 @@ def ops() -> Optional[Any]:
 
 
 def status() -> str:
-    """What runs the normalized LSTM: "native (AVX512 build)", or "torch ops (why)"."""
+    """What runs the LN/BN LSTM and GRU (and the un-normalized GRU): "native (AVX512 build)", or "torch ops
+    (why)" (the un-normalized GRU then runs torch's GRU)."""
     _load()
     return _status["text"]
 
@@ -122,8 +123,9 @@ def _load() -> Optional[Any]:
         why = _reason(e)
         _status["text"] = f"torch ops (the C++ kernels did not build: {why})"
         log.warning(
-            "lnbench's C++ kernels could not be built, so the LN/BN LSTM runs on torch's ops (slower, and "
-            "its numbers differ in the last bits from the kernels'): %s",
+            "lnbench's C++ kernels could not be built, so the LN/BN LSTM and GRU run on torch's ops and the "
+            "un-normalized GRU on torch's GRU (slower, and their numbers differ in the last bits from the "
+            "kernels'): %s",
             why,
         )
         return None
@@ -171,4 +173,4 @@ def _reason(e: Exception) -> str:
 
 if __name__ == "__main__":  # `python -m lnbench.nn.fast.native`: build now (make setup), say what runs
     logging.basicConfig(format="%(levelname)s %(message)s")
-    print(f"lnbench's LN/BN LSTM kernels: {status()}")
+    print(f"lnbench's LSTM/GRU kernels: {status()}")
