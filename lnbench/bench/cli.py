@@ -7,8 +7,9 @@ compare builds on one machine).
 Recurrent rows: for each recurrent model preset of conf/model (by default those a model runs on a
 fused or fast layer) one layer built from the preset's cell and norm, run the way a model runs it
 (`lnbench.nn.fast.layers.fast_layer`): torch's fused kernel for no norm and weight norm (`impl=torch`),
-lnbench's C++ kernels for the LN/BN LSTM (`impl=native`) and, beside them, the same layer on torch's ops
-alone (`impl=ops`, what runs without a C++ compiler, and the GRU's path), and with `--ref` also the
+lnbench's C++ kernels for the LN/BN LSTM and GRU and the un-normalized GRU (`impl=native`) and, beside
+them, the same layer on torch's ops alone (`impl=ops`, what runs without a C++ compiler) or for the
+un-normalized GRU torch's GRU (`impl=torch`, what `model.impl=torch` runs), and with `--ref` also the
 reference Python loop (`impl=ref`). The baseline is `torch.nn.LSTM` / `torch.nn.GRU` at the same shape,
 timed in the same run.
 

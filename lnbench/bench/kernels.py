@@ -82,7 +82,7 @@ def _rnn_layer(model: str, impl: str, F: int, H: int, T: int, device, dtype) -> 
     from lnbench.nn.rnn import RecurrentLayer
 
     cell = _preset_cell(model, F, H, T).to(device=device, dtype=dtype)
-    layer = RecurrentLayer(cell) if impl == "ref" else fast_layer(cell, use_native=impl != "ops")
+    layer = RecurrentLayer(cell) if impl == "ref" else fast_layer(cell, use_native=impl not in ("ops", "torch"))
     if layer is None:
         raise ValueError(f"{model}: no {impl} implementation")
     return layer
@@ -90,13 +90,15 @@ def _rnn_layer(model: str, impl: str, F: int, H: int, T: int, device, dtype) -> 
 
 def _impls_for(model: str, with_ref: bool) -> list[str]:
     """How a model runs the preset's cell, first as SequenceModel picks it: "torch" (torch's fused kernel),
-    "native" (lnbench's C++ kernels, then "ops" beside it: the same layer on torch's ops only) or "ops";
-    and "ref" with --ref or when that is the only way."""
-    from lnbench.nn.fast.layers import TorchKernelLayer, fast_layer
+    "native" (lnbench's C++ kernels, then beside it "ops", the same layer on torch's ops only, or for the
+    un-normalized GRU "torch", torch's GRU) or "ops"; and "ref" with --ref or when that is the only way."""
+    from lnbench.nn.fast.layers import NativeGRULayer, TorchKernelLayer, fast_layer
 
     layer = fast_layer(_preset_cell(model, 4, 4, 2))
     if layer is None:
         impls = []
+    elif isinstance(layer, NativeGRULayer):
+        impls = ["native", "torch"] if layer.native(torch.zeros(1)) else ["torch"]
     elif isinstance(layer, TorchKernelLayer):
         impls = ["torch"]
     else:

@@ -15,7 +15,8 @@ class Placement(str, Enum):
 class Impl(str, Enum):
     """How a recurrent layer runs its cell (lnbench.nn.fast.layers); every way computes the same equations."""
 
-    auto = "auto"  # torch's fused kernel without a normalizer, the fast layer where there is one
+    # torch's fused kernel without a normalizer (the GRU: lnbench's C++ one), the fast layer where there is one
+    auto = "auto"
     reference = "reference"  # the plain per-step loop over the reference cell, always
     fast = "fast"  # lnbench's fast layer (an error where it does not exist)
     torch = "torch"  # as auto, but only torch's kernels and ops: never lnbench's C++ kernels

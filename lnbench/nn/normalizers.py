@@ -59,7 +59,8 @@ class Normalizer:
       batch_stats: its statistics are taken over the batch (needs >= 2 cases in training) and, in a
         recurrent layer, kept per time step.
       activations: it normalizes summed inputs; False means the cell is torch's own LSTM/GRU on (possibly
-        re-parametrized) weights, which torch's fused kernel runs.
+        re-parametrized) weights, which torch's fused kernel runs (the un-normalized GRU: lnbench's, see
+        lnbench.nn.fast.layers.NATIVE_NONE_GRU).
       fast_kernel: the name of lnbench's fast recurrent kernel that computes exactly this normalizer
         ("layer", "batch"), or None for the reference loop. Only an exact implementation may name one.
     """

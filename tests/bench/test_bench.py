@@ -53,7 +53,7 @@ def test_bench_quick_writes_json(tmp_path, capsys):
     assert {("nn.LSTM", "torch"), ("nn.GRU", "torch"), ("lstm", "torch"), ("gru", "torch")} <= got
     for m in ("ln_lstm", "bn_lstm", "ln_gru", "bn_gru"):
         assert (m, "ops") in got and (m, "ref") in got  # torch's ops: the layer without lnbench's C++
-    for m in ("ln_lstm", "bn_lstm"):  # lnbench's C++ kernels, where they are built
+    for m in ("ln_lstm", "bn_lstm", "ln_gru", "bn_gru", "gru"):  # lnbench's C++ kernels, where they are built
         assert ((m, "native") in got) == (native.ops() is not None)
     assert {(r["batch"], r["seq_len"], r["hidden"]) for r in rows} == {(2, 3, 8)}
     assert "ln_lstm" in capsys.readouterr().out

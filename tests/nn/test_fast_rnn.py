@@ -3,7 +3,7 @@
 Outputs, final states, gradients wrt the input, the initial state and every parameter, and BN's running
 statistics, for LN and BN (biased and unbiased variance) LSTM / GRU, train and eval mode, several
 lengths including one longer than BN's stored time steps, on both backends of the normalized layers (the
-LSTM's C++ kernels and torch's ops); torch's fused kernel for the un-normalized cells; and the same
+C++ kernels and torch's ops); torch's fused kernel for the un-normalized cells; and the same
 numbers, bit for bit, on 1 and 2 threads where the layer's own sums decide them.
 """
 
@@ -25,7 +25,7 @@ F_IN, HID, STEPS = 5, 6, 10  # STEPS: BN's stored time steps
 
 @pytest.fixture(params=["native", "torch"])
 def backend(request):
-    """Which backend runs the normalized LSTM: lnbench's C++ kernels, or torch's ops."""
+    """Which backend runs the normalized LSTM / GRU: lnbench's C++ kernels, or torch's ops."""
     if request.param == "native" and native.ops() is None:
         if native.compiler():
             pytest.fail(f"a C++ compiler is here but the kernels did not load: {native.status()}")
@@ -34,9 +34,8 @@ def backend(request):
 
 
 def _grad_fn_name(cls, backend="torch"):
-    if cls is GRUCell:
-        return "GRURecurrenceBackward"
-    return "NativeLSTMRecurrenceBackward" if backend == "native" else "LSTMRecurrenceBackward"
+    name = "GRURecurrenceBackward" if cls is GRUCell else "LSTMRecurrenceBackward"
+    return "Native" + name if backend == "native" else name
 
 
 def _cell(cls, kind, unbiased=False, seed=0, time_steps=STEPS, hid=HID):
@@ -175,6 +174,8 @@ def test_kinds_without_a_fast_path_return_none():
         assert fast_layer(cls(3, 4, NormConfig(kind=NormKind.rms))) is None
         for kind in ("none", "weight"):
             assert isinstance(fast_layer(cls(3, 4, NormConfig(kind=NormKind(kind)))), TorchKernelLayer)
+            plain = fast_layer(cls(3, 4, NormConfig(kind=NormKind(kind))), use_native=False)
+            assert type(plain) is TorchKernelLayer  # torch's own kernel only
     assert fast_layer(torch.nn.Linear(3, 4)) is None
 
 
@@ -207,7 +208,9 @@ def test_torch_kernel_layer_matches_reference(cls, kind, with_state):
         loss = (out * weights[0]).sum() + sum((s * w).sum() for s, w in zip(final, weights[1:]))
         return [out, *final, *torch.autograd.grad(loss, [x, *(state or ()), *cell.parameters()])]
 
-    for f, r in zip(run(fast_layer(cell)), run(RecurrentLayer(cell))):
+    layer = fast_layer(cell, use_native=False)
+    assert type(layer) is TorchKernelLayer
+    for f, r in zip(run(layer), run(RecurrentLayer(cell))):
         torch.testing.assert_close(f, r, rtol=1e-10, atol=1e-12)
 
 

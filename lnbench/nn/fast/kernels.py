@@ -1,4 +1,4 @@
-"""The C++ kernels' calls (lnbench/nn/fast/csrc/lstm_norm.cpp) with what crosses the boundary named.
+"""The C++ kernels' calls (lnbench/nn/fast/csrc/lstm_norm.cpp, gru_norm.cpp) with what crosses the boundary named.
 
 The kernels take and return flat lists of tensors in an order fixed by their schema; these wrappers are the
 one place that knows that order, so the autograd code (lnbench.nn.fast.recurrence) reads `kept.AH` or
@@ -79,8 +79,8 @@ class NativeGrads(NamedTuple):
     dbc: Tensor
 
 
-def _stats(flat: Sequence[Tensor]) -> tuple[NormStats, NormStats, NormStats]:
-    return NormStats(*flat[0:3]), NormStats(*flat[3:6]), NormStats(*flat[6:9])
+def _stats(flat: Sequence[Tensor]) -> tuple[NormStats, ...]:
+    return tuple(NormStats(*flat[i : i + 3]) for i in range(0, len(flat), 3))
 
 
 def lstm_norm_fwd(
@@ -127,6 +127,112 @@ def lstm_norm_bwd(
             k.TC,
             k.flat_stats(),
             [s.wx, s.wh, s.wc],
+            mode,
+            unbiased,
+            need_dx,
+        )
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# GRU (gru_norm.cpp): four normalizers, x_rz, x_n, h_rz, h_n, in that order everywhere
+# --------------------------------------------------------------------------------------------------
+class GRUKept(NamedTuple):
+    """What gru_norm_fwd keeps for the backward: X = W_x x_t, AH = W_h h_{t-1} (one step's only without a
+    normalizer: the backward does not read them), S = [r, z, n], NN = N_hn(AH_n), and the statistics of N_xrz,
+    N_xn, N_hrz, N_hn (one step's slots unless keep; unused without a normalizer)."""
+
+    X: Tensor
+    AH: Tensor
+    S: Tensor
+    NN: Tensor
+    stats: tuple[NormStats, ...]
+
+    def flat_stats(self) -> list[Tensor]:
+        return [t for s in self.stats for t in s]
+
+
+class GRUSaved(NamedTuple):
+    """Everything the GRU's backward reads: the forward's inputs and output, the gains (None without a
+    normalizer), and what it kept."""
+
+    x: Tensor
+    h0: Tensor
+    Wx: Tensor
+    Wh: Tensor
+    out: Tensor
+    w_xrz: Optional[Tensor]
+    w_xn: Optional[Tensor]
+    w_hrz: Optional[Tensor]
+    w_hn: Optional[Tensor]
+    kept: GRUKept
+
+    def flat(self) -> list[Optional[Tensor]]:
+        return [*self[:-1], *self.kept[:-1], *self.kept.flat_stats()]
+
+    @classmethod
+    def unflat(cls, tensors: Sequence[Tensor]) -> "GRUSaved":
+        n = len(cls._fields) - 1
+        kept, stats = tensors[n : n + 4], tensors[n + 4 :]
+        return cls(*tensors[:n], GRUKept(*kept, _stats(stats)))
+
+
+class GRUGrads(NamedTuple):
+    """gru_norm_bwd's gradients: dx (empty unless asked), dh_0, dW_x, dW_h, the gains' (zeros without a
+    normalizer), dax: the gradient of every bias on the x side's pre-activations [r, z, n] (N_xrz's and N_xn's
+    biases, the GRU's gate and candidate bias, W_x's bias; N_hrz's bias is its first 2H), and dnn: N_hn's
+    bias's (W_h's n slice without a normalizer)."""
+
+    dx: Tensor
+    dh0: Tensor
+    dWx: Tensor
+    dWh: Tensor
+    dw_xrz: Tensor
+    dw_xn: Tensor
+    dw_hrz: Tensor
+    dw_hn: Tensor
+    dax: Tensor
+    dnn: Tensor
+
+
+def gru_norm_fwd(
+    x: Tensor,
+    h0: Tensor,
+    Wx: Tensor,
+    Wh: Tensor,
+    b: Optional[Tensor],
+    gains: Sequence[Optional[Tensor]],
+    biases: Sequence[Optional[Tensor]],
+    mode: int,
+    eps: float,
+    unbiased: bool,
+    fixed: list[Tensor],
+    keep: bool,
+) -> tuple[Tensor, Tensor, GRUKept]:
+    """(out, h_T, what the backward needs)."""
+    out, hT, *rest = native.ops().gru_norm_fwd(
+        x, h0, Wx, Wh, b, list(gains), list(biases), mode, eps, unbiased, fixed, keep
+    )
+    return out, hT, GRUKept(*rest[:4], _stats(rest[4:]))
+
+
+def gru_norm_bwd(dout: Tensor, dhT: Tensor, saved: GRUSaved, mode: int, unbiased: bool, need_dx: bool) -> GRUGrads:
+    s, k = saved, saved.kept
+    return GRUGrads(
+        *native.ops().gru_norm_bwd(
+            dout,
+            dhT,
+            s.x,
+            s.h0,
+            s.Wx,
+            s.Wh,
+            s.out,
+            k.X,
+            k.AH,
+            k.S,
+            k.NN,
+            k.flat_stats(),
+            [s.w_xrz, s.w_xn, s.w_hrz, s.w_hn],
             mode,
             unbiased,
             need_dx,

@@ -6,10 +6,12 @@ buffers: `cell` keeps owning every parameter, so a model's state_dict is the sam
 It returns None where it has no fast path; the caller then runs the reference loop.
 
 - No normalizer, weight norm (`TorchKernelLayer`): torch's fused LSTM/GRU kernel (what nn.LSTM.forward
-  calls, oneDNN's RNN on CPU, cuDNN on CUDA) on the cell's own tensors.
-- Layer norm and BN_t (`NormalizedLayer`): the input side (W_x x, its normalizer, the gate bias) for all
+  calls, oneDNN's RNN on CPU, cuDNN on CUDA) on the cell's own tensors; except the un-normalized GRU, which
+  runs lnbench's C++ GRU kernel where it runs (`NativeGRULayer`, NATIVE_NONE_GRU says why).
+- Layer norm and BN_t (`NormalizedLayer`): lnbench's C++ kernels, the whole layer in one call each way
+  (W_x x and N_x included); or, without them, the input side (W_x x, its normalizer, the gate bias) for all
   steps at once under ordinary autograd, then the recurrence inside ONE autograd.Function with a
-  hand-written backward through time (lnbench.nn.fast.recurrence), on torch's ops or lnbench's C++ kernels.
+  hand-written backward through time on torch's ops (lnbench.nn.fast.recurrence).
 
 Supported: LSTMCell / GRUCell with norm none, weight, layer or batch. The backward is once-differentiable.
 """
@@ -23,15 +25,21 @@ from torch import _VF, Tensor, nn
 from torch.nn import functional as F
 
 from lnbench.nn.fast import native
-from lnbench.nn.fast.recurrence import GRURecurrence, LSTMRecurrence, NativeLSTMRecurrence, lstm_scale
+from lnbench.nn.fast.recurrence import (
+    GRURecurrence,
+    LSTMRecurrence,
+    NativeGRURecurrence,
+    NativeLSTMRecurrence,
+    lstm_scale,
+)
 from lnbench.nn.fast.step_norms import ColumnLayerNorm, NativeNorms, StepNorm, normalize_steps
 from lnbench.nn.norm import normalizer
 from lnbench.nn.rnn import GRUCell, LSTMCell, RecurrentLayer, State
 
 
 class NormalizedLayer(nn.Module):
-    """`RecurrentLayer(cell)` for LN and BN_t cells, the recurrence in one autograd.Function: the LSTM's
-    in lnbench's C++ kernels where `use_native` and they are built (lnbench.nn.fast.native), else in torch ops."""
+    """`RecurrentLayer(cell)` for LN and BN_t cells, the recurrence in one autograd.Function: in lnbench's C++
+    kernels where `use_native` and they are built (lnbench.nn.fast.native), else in torch ops."""
 
     def __init__(self, cell: nn.Module, use_native: bool = True):
         super().__init__()
@@ -39,15 +47,7 @@ class NormalizedLayer(nn.Module):
 
     def native(self, x: Tensor) -> bool:
         """Whether the C++ kernels run this layer on x (they compute W_x x and W_h h with no Linear bias)."""
-        cell = self.cell
-        return (
-            self.use_native
-            and isinstance(cell, LSTMCell)
-            and x.device.type == "cpu"
-            and x.dtype in (torch.float32, torch.float64)
-            and not cell.nz.linear_bias
-            and native.ops() is not None
-        )
+        return self.use_native and not self.cell.nz.linear_bias and native_runs(x)
 
     def forward(self, x: Tensor, state: Optional[State] = None) -> tuple[Tensor, State]:
         cell = self.cell
@@ -72,6 +72,8 @@ class NormalizedLayer(nn.Module):
                 *_wb(cell.norm_c),
             )
             norms, fn = NativeNorms(cell, T), NativeLSTMRecurrence
+        elif self.native(x):  # the GRU
+            return native_gru(cell, x, state)
         elif isinstance(cell, LSTMCell):
             xp = self._project_lstm(x)
             h0, c0 = cell.initial_state(B, xp) if state is None else state
@@ -119,6 +121,28 @@ def _wb(norm: nn.Module) -> tuple[Tensor, Optional[Tensor]]:
     return norm.weight, norm.bias
 
 
+def native_runs(x: Tensor) -> bool:
+    """Whether lnbench's C++ kernels can run a layer on x: CPU, float32/float64, the kernels built."""
+    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and native.ops() is not None
+
+
+def native_gru(cell: GRUCell, x: Tensor, state: Optional[State]) -> tuple[Tensor, State]:
+    """The GRU layer in lnbench's C++ kernels (NativeGRURecurrence): LN, BN_t, or no normalizer, whose
+    normalizers are the Linears' biases (r multiplies U h + b_U, as in torch's GRU)."""
+    T, B = x.shape[:2]
+    (h0,) = cell.initial_state(B, x) if state is None else state
+    if cell.nz.activations:
+        norms = (cell.norm_x_rz, cell.norm_x_n, cell.norm_h_rz, cell.norm_h_n)
+        params = [p for norm in norms for p in _wb(norm)]
+    else:
+        H2, bx, bh = 2 * cell.hidden_size, cell.weight_x.bias, cell.weight_h.bias
+        params = [None, bx[:H2], None, bx[H2:], None, bh[:H2], None, bh[H2:]]
+    args = (x, h0, cell.weight_x.weight, cell.weight_h.weight, cell.bias, *params)
+    need_grad = torch.is_grad_enabled() and any(a is not None and a.requires_grad for a in args)
+    out, hT = NativeGRURecurrence.apply(NativeNorms(cell, T), need_grad, *args)
+    return out, (hT,)
+
+
 class TorchKernelLayer(nn.Module):
     """torch's fused LSTM/GRU kernel (what nn.LSTM / nn.GRU call) on an un-normalized cell's own weights;
     with weight norm the parametrization computes them here, under autograd."""
@@ -147,6 +171,27 @@ class TorchKernelLayer(nn.Module):
         return out, (h[0],)
 
 
+class NativeGRULayer(TorchKernelLayer):
+    """The un-normalized GRU (norm none) in lnbench's C++ kernels (`native_gru`) where they run on x (CPU,
+    float32/float64, the kernels built), torch's fused GRU (TorchKernelLayer) elsewhere: the same equations,
+    the same parameters, different rounding."""
+
+    def native(self, x: Tensor) -> bool:
+        return native_runs(x)
+
+    def forward(self, x: Tensor, state: Optional[State] = None) -> tuple[Tensor, State]:
+        if x.shape[0] == 0 or not self.native(x):
+            return super().forward(x, state)
+        return native_gru(self.cell, x, state)
+
+
+# The un-normalized GRU (`gru`) runs lnbench's kernel (NativeGRULayer) rather than torch's GRU, a fixed choice
+# (never decided at run time: a config gives the same numbers on every machine with the same build): on a
+# Zen 5 EPYC, 2 threads, float32, fwd+bwd at B=32 T=100 I=64 H=256 and at B=4, it was faster than nn.GRU on
+# both the AVX-512 and the AVX2 build (docs/performance.md). `model.impl=torch` keeps torch's GRU.
+NATIVE_NONE_GRU = True
+
+
 def fast_layer(cell: nn.Module, use_native: bool = True) -> Optional[nn.Module]:
     """A fast drop-in for `RecurrentLayer(cell)` sharing `cell`'s parameters, or None where there is none:
     torch's fused kernel for cells without activation normalizers, `NormalizedLayer` for the kinds its
@@ -156,6 +201,9 @@ def fast_layer(cell: nn.Module, use_native: bool = True) -> Optional[nn.Module]:
         return None
     nz = normalizer(cell.norm_kind)
     if not nz.activations:
+        plain = not any(hasattr(m, "parametrizations") for m in (cell.weight_x, cell.weight_h))  # not weight norm
+        if use_native and NATIVE_NONE_GRU and plain and isinstance(cell, GRUCell):
+            return NativeGRULayer(cell)
         return TorchKernelLayer(cell)
     if nz.fast_kernel is None or hasattr(cell.weight_h, "parametrizations"):
         return None
@@ -165,6 +213,8 @@ def fast_layer(cell: nn.Module, use_native: bool = True) -> Optional[nn.Module]:
 def layer_path(layer: nn.Module, like: Tensor) -> str:
     """What computes `layer` on tensors like `like`: "torch's fused kernel", lnbench's C++ kernels
     ("native (AVX512 build)"), "torch ops" or "reference loop"."""
+    if isinstance(layer, NativeGRULayer):
+        return native.status() if layer.native(like) else "torch's fused kernel"
     if isinstance(layer, TorchKernelLayer):
         return "torch's fused kernel"
     if isinstance(layer, NormalizedLayer):

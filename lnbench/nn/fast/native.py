@@ -1,4 +1,5 @@
-"""lnbench's own C++ kernels (`lnbench/nn/fast/csrc/*.cpp`), built once per machine as a torch extension.
+"""lnbench's own C++ kernels (`lnbench/nn/fast/csrc/*.cpp`, and the headers they share), built once per
+machine as a torch extension.
 
 `ops()` gives `torch.ops.lnbench` with the kernels registered, or None where they cannot be built (no C++
 compiler, no ninja, a failed build): the callers then run torch's own ops instead, and `status()` says
@@ -11,9 +12,10 @@ run on any machine that reports the same capability. The sources say how their r
 any thread count.
 
 The compiler is `$CXX`, else the C++ sibling of `$CC` (gcc -> g++, clang -> clang++), else `c++`. The
-build (about 20 s) goes to `$LNBENCH_CACHE` (else ~/.cache/lnbench), named by a hash of the sources, the
-flags and the torch version; `make setup` runs it ahead (`python -m lnbench.nn.fast.native`), and torch's file
-lock keeps concurrent first runs from building twice. Older builds for the same ISA are removed.
+build (about 20 s) goes to `$LNBENCH_CACHE` (else ~/.cache/lnbench), named by a hash of the sources and
+the headers they include (csrc/*.cpp, csrc/*.h), the flags and the torch version, so that any edit builds
+anew and a stale build is never loaded; `make setup` runs it ahead (`python -m lnbench.nn.fast.native`),
+and torch's file lock keeps concurrent first runs from building twice. Older builds for the same ISA are removed.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ import torch
 
 log = logging.getLogger("lnbench")
 
-SOURCES = sorted((Path(__file__).parent / "csrc").glob("*.cpp"))
+CSRC = Path(__file__).parent / "csrc"
+SOURCES = sorted(CSRC.glob("*.cpp"))  # what the compiler is given
+HEADERS = sorted(CSRC.glob("*.h"))  # what they include (kernel_common.h): in the build's hash too
 # -ffp-contract=off: no multiply-add fused in one place and not in another (the products' tiles fuse theirs
 # on purpose, see the source). -fno-trapping-math (as torch builds itself): without it gcc keeps the
 # branches of the AVX2 and baseline builds' selects (exp's clamp, tanh's two ranges) and leaves those
@@ -76,7 +80,8 @@ def cache_dir() -> Path:
 
 def build_name() -> str:
     h = hashlib.sha256()
-    for src in SOURCES:
+    for src in SOURCES + HEADERS:  # a header edit is a new name: a stale .so is never loaded
+        h.update(src.name.encode())
         h.update(src.read_bytes())
     h.update(" ".join(build_flags()).encode())
     h.update(torch.__version__.encode())
@@ -96,7 +101,8 @@ def ops() -> Optional[Any]:
 
 
 def status() -> str:
-    """What runs the normalized LSTM: "native (AVX512 build)", or "torch ops (why)"."""
+    """What runs the LN/BN LSTM and GRU (and the un-normalized GRU): "native (AVX512 build)", or "torch ops
+    (why)" (the un-normalized GRU then runs torch's GRU)."""
     _load()
     return _status["text"]
 
@@ -117,8 +123,9 @@ def _load() -> Optional[Any]:
         why = _reason(e)
         _status["text"] = f"torch ops (the C++ kernels did not build: {why})"
         log.warning(
-            "lnbench's C++ kernels could not be built, so the LN/BN LSTM runs on torch's ops (slower, and "
-            "its numbers differ in the last bits from the kernels'): %s",
+            "lnbench's C++ kernels could not be built, so the LN/BN LSTM and GRU run on torch's ops and the "
+            "un-normalized GRU on torch's GRU (slower, and their numbers differ in the last bits from the "
+            "kernels'): %s",
             why,
         )
         return None
@@ -166,4 +173,4 @@ def _reason(e: Exception) -> str:
 
 if __name__ == "__main__":  # `python -m lnbench.nn.fast.native`: build now (make setup), say what runs
     logging.basicConfig(format="%(levelname)s %(message)s")
-    print(f"lnbench's LN/BN LSTM kernels: {status()}")
+    print(f"lnbench's LSTM/GRU kernels: {status()}")

@@ -1,6 +1,7 @@
 """The recurrences of lnbench's fast normalized layers (lnbench.nn.fast.layers.NormalizedLayer), each ONE
 autograd.Function with a hand-written backward through time on torch's ops, or on lnbench's C++ kernels
-(lnbench.nn.fast.native) for the LN/BN LSTM; the per-step normalizers they run are lnbench.nn.fast.step_norms.
+(lnbench.nn.fast.native) for the LN/BN LSTM and the GRU (LN, BN, none); the per-step normalizers they run are
+lnbench.nn.fast.step_norms.
 
 - The input side (W_x x, its normalizer, the gate bias) runs for all steps at once under ordinary autograd
   (fast_rnn); the recurrence here writes a few aten ops per step into preallocated (T, B, .) buffers. That
@@ -216,3 +217,37 @@ class NativeLSTMRecurrence(torch.autograd.Function):
             g.dwc,
             bias(has_bc, g.dbc),
         )
+
+
+class NativeGRURecurrence(torch.autograd.Function):
+    """The whole GRU layer (LN, BN_t, or no normalizer), its input projection W_x x and N_x included, in
+    lnbench's C++ kernels (lnbench/nn/fast/csrc/gru_norm.cpp): one call each way. The four normalizers' gains
+    and biases come in the order x_rz, x_n, h_rz, h_n; without a normalizer the gains are None and the
+    biases are the slices of W_x's and W_h's biases."""
+
+    @staticmethod
+    def forward(ctx, norms, need_grad, x, h0, Wx, Wh, b, w_xrz, b_xrz, w_xn, b_xn, w_hrz, b_hrz, w_hn, b_hn):
+        gains, biases = (w_xrz, w_xn, w_hrz, w_hn), (b_xrz, b_xn, b_hrz, b_hn)
+        out, hT, kept = kernels.gru_norm_fwd(
+            x, h0, Wx, Wh, b, gains, biases, norms.mode, norms.eps, norms.unbiased, norms.fixed, need_grad
+        )
+        norms.finish(kept.stats, x.shape[1])
+        if need_grad:
+            ctx.setup = (norms.mode, norms.unbiased, [t is not None for t in (b, *gains, *biases)])
+            ctx.save_for_backward(*kernels.GRUSaved(x, h0, Wx, Wh, out, *gains, kept).flat())
+        return out, hT
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dout, dhT):
+        mode, unbiased, has = ctx.setup
+        need_dx = ctx.needs_input_grad[2]
+        g = kernels.gru_norm_bwd(dout, dhT, kernels.GRUSaved.unflat(ctx.saved_tensors), mode, unbiased, need_dx)
+        H = g.dnn.shape[0]
+        # in the forward's order: b, the gains (x_rz, x_n, h_rz, h_n), their biases (N_hrz's a copy of N_xrz's:
+        # two parameters never share one gradient tensor)
+        rz = g.dax[: 2 * H]
+        grads = [g.dax, g.dw_xrz, g.dw_xn, g.dw_hrz, g.dw_hn, rz, g.dax[2 * H :], rz.clone(), g.dnn]
+        b, w_xrz, w_xn, w_hrz, w_hn, b_xrz, b_xn, b_hrz, b_hn = [d if h else None for d, h in zip(grads, has)]
+        dx = g.dx if need_dx else None
+        return None, None, dx, g.dh0, g.dWx, g.dWh, b, w_xrz, b_xrz, w_xn, b_xn, w_hrz, b_hrz, w_hn, b_hn

@@ -163,19 +163,29 @@ def bn_update_running(mod: BatchNorm, means: Tensor, vars_u: Tensor) -> None:
 
 
 class NativeNorms:
-    """The cell's three normalizers (N_x, N_h, N_c) as the C++ kernels take them: one mode (per-row
-    statistics for LN; per-column over the batch for BN in training; BN's running averages at evaluation)
-    and, for BN in training, the running averages to update from the statistics the kernel returns."""
+    """A cell's normalizers as the C++ kernels take them (the LSTM's N_x, N_h, N_c; the GRU's N_xrz, N_xn, N_hrz,
+    N_hn): one mode (per-row statistics for LN; per-column over the batch for BN in training; BN's running
+    averages at evaluation; none for a cell without a normalizer, whose Linear biases the kernel adds) and,
+    for BN in training, the running averages to update from the statistics the kernel returns."""
 
-    LAYER, BATCH, FIXED = 0, 1, 2
+    LAYER, BATCH, FIXED, NONE = 0, 1, 2, 3
 
-    def __init__(self, cell: LSTMCell, steps: int):
-        self.mods = (cell.norm_x, cell.norm_h, cell.norm_c)
+    def __init__(self, cell: nn.Module, steps: int):
+        if isinstance(cell, LSTMCell):
+            self.mods: tuple[nn.Module, ...] = (cell.norm_x, cell.norm_h, cell.norm_c)
+        else:
+            self.mods = (cell.norm_x_rz, cell.norm_x_n, cell.norm_h_rz, cell.norm_h_n)
         first = self.mods[0]
-        self.eps = first.eps
-        self.bn = cell.nz.fast_kernel == BATCH
+        kernel = cell.nz.fast_kernel
+        self.eps = first.eps if kernel is not None else 0.0
+        self.bn = kernel == BATCH
         self.unbiased = self.bn and first.unbiased
-        self.mode = self.LAYER if not self.bn else self.BATCH if first.training else self.FIXED
+        if kernel is None:
+            if cell.nz.activations:
+                raise ValueError(f"the C++ kernels have no form of the {cell.nz.name} normalizer")
+            self.mode = self.NONE
+        else:
+            self.mode = self.LAYER if not self.bn else self.BATCH if first.training else self.FIXED
         self.fixed: list[Tensor] = []
         if self.mode == self.FIXED:
             for mod in self.mods:
