@@ -42,7 +42,7 @@ log = logging.getLogger("lnbench")
 SAMPLE_S = 1.0
 # The kernels whose bits do not depend on the thread count (lnbench.nn.fast: a row or a column is computed
 # whole by one thread; torch's fused LSTM/GRU), as lnbench.models.sequence names them in `kernels`.
-INVARIANT_KERNELS = ("torch's fused kernel", "native (", "torch ops")
+INVARIANT_KERNELS = ("torch's fused kernel", "native (")
 MAX_CHANGES_KEPT = 100
 
 
