@@ -15,7 +15,9 @@ The compiler is `$CXX`, else the C++ sibling of `$CC` (gcc -> g++, clang -> clan
 build (about 20 s) goes to `$LNBENCH_CACHE` (else ~/.cache/lnbench), named by a hash of the sources and
 the headers they include (csrc/*.cpp, csrc/*.h), the flags and the torch version, so that any edit builds
 anew and a stale build is never loaded; `make setup` runs it ahead (`python -m lnbench.nn.fast.native`),
-and torch's file lock keeps concurrent first runs from building twice. Older builds for the same ISA are removed.
+and torch's file lock keeps concurrent first runs from building twice. Each load touches its build's folder; builds
+of other sources for the same ISA are removed once unused for STALE_DAYS (never sooner: another checkout may be
+using one).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import logging
 import os
 import platform
 import shutil
+import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
@@ -48,6 +51,7 @@ X86_FLAGS = {
     "AVX512": ["-march=x86-64-v4", "-DLNB_VECTOR_BYTES=64"],
     "AVX2": ["-march=x86-64-v3", "-DLNB_VECTOR_BYTES=32"],
 }
+STALE_DAYS = 30
 CXX_OF_CC = {"gcc": "g++", "clang": "clang++", "cc": "c++"}
 
 
@@ -119,6 +123,7 @@ def _load() -> Optional[Any]:
         if not built.exists():
             _build(name, where)
         torch.ops.load_library(str(built))
+        os.utime(where)  # in use: not stale for another checkout's clean-up
     except Exception as e:  # no compiler, no ninja, a failed build: torch's ops run instead
         why = _reason(e)
         _status["text"] = f"torch ops (the C++ kernels did not build: {why})"
@@ -159,8 +164,10 @@ def _build(name: str, where: Path) -> None:
             del os.environ["CXX"]
         else:
             os.environ["CXX"] = env_cxx
-    for old in where.parent.glob(_prefix() + "*"):  # earlier builds of other sources for this ISA
-        if old != where:
+    # Builds of other sources for this ISA, once unused for STALE_DAYS: not sooner, since another checkout or
+    # version of lnbench on this machine (a helper's worktree, an older venv) may be loading one right now.
+    for old in where.parent.glob(_prefix() + "*"):
+        if old != where and time.time() - old.stat().st_mtime > STALE_DAYS * 86400:
             shutil.rmtree(old, ignore_errors=True)
 
 

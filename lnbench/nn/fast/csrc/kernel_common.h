@@ -14,6 +14,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -123,6 +124,26 @@ template <typename F> void run_team(int64_t threads, const F& f) {
   }
 #endif
   f(Team{});
+}
+
+// f(r0, r1) over the rows [0, B) where every row is its own recurrence (no batch statistics): the team takes
+// chunks of rows from a shared counter, each chunk through all the steps, so a thread that a busy neighbour
+// slows takes fewer chunks instead of keeping the others waiting at the end. Which thread runs a row, and
+// with which others, never changes the row's arithmetic (the products' sums run over k in order whatever
+// the tile), so the bits stay those of one thread. Chunks are at least the products' tile where the batch
+// allows it, and at most a quarter of a thread's share.
+template <typename F> void run_rows(int64_t B, const F& f) {
+  const int64_t n = std::max<int64_t>(1, std::min<int64_t>(B, at::get_num_threads()));
+#ifdef _OPENMP
+  if (n > 1) {
+    const int64_t chunk = std::max<int64_t>(std::min<int64_t>(4, (B + n - 1) / n), B / (4 * n));
+    std::atomic<int64_t> next{0};
+#pragma omp parallel num_threads(n)
+    for (int64_t r0 = next.fetch_add(chunk); r0 < B; r0 = next.fetch_add(chunk)) f(r0, std::min(B, r0 + chunk));
+    return;
+  }
+#endif
+  f(0, B);
 }
 
 // column blocks [c0, c1) of a G-wide matrix of `rows` rows, in parallel (blocks of 64 columns)
