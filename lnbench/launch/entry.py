@@ -199,6 +199,7 @@ class Job:
     def train(self, cfg, hc, run_dir: Path, ckpt) -> dict:
         from lnbench.launch import threads
         from lnbench.launch.isolate import crash_log, in_child_process, warm_up
+        from lnbench.launch.warm import prepare
         from lnbench.training.recipe import run
         from lnbench.training.tracker import job_name, run_tags, sweep_group
 
@@ -218,6 +219,7 @@ class Job:
                 with phases.phase("job: warm-up (imports once per process)"):
                     warm_up()  # in here: a Ctrl-C during its imports (~1 s) is an interrupted job, not a traceback
                 if self.plan.multirun and not self.plan.isolated:
+                    prepare(cfg, n)
                     return in_child_process(run_dir, run, cfg, run_dir, **kw)
                 return run(cfg, run_dir, ckpt=ckpt, **kw)
             except BaseException as e:

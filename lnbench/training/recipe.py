@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lnbench import phases
 from lnbench.config.validate import validate
+from lnbench.data import cache as data_cache
 from lnbench.errors import ConfigError, Diverged, Interrupted, refused_while_building
 from lnbench.nn.norm import normalizer
 from lnbench.runs import Summary, write_config
@@ -54,7 +55,9 @@ def resolve_device(name: str) -> torch.device:
 
 # ---- the recipe's steps: each takes only its own config subtree ---------------------------------
 def setup_data(dataset_cfg: DictConfig, **kw):
-    """The dataset (`kw`: e.g. eval_seq_len=N for a test at another length)."""
+    """The dataset (`kw`: e.g. eval_seq_len=N for a test at another length); one its process kept, if any."""
+    if not kw and (kept := data_cache.kept(dataset_cfg)) is not None:
+        return kept
     with refused_while_building("dataset", dataset_cfg):
         return instantiate(dataset_cfg, _convert_="all", **kw)
 
