@@ -177,4 +177,4 @@ def print_rows(rows: list[dict], jobs: int, steps: int) -> None:
         )
     console = Console(width=max(Console().width, 150))
     console.print(table)
-    console.print(HOW.format(n=jobs, steps=steps, workers=rows[0]["workers"]))
+    console.print(HOW.format(n=jobs, steps=steps, workers=rows[0]["workers"]), soft_wrap=True)
