@@ -6,7 +6,8 @@ Kept only where the data is what the job would make itself: for a job on one tor
 parent that ran torch's ops on several would hand its forked jobs an OpenMP thread pool they cannot use; a
 parallel launcher gives each job one core, so its jobs run on one), by a dataset of lnbench's own, without
 drawing from the global random generators (torch, numpy, python's), whose states a job's model initialisation
-goes on from. At most KEEP datasets are kept, the last ones asked for (a sweep's seeds each make their own).
+goes on from. At most KEEP datasets are kept, the last ones asked for (a sweep's seeds each make their own), and
+at most KEEP_BYTES of their tensors (MNIST's 60,000 training images are 188 MB as floats).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 KEEP = 4
+KEEP_BYTES = 512 * 2**20
 _kept: dict[str, Any] = {}  # key -> dataset, oldest first
+_sizes: dict[str, int] = {}
 
 
 def key(dataset_cfg: DictConfig, threads: int) -> str:
@@ -49,7 +52,7 @@ def keep(dataset_cfg: DictConfig, threads: int, make: Callable[[], Any]) -> bool
     except Exception:  # noqa: BLE001
         return False
     if k in _kept:
-        _kept[k] = _kept.pop(k)  # the last asked for
+        _kept[k], _sizes[k] = _kept.pop(k), _sizes.pop(k)  # the last asked for
         return True
     before, had = rng_states(), torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -63,14 +66,32 @@ def keep(dataset_cfg: DictConfig, threads: int, make: Callable[[], Any]) -> bool
         restore(before)
     if drew:  # its making moved a global generator: a job must make it itself, and move it as it does
         return False
-    while len(_kept) >= KEEP:
-        del _kept[next(iter(_kept))]
-    _kept[k] = dataset
+    size = nbytes(dataset)
+    if size > KEEP_BYTES:
+        return False
+    while _kept and (len(_kept) >= KEEP or sum(_sizes.values()) + size > KEEP_BYTES):
+        oldest = next(iter(_kept))
+        del _kept[oldest], _sizes[oldest]
+    _kept[k], _sizes[k] = dataset, size
     return True
+
+
+def nbytes(obj: Any, depth: int = 5) -> int:
+    """The bytes of the tensors and arrays an object holds (its attributes, their tuples, lists and dicts)."""
+    if isinstance(obj, (torch.Tensor, np.ndarray)):
+        return int(obj.nbytes)
+    if depth == 0:
+        return 0
+    if isinstance(obj, dict):
+        return sum(nbytes(v, depth - 1) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(nbytes(v, depth - 1) for v in obj)
+    return nbytes(vars(obj), depth - 1) if hasattr(obj, "__dict__") else 0
 
 
 def forget() -> None:
     _kept.clear()
+    _sizes.clear()
 
 
 def rng_states() -> tuple:

@@ -73,6 +73,8 @@ def test_a_dataset_is_kept_only_where_a_job_would_make_the_same(tmp_path):
         for seed in range(data_cache.KEEP):  # the oldest goes once KEEP others were asked for
             assert data_cache.keep(tiny("ln_lstm", "adding", f"seed={10 + seed}").dataset, 1, lambda: "other")
         assert data_cache.keep(cfg.dataset, 1, lambda: "made again")
+        big = torch.zeros(data_cache.KEEP_BYTES // 4 + 1)  # more bytes than a worker keeps
+        assert not data_cache.keep(tiny("ln_lstm", "adding", "seed=99").dataset, 1, lambda: (big,))
         torch.set_num_threads(1)
         assert data_cache.kept(cfg.dataset) == "made again"
     finally:
