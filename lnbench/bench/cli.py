@@ -43,6 +43,10 @@ The sweep row (`--sweep`, on by default, off with --quick) is the wall time of f
 8 jobs at the preset's equal epochs, `--sweep-epochs` to shrink them) with the joblib launcher over that with the
 basic one.
 
+The check-throughput rows (`--throughput`, on by default, off with --quick) predict, per claim preset, what
+`lnbench check` does on this machine: jobs per minute and the fixed cost per job (lnbench.bench.throughput says
+how: sampled jobs at 1 and at --throughput-steps steps, their phases, the preset's full sweep extrapolated).
+
 Results also go to JSON (`--json`, default bench-results/bench-<timestamp>.json) so commits can be
 compared.
 """
@@ -65,6 +69,8 @@ import torch
 from lnbench.bench.bandwidth import mlp_bandwidth_rows
 from lnbench.bench.kernels import bench_mlp, bench_rnn, fast_rnn_models, rnn_presets
 from lnbench.bench.runs import runner_overhead_rows, sweep_rows, train_rows
+from lnbench.bench.throughput import print_rows as print_throughput
+from lnbench.bench.throughput import throughput_rows
 from lnbench.nn.fast import native
 from lnbench.training.provenance import cpu_model
 
@@ -191,7 +197,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--sweep-epochs", type=float, default=None, help="epochs per sweep job (default the preset's 2; --quick 0.25)"
     )
+    p.add_argument(
+        "--throughput",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="predict `lnbench check`'s jobs per minute and fixed cost per job, per claim preset (default on, off "
+        "with --quick)",
+    )
+    p.add_argument("--throughput-presets", type=_parse_presets, default=None, help="comma list (default: all)")
+    p.add_argument("--throughput-jobs", type=int, default=6, help="jobs sampled per preset (default 6)")
+    p.add_argument("--throughput-steps", type=int, default=20, help="steps of the longer sample (default 20)")
     return p
+
+
+def _parse_presets(text: str) -> list[str]:
+    from lnbench.check.args import claim_presets
+
+    names, known = [n.strip() for n in text.split(",") if n.strip()], claim_presets()
+    if bad := [n for n in names if n not in known] or (not names and ["(none)"]):
+        raise argparse.ArgumentTypeError(f"{', '.join(bad)} is not a claim preset: use {', '.join(known)}")
+    return names
 
 
 def _git_commit() -> Optional[str]:
@@ -244,7 +269,16 @@ def _print_table(rows: list[dict], meta: dict) -> None:
     )
 
 
-LEAST = {"threads": 1, "reps": 1, "warmup": 0, "input_size": 1, "runner_steps": 1, "train_steps": 1}
+LEAST = {
+    "threads": 1,
+    "reps": 1,
+    "warmup": 0,
+    "input_size": 1,
+    "runner_steps": 1,
+    "train_steps": 1,
+    "throughput_jobs": 1,
+    "throughput_steps": 2,
+}
 
 
 def checked_args(argv: list[str] | None) -> argparse.Namespace:
@@ -302,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(time.perf_counter() - t0, 1),
         "columns": COLUMNS,
     }
-    _print_table(rows, meta)
+    _print_table([r for r in rows if r["section"] != "throughput"], meta)
+    print_throughput([r for r in rows if r["section"] == "throughput"], args.throughput_jobs, args.throughput_steps)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     print(f"wrote {args.json} ({meta['seconds']} s)", flush=True)
@@ -338,6 +373,12 @@ def timed_rows(args: argparse.Namespace) -> tuple[list[dict], int]:
     if args.sweep if args.sweep is not None else not args.quick:
         log("sweep wall time (fig6_mnist, joblib vs basic launcher):")
         rows += sweep_rows(1 if args.quick else 2, args.sweep_epochs or (0.25 if args.quick else None), log)
+    if args.throughput if args.throughput is not None else not args.quick:
+        from lnbench.check.args import claim_presets
+
+        log("check throughput per claim preset (sampled jobs at 1 and more steps, extrapolated):")
+        presets = args.throughput_presets or claim_presets()
+        rows += throughput_rows(presets, args.throughput_jobs, args.throughput_steps, log)
     return rows, reps
 
 

@@ -63,6 +63,9 @@ def sweeper_params(config: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in (node or {}).items()}
 
 
+_RECORDED: dict[tuple[str, int, int], "Sweep"] = {}  # Sweep.recorded's file read, by (path, mtime, size)
+
+
 @dataclass(frozen=True)
 class Sweep:
     """A basic sweep: its preset's axes (hydra.sweeper.params) and the command line's overrides, which Hydra's
@@ -74,12 +77,19 @@ class Sweep:
     @classmethod
     def recorded(cls, sweep_dir: Path) -> "Sweep":
         """The sweep as Hydra recorded it when it started (multirun.yaml: a job sees only its own values).
-        Raises OSError or ValueError where there is no such record."""
-        cfg = yaml.safe_load((Path(sweep_dir) / "multirun.yaml").read_text())
-        if not isinstance(cfg, dict) or not isinstance(cfg.get("hydra"), dict):
-            raise ValueError(f"{sweep_dir}/multirun.yaml is not Hydra's record of a sweep")
-        task = (cfg["hydra"].get("overrides") or {}).get("task") or []
-        return cls(sweeper_params(cfg), tuple(map(str, task)))
+        Raises OSError or ValueError where there is no such record. Read once per process and file version:
+        every job of a sweep names itself from it, twice (its log prefix, its run name)."""
+        path = Path(sweep_dir) / "multirun.yaml"
+        st = path.stat()
+        key = (str(path.absolute()), st.st_mtime_ns, st.st_size)
+        if key not in _RECORDED:
+            cfg = yaml.safe_load(path.read_text())
+            if not isinstance(cfg, dict) or not isinstance(cfg.get("hydra"), dict):
+                raise ValueError(f"{sweep_dir}/multirun.yaml is not Hydra's record of a sweep")
+            task = (cfg["hydra"].get("overrides") or {}).get("task") or []
+            _RECORDED.clear()  # one sweep's record kept: a process runs one sweep's jobs at a time
+            _RECORDED[key] = cls(sweeper_params(cfg), tuple(map(str, task)))
+        return _RECORDED[key]
 
     def overrides(self) -> list[str]:
         return [*(f"{k}={v}" for k, v in self.params.items()), *self.task]

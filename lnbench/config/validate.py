@@ -180,7 +180,7 @@ def _check_betas(cfg: Any) -> None:
 
 def _check_combinations(cfg: Any) -> None:
     """Values each allowed alone that make no sense here or together. (A warmup longer than the run is
-    allowed, and flagged in the run's summary: lnbench.training.recipe.suspect; a smoke run of a preset has one.)"""
+    allowed, and flagged in the run's summary: lnbench.training.flags.suspect; a smoke run of a preset has one.)"""
     for key, value in _leaves(OmegaConf.to_container(cfg.model, resolve=True, enum_to_str=True), "model."):
         if isinstance(value, int) and not isinstance(value, bool) and value < 1:
             # Every integer of a model is a size or a count; a constructor that gets 0 fails in its own code

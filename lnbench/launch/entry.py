@@ -20,6 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import lnbench
+from lnbench import phases
 from lnbench.errors import UserError
 from lnbench.launch import failures, guardian, sweep_stop
 from lnbench.launch.preflight import Plan, preflight, resume_overrides
@@ -35,13 +36,15 @@ def main(args: list[str]) -> int:
     from lnbench.config.renamed import rewrite_and_say
     from lnbench.config.schema import register_configs
 
+    phases.record("sweep: process start to lnbench.cli", phases.process_start() or time.time())
     register_configs()
     typed = list(args)
     # `lnbench train steps=5 -m seed=0,1`: argparse would take -m after an override for a stray argument.
     args = [a for a in args if a in ("-m", "--multirun")] + [a for a in args if a not in ("-m", "--multirun")]
     try:
-        args = rewrite_and_say(resume_overrides(args))  # a resumed run's saved overrides may use old keys too
-        plan = preflight(args, CONF_DIR)
+        with phases.phase("sweep: preflight"):
+            args = rewrite_and_say(resume_overrides(args))  # a resumed run's saved overrides may use old keys too
+            plan = preflight(args, CONF_DIR)
     except KeyboardInterrupt:
         return stopped_before_training()
     except Exception as e:  # noqa: BLE001 - bad input (exit 2), or a bug of ours (a traceback, exit 1)
@@ -77,8 +80,13 @@ def single_run(plan: Plan) -> int:
 def sweep(plan: Plan, typed: list[str]) -> int:
     """Hydra's multirun; a sweep stopped by a signal ends with one line, once its jobs' checkpoints are on disk."""
     sweep_stop.clear(plan.out_dir)
+    if phases.enabled():
+        from lnbench.launch.hydra_phases import instrument_hydra
+
+        instrument_hydra()  # the basic launcher's jobs run in this process
     with stop_handling(plan) as stop:
         try:
+            phases.mark("hydra")
             code = hydra_app(plan)()
         except SystemExit as e:  # Hydra's exit 1 after a failed job
             code = e.code if isinstance(e.code, int) else 1
@@ -124,11 +132,25 @@ class Job:
     def __init__(self, plan: Plan):
         self.plan = plan
 
+    def __setstate__(self, state: dict) -> None:  # in a joblib worker: the job has arrived
+        self.__dict__.update(state)
+        if phases.enabled():
+            from lnbench.launch.hydra_phases import instrument_hydra
+
+            instrument_hydra()
+
     def __call__(self, cfg) -> dict:
         from hydra.core.hydra_config import HydraConfig
 
         hc = HydraConfig.get()
         run_dir, started = Path(hc.runtime.output_dir), time.time()
+        phases.set_job(run_dir)
+        try:
+            return self.job(cfg, hc, run_dir, started)
+        finally:
+            phases.record("[task]", started)
+
+    def job(self, cfg, hc, run_dir: Path, started: float) -> dict:
         run_dir.mkdir(parents=True, exist_ok=True)  # Hydra made it; a caller of its own may not have
         if not self.plan.multirun:
             return self.run(cfg, hc, run_dir, started)
@@ -160,6 +182,7 @@ class Job:
         from lnbench.training.checkpoint import RunLock
         from lnbench.training.recipe import UNREAD
 
+        t0 = time.time()
         try:
             lock = RunLock(run_dir)
         except UserError as e:  # another process's run: not this job's to record
@@ -168,6 +191,7 @@ class Job:
             try:
                 user_modules.load(cfg.imports)
                 validate(cfg)
+                phases.record("job: lock, imports=, validate", t0)
                 return self.train(cfg, hc, run_dir, UNREAD)
             except BaseException as e:  # noqa: BLE001 - lnbench.launch.failures decides
                 return self.job_ended(e, run_dir, started, hc)
@@ -175,9 +199,11 @@ class Job:
     def train(self, cfg, hc, run_dir: Path, ckpt) -> dict:
         from lnbench.launch import threads
         from lnbench.launch.isolate import crash_log, in_child_process, warm_up
+        from lnbench.launch.warm import prepare
         from lnbench.training.recipe import run
         from lnbench.training.tracker import job_name, run_tags, sweep_group
 
+        t0 = time.time()
         n, why = threads.apply(cfg.threads, hc)  # the cores the job may use, never the load; a record, not config
         kw = dict(
             name=job_name(hc),
@@ -187,10 +213,13 @@ class Job:
         )
         # A segfault or an OOM kill bypasses every except clause: crash.log keeps the native traceback in
         # the run's own directory, where the report looks for it; a bug's traceback is added to it.
+        phases.record("job: threads, names", t0)
         with crash_log(run_dir):
             try:
-                warm_up()  # in here: a Ctrl-C during its imports (~1 s) is an interrupted job, not a traceback
+                with phases.phase("job: warm-up (imports once per process)"):
+                    warm_up()  # in here: a Ctrl-C during its imports (~1 s) is an interrupted job, not a traceback
                 if self.plan.multirun and not self.plan.isolated:
+                    prepare(cfg, n)
                     return in_child_process(run_dir, run, cfg, run_dir, **kw)
                 return run(cfg, run_dir, ckpt=ckpt, **kw)
             except BaseException as e:

@@ -15,10 +15,12 @@ import pickle
 import signal
 import sys
 import threading
+import time
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
+from lnbench import phases
 from lnbench.launch.failures import JobCrashed
 from lnbench.launch.guardian import die_with_parent
 from lnbench.runs import CRASH_LOG
@@ -60,15 +62,20 @@ def in_child_process(run_dir: Path, fn, *args, **kwargs):
     for h in [*logging.getLogger().handlers, *log.handlers]:  # or the child writes their buffers again
         h.flush()
     sys.stdout.flush(), sys.stderr.flush()
+    phases.mark("fork")
     pid = os.fork()
     if pid == 0:
+        phases.record("job: fork", phases.marked("fork"))
         _child(read_end, write_end, fn, args, kwargs)  # never returns
     os.close(write_end)
     with passing_signals_on(pid) as received:
         with os.fdopen(read_end, "rb") as r:
             data = r.read()
+        phases.mark("answered")
         _, status = os.waitpid(pid, 0)
-    return _answer(data, status, received, run_dir)
+        phases.record("job: the child's exit", phases.marked("answered"))
+    with phases.phase("job: its answer, unpickled"):
+        return _answer(data, status, received, run_dir)
 
 
 def _child(read_end: int, write_end: int, fn, args, kwargs) -> None:
@@ -83,12 +90,14 @@ def _child(read_end: int, write_end: int, fn, args, kwargs) -> None:
         except BaseException as e:  # noqa: BLE001 - every outcome goes back to the parent
             e.child_traceback = traceback.format_exc()
             answer = ("raised", e)
+        t0 = time.time()
         try:
             data = pickle.dumps(answer)
         except Exception:  # an exception that cannot be pickled: its text and traceback still go back
             error = RuntimeError(f"{type(answer[1]).__name__}: {answer[1]}")
             error.child_traceback = getattr(answer[1], "child_traceback", None)
             data = pickle.dumps(("raised", error))
+        phases.record("job: its answer, pickled", t0)
         with os.fdopen(write_end, "wb") as w:
             w.write(data)
     except BaseException:  # noqa: BLE001
@@ -156,9 +165,11 @@ def warm_up() -> None:
     collections alone took 0.85 s with torch and torch._dynamo loaded (0.14 s frozen). A Hydra process
     or joblib worker pays that exit once per sweep, and the sweep waits for it. Frozen once, right
     after the imports, so no job's garbage is kept; a forked job inherits the frozen generation. Whether
-    it is done is read from the process itself (dynamo loaded, a frozen generation), not kept in a flag.
+    it is done is a flag (inherited by a forked job too): asking the process (gc.get_freeze_count) walks the
+    ~300,000 frozen objects, 26 ms a call, twice a job.
     """
-    if "torch._dynamo" in sys.modules and gc.get_freeze_count():
+    global warmed
+    if warmed:
         return
     import torch
 
@@ -167,3 +178,7 @@ def warm_up() -> None:
     keep_freed_memory()  # a joblib worker did not start through lnbench.cli
     torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))])
     gc.freeze()
+    warmed = True
+
+
+warmed = False  # warm_up has run in this process (or in the parent it was forked from)

@@ -25,6 +25,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from lnbench import phases
 from lnbench.launch.sweep_progress import SweepProgress
 from lnbench.runs import lock_held, read_summary
 
@@ -34,6 +35,7 @@ IN_USE = "in use"
 
 class SweepEnd(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        phases.record("sweep: Hydra's start-up (the sweep's config, the sweeper)", phases.marked("hydra"))
         print(f"sweep: {config.hydra.sweep.dir}", flush=True)
         self.config, self.done, self.pid = config, False, os.getpid()
         self.progress = SweepProgress(Path(str(config.hydra.sweep.dir)))  # job starts and ends, and a total
@@ -75,12 +77,13 @@ class SweepEnd(Callback):
         if getattr(self, "done", True):
             return
         self.done = True
-        if getattr(self, "progress", None) is not None:
-            self.progress.stop()
-        sweep_dir = Path(str(self.config.hydra.sweep.dir))
-        jobs = job_statuses(sweep_dir)
-        report_run = log_report(self.config, sweep_dir) if wants_report(self.config) and jobs else None
-        print(end_of_sweep_block(sweep_dir, jobs, report_run), flush=True)
+        with phases.phase("sweep: the end-of-sweep block"):
+            if getattr(self, "progress", None) is not None:
+                self.progress.stop()
+            sweep_dir = Path(str(self.config.hydra.sweep.dir))
+            jobs = job_statuses(sweep_dir)
+            report_run = log_report(self.config, sweep_dir) if wants_report(self.config) and jobs else None
+            print(end_of_sweep_block(sweep_dir, jobs, report_run), flush=True)
 
 
 class Prefixed(logging.Formatter):
@@ -121,7 +124,7 @@ def end_of_sweep_block(sweep_dir: Path, jobs: dict[str, dict[str, Any]], report_
         if s.get("status") in ("failed", "diverged", IN_USE):
             why = s.get("error") or f"loss not finite at step {s.get('diverged_at_step')}"
             lines.append(f"  {s['status']:<10} {job}: {_short(why)}")
-        for flag in s.get("flags") or ():  # completed, but its numbers are suspect (lnbench.training.recipe.suspect)
+        for flag in s.get("flags") or ():  # completed, but its numbers are suspect (lnbench.training.flags.suspect)
             lines.append(f"  flagged    {job}: {_short(flag)}")
     offline = sorted(sweep_dir.glob("*/wandb/offline-run-*"))
     if offline:

@@ -64,6 +64,7 @@ def collect(device: str | None = None, kernels: str | None = None, threads_why: 
     return info
 
 
+@lru_cache(maxsize=None)  # the installed version of the code this process runs: read once (a job's parent reads it)
 def version(package: str) -> str | None:
     try:
         return metadata.version(package)

@@ -21,12 +21,15 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from lnbench import phases
 from lnbench.config.validate import validate
+from lnbench.data import cache as data_cache
 from lnbench.errors import ConfigError, Diverged, Interrupted, refused_while_building
 from lnbench.launch.threads import keep as keep_threads
 from lnbench.nn.norm import normalizer
 from lnbench.runs import Summary, write_config
 from lnbench.training import checkpoint, free_cores, provenance, tasks
+from lnbench.training.flags import suspect
 from lnbench.training.sinks import sink_state_from_checkpoint
 from lnbench.training.tracker import Tracker, end_of_run_block
 
@@ -54,7 +57,9 @@ def resolve_device(name: str) -> torch.device:
 
 # ---- the recipe's steps: each takes only its own config subtree ---------------------------------
 def setup_data(dataset_cfg: DictConfig, **kw):
-    """The dataset (`kw`: e.g. eval_seq_len=N for a test at another length)."""
+    """The dataset (`kw`: e.g. eval_seq_len=N for a test at another length); one its process kept, if any."""
+    if not kw and (kept := data_cache.kept(dataset_cfg)) is not None:
+        return kept
     with refused_while_building("dataset", dataset_cfg):
         return instantiate(dataset_cfg, _convert_="all", **kw)
 
@@ -120,30 +125,6 @@ def evaluate(model, dataset, split: str, device: torch.device) -> dict[str, floa
     return dict(zip(tasks.metric_names(dataset.spec), means))
 
 
-SUSPECT_FACTOR = 100  # "orders of magnitude" above a trivial predictor's loss: at least two
-
-
-def suspect(cfg: DictConfig, final_val: dict[str, float] | None, baseline: float | None) -> list[str]:
-    """Why a completed run's numbers cannot be taken at face value (empty: nothing found): a warmup that
-    outlasted the run, which then never trained at optim.lr; a final loss orders of magnitude above what
-    predicting the mean or the class frequencies scores, which means the run blew up without ever reaching
-    Inf (SGD with momentum above 1 ended at val mse 2.5e14)."""
-    said = []
-    warmup, steps = int(cfg.schedule.warmup_steps), int(cfg.steps)
-    if warmup > steps:
-        said.append(
-            f"schedule.warmup_steps={warmup} outlasts the run (steps={steps}): the learning rate never "
-            f"reached optim.lr, only {steps / warmup:.3g} of it"
-        )
-    loss = (final_val or {}).get("loss")
-    if baseline and loss is not None and math.isfinite(loss) and loss > SUSPECT_FACTOR * baseline:
-        said.append(
-            f"final val loss {loss:.3g} is {loss / baseline:.3g} x a trivial predictor's ({baseline:.3g}): the "
-            f"run did far worse than a constant guess; try a smaller optim.lr"
-        )
-    return said
-
-
 def gradient_norm(model) -> torch.Tensor:
     return torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters() if p.grad is not None]))
 
@@ -184,6 +165,7 @@ def run(
     by default it is read here. `threads`: (count, why) the launcher chose for this job (lnbench.launch.threads);
     None: cfg.threads, else torch's own count. A runtime record (summary, provenance, checkpoint), never written
     into the config."""
+    t0 = time.time()
     device = resolve_device(str(cfg.device))
     config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     if ckpt is UNREAD:
@@ -198,6 +180,7 @@ def run(
         return done
     seed_everything(cfg.seed)
     write_config(run_dir, config)
+    phases.record("run: config, checkpoint read, config.yaml", t0)
     return Recipe(cfg, run_dir, device, config, ckpt).run(name, group, list(tags), threads_why=why)
 
 
@@ -209,13 +192,16 @@ class Recipe:
         self, cfg: DictConfig, run_dir: Path, device: torch.device, config: dict[str, Any], ckpt: dict[str, Any] | None
     ):
         self.cfg, self.run_dir, self.device, self.config = cfg, run_dir, device, config
-        self.dataset = setup_data(cfg.dataset)
+        with phases.phase("run: data"):
+            self.dataset = setup_data(cfg.dataset)
         self.spec = self.dataset.spec
         log.info("data: %s", self.dataset.describe())
-        self.model = setup_model(
-            cfg.model, self.spec, device, first_batch=None if ckpt else self.dataset.train_batch(0)[0]
-        )
-        self.optimizer, self.scheduler = setup_optimizer(cfg.optim, cfg.schedule, self.model, device)
+        with phases.phase("run: model (its modules, C++ kernels, init)"):
+            self.model = setup_model(
+                cfg.model, self.spec, device, first_batch=None if ckpt else self.dataset.train_batch(0)[0]
+            )
+        with phases.phase("run: optimizer"):
+            self.optimizer, self.scheduler = setup_optimizer(cfg.optim, cfg.schedule, self.model, device)
         self.n_params = sum(p.numel() for p in self.model.parameters())
         log.info("model: %s, %d parameters, device %s", type(self.model).__name__, self.n_params, device)
         self.step, self.best, self.val, self.window, self.resumed_at = 0, {}, None, [], []
@@ -223,7 +209,7 @@ class Recipe:
             self.load_checkpoint(ckpt)
         # What the sinks resume from: metrics.jsonl cut to the checkpoint's lines, the same W&B run, ...
         self.sinks_resume, self.elapsed_before = sink_state_from_checkpoint(ckpt), (ckpt or {}).get("elapsed", 0.0)
-        self.eval_time = self.checkpoint_time = 0.0
+        self.eval_time = self.checkpoint_time = self.test_time = 0.0
 
     # ---- checkpoints ----
     def load_checkpoint(self, ckpt: dict[str, Any]) -> None:
@@ -255,6 +241,7 @@ class Recipe:
         })
         # fmt: on
         self.checkpoint_time += time.perf_counter() - t0
+        phases.record("run: checkpoints", time.time() - (time.perf_counter() - t0))
 
     # ---- what the loop logs ----
     def seen(self) -> dict[str, float]:
@@ -279,12 +266,14 @@ class Recipe:
         t0 = time.perf_counter()
         self.val = evaluate(self.model, self.dataset, "val", self.device)
         self.eval_time += time.perf_counter() - t0
+        phases.record("run: evaluation (val)", time.time() - (time.perf_counter() - t0))
         self.tracker.log("val", self.step, self.val, **self.seen())
         for k, v in self.val.items():
             self.best[k] = min(self.best.get(k, math.inf), v)
         self.tracker.show(self.step, "val " + fmt(self.val), line=True)
 
     def test(self, summary: Summary) -> None:
+        t0 = time.time()
         test = evaluate(self.model, self.dataset, "test", self.device)
         self.tracker.log("test", self.step, test)
         summary.test, summary.final_val, summary.best_val = test, self.val, self.best
@@ -293,6 +282,8 @@ class Recipe:
             self.tracker.log("test", self.step, at_len, eval_seq_len=n)
             summary.test_at_len = {**(summary.test_at_len or {}), str(n): at_len}
         summary.status = "completed"  # only now: a run whose last test failed is not skipped as done
+        self.test_time = time.time() - t0
+        phases.record("run: evaluation (test)", t0)
         if said := suspect(self.cfg, self.val, self.spec.baseline):
             summary.flags = said
             log.warning("flagged: %s", "; ".join(said))
@@ -343,12 +334,14 @@ class Recipe:
         )
 
     def run(self, name: str, group: str | None, tags: list[str], threads_why: str | None = None) -> dict[str, Any]:
-        self.tracker = self.start_tracker(name, group, tags)
+        with phases.phase("run: tracker (metrics.jsonl, sinks, W&B)"):
+            self.tracker = self.start_tracker(name, group, tags)
         self.threads = torch.get_num_threads()
         self.follow = free_cores.follower(
             self.cfg, self.model, self.spec, lambda: [t.to(self.device) for t in self.dataset.train_batch(self.step)]
         )
         primary = tasks.primary_metric(self.spec)
+        t0 = time.time()
         summary = Summary(
             "running",
             params=self.n_params,
@@ -358,6 +351,7 @@ class Recipe:
             threads=torch.get_num_threads(),
             provenance=provenance.collect(str(self.device), getattr(self.model, "kernels", None), threads_why),
         )
+        phases.record("run: provenance", t0)
         start_step, loop_start = self.step, time.perf_counter()
         self.model.train()
         try:
@@ -378,6 +372,8 @@ class Recipe:
         finally:
             # time_per_step counts training steps with their logging; evaluations and checkpoints are timed apart.
             train_time = time.perf_counter() - loop_start - self.eval_time - self.checkpoint_time
+            phases.record("run: training steps", time.time() - train_time + self.test_time)
+            t0 = time.time()
             summary.steps, summary.wall_time = self.step, round(self.tracker.elapsed(), 3)
             summary.time_per_step = round(train_time / max(self.step - start_step, 1), 6)
             summary.eval_time, summary.checkpoint_time = round(self.eval_time, 3), round(self.checkpoint_time, 3)
@@ -389,6 +385,7 @@ class Recipe:
             summary.wandb = self.tracker.where("wandb")  # the W&B run's location (None without W&B), as before
             self.tracker.finish(summary)
             log.info(end_of_run_block(summary.as_dict(), self.run_dir, primary))
+            phases.record("run: summary.json, end block", t0)
         if summary.status == "diverged":
             raise Diverged(summary.diverged_at_step, self.run_dir)
         return summary.as_dict()

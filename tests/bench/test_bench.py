@@ -124,6 +124,9 @@ BAD = {  # the options as typed -> what the one paragraph must name
     "unknown-option": (["--repz", "3"], "unrecognized arguments: --repz 3"),
     "sweep-epochs-0": (["--sweep-epochs", "0"], "--sweep-epochs=0.0 is not allowed"),
     "device-tpu": (["--device", "tpu"], "--device=tpu is not allowed"),
+    "throughput-preset": (["--throughput-presets", "fig7"], "fig7 is not a claim preset: use ln_gain_init"),
+    "throughput-steps-1": (["--throughput-steps", "1"], "--throughput-steps=1 is not allowed: it must be"),
+    "throughput-jobs-0": (["--throughput-jobs", "0"], "--throughput-jobs=0 is not allowed"),
 }
 
 
@@ -134,6 +137,25 @@ def test_bad_input_is_one_paragraph_exit_2_and_nothing_timed_or_written(argv, sa
     out, err = capsys.readouterr()
     assert err.count("\n") == 1 and err.startswith("lnbench bench: error: ") and says in err, err
     assert out == "" and list(tmp_path.iterdir()) == []  # nothing timed, no folder made
+
+
+def test_check_throughput_row_per_preset(tmp_path, capsys, monkeypatch):
+    """A row per claim preset asked for: jobs per minute and the fixed cost per job, and a line on how they were
+    computed; from two sample sweeps of the preset (real `lnbench train -m` runs, ~20 s)."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(sys.path))
+    path = tmp_path / "t.json"
+    argv = ["--quick", "--reps", "1", "--warmup", "0", "--models", "mlp", "--no-runner", "--throughput"]
+    argv += ["--throughput-presets", "ln_gain_init", "--throughput-jobs", "3", "--throughput-steps", "3"]
+    assert bench.main([*argv, "--json", str(path)]) == 0
+    rows = [r for r in json.loads(path.read_text())["rows"] if r["section"] == "throughput"]
+    assert [r["model"] for r in rows] == ["ln_gain_init"]
+    row = rows[0]
+    assert row["jobs"] == 18 and row["steps"] == 18 * 300 and row["sampled_jobs"] >= 3
+    for key in ("jobs_per_min", "fixed_ms", "fixed_share", "step_ms", "val_ms", "sweep_min", "sweep_own_s"):
+        assert isinstance(row[key], float) and row[key] == row[key], key  # a number, not NaN; its size is not tested
+    out = " ".join(capsys.readouterr().out.split())  # the terminal's width wraps the lines
+    assert "lnbench check throughput per claim preset" in out and "ln_gain_init" in out
+    assert "timed at 1 and at 3 steps" in out and "predicted from its jobs' steps and evaluations" in out
 
 
 def test_results_that_cannot_be_written_are_refused_before_anything_is_timed(tmp_path, capsys):

@@ -11,10 +11,11 @@ from lnbench.launch import isolate
 
 
 @pytest.fixture
-def fresh_process():
+def fresh_process(monkeypatch):
     """This test process as one that has not warmed up yet (nothing frozen); its frozen generation emptied again
     after."""
     gc.unfreeze()
+    monkeypatch.setattr(isolate, "warmed", False)
     yield
     gc.unfreeze()
 

@@ -88,7 +88,7 @@ def test_a_warmup_longer_than_the_run_is_flagged_not_a_plain_completed(tmp_path)
 def test_a_loss_orders_of_magnitude_above_a_trivial_predictors_is_flagged():
     from conftest import compose_train
 
-    from lnbench.training.recipe import suspect
+    from lnbench.training.flags import suspect
 
     cfg = compose_train(["steps=10"])
     assert suspect(cfg, {"loss": 0.15}, 1 / 6) == [] and suspect(cfg, {"loss": 16.0}, 1 / 6) == []
