@@ -105,14 +105,16 @@ def bare_loop_ms(cfg, dataset, steps: int, device: torch.device) -> float:
 
 
 # What a user's `lnbench train` costs per step at one shape, each recurrent preset against its family's
-# un-normalized preset, and the LN-LSTM also on torch's ops alone (model.impl=torch).
+# un-normalized preset, the LN-LSTM also on torch's ops alone and the GRU on torch's own kernel (model.impl=torch).
 TRAIN_RUNS = {
     "lstm": ["model=lstm"],
     "ln_lstm": ["model=ln_lstm"],
     "ln_lstm/torch ops": ["model=ln_lstm", "model.impl=torch"],
     "bn_lstm": ["model=bn_lstm"],
     "gru": ["model=gru"],
+    "gru/torch's GRU": ["model=gru", "model.impl=torch"],
     "ln_gru": ["model=ln_gru"],
+    "bn_gru": ["model=bn_gru"],
 }
 
 

@@ -91,6 +91,8 @@ def test_runner_overhead_rows_compare_lnbench_train_with_a_bare_loop(tmp_path, m
                 "--runner-steps",
                 "3",
                 "--no-sweep",
+                "--no-bandwidth",
+                "--no-throughput",
                 "--json",
                 str(path),
             ]
@@ -255,7 +257,7 @@ def test_bandwidth_rows_count_each_phases_least_bytes(tmp_path, monkeypatch):
     monkeypatch.setattr(bandwidth, "TRIAD_FLOATS", 1 << 16)
     path = tmp_path / "b.json"
     argv = ["--models", "lstm", "--shapes", "2x3x8", "--reps", "1", "--warmup", "0", "--no-runner", "--no-train"]
-    assert bench.main([*argv, "--no-sweep", "--bandwidth", "--json", str(path)]) == 0
+    assert bench.main([*argv, "--no-sweep", "--no-throughput", "--bandwidth", "--json", str(path)]) == 0
     rows = [r for r in json.loads(path.read_text())["rows"] if r["section"] == "bandwidth"]
     assert [(r["model"], r["batch"]) for r in rows] == [
         (f"mlp {p}", b) for b in (4, 128) for p in ("forward", "backward", "optimizer", "step")
