@@ -25,6 +25,13 @@
 #include <omp.h>
 #endif
 
+#ifndef LNB_VECTOR_BYTES
+#define LNB_VECTOR_BYTES 16
+#endif
+// Output rows of a product tile: AVX-512's 32 vector registers hold 8 rows x 2 vectors of accumulators besides
+// the weights and the broadcast value (19 registers); AVX2's and SSE's 16 hold 4 rows (11).
+#define LNB_TILE_ROWS (LNB_VECTOR_BYTES >= 64 ? 8 : 4)
+
 namespace lnbench_kernels {
 
 // per-row statistics (LN); per-column over the batch (BN); given per column (BN at evaluation); none at all
@@ -136,7 +143,7 @@ template <typename F> void run_rows(int64_t B, const F& f) {
   const int64_t n = std::max<int64_t>(1, std::min<int64_t>(B, at::get_num_threads()));
 #ifdef _OPENMP
   if (n > 1) {
-    const int64_t chunk = std::max<int64_t>(std::min<int64_t>(4, (B + n - 1) / n), B / (4 * n));
+    const int64_t chunk = std::max<int64_t>(std::min<int64_t>(LNB_TILE_ROWS, (B + n - 1) / n), B / (4 * n));
     std::atomic<int64_t> next{0};
 #pragma omp parallel num_threads(n)
     for (int64_t r0 = next.fetch_add(chunk); r0 < B; r0 = next.fetch_add(chunk)) f(r0, std::min(B, r0 + chunk));
@@ -305,14 +312,11 @@ template <typename T> void column_sum(const T* X, int64_t rows, int64_t G, T* ou
 
 // ---- the recurrent products ------------------------------------------------------------------------
 // out = x W^T for a few rows of x, W (N, K) packed once per call into panels of PANEL columns (K rows of
-// PANEL values each, zero-padded): a tile of up to 4 rows x 2 vectors of the ISA's width is accumulated
-// over k in registers, so each weight vector loaded serves 4 rows. Each output is a sum over k in order,
+// PANEL values each, zero-padded): a tile of up to LNB_TILE_ROWS rows x 2 vectors of the ISA's width is
+// accumulated over k in registers, so each weight vector loaded serves that many rows. Each output is a sum over k in order,
 // whatever the tile, the rows a thread was given or the ISA: the row split between threads cannot change
 // it. The tile multiplies-and-adds with FMA where the build has it (the AVX2 and AVX512 builds agree; the
 // baseline build, without FMA, rounds the products differently).
-#ifndef LNB_VECTOR_BYTES
-#define LNB_VECTOR_BYTES 16
-#endif
 #if defined(__clang__)
 #define LNB_FMA_TILE
 #define LNB_FMA_BODY _Pragma("clang fp contract(fast)")
@@ -330,7 +334,7 @@ template <typename T> struct Tiles {
   static constexpr int64_t LANES_ = LNB_VECTOR_BYTES / sizeof(T);
   static constexpr int64_t NV = 2;
   static constexpr int64_t PANEL = NV * LANES_;  // output columns of a tile
-  static constexpr int64_t ROWS = 4;             // output rows of a tile
+  static constexpr int64_t ROWS = LNB_TILE_ROWS;  // output rows of a tile
 
   // out[r][0..cols) (+)= sum_k x[r * xr + k * xk] w[k * wk + 0..PANEL) for r < R: w's PANEL values per k
   // are readable (zero-padded past cols)
@@ -366,6 +370,12 @@ template <typename T> struct Tiles {
   static void tile_n(int64_t rows, const T* x, int64_t xr, int64_t xk, const T* w, int64_t wk, int64_t K, T* out,
                      int64_t ldo, int64_t cols, bool accumulate) {
     switch (rows) {
+#if LNB_TILE_ROWS > 4
+      case 8: tile<8>(x, xr, xk, w, wk, K, out, ldo, cols, accumulate); break;
+      case 7: tile<7>(x, xr, xk, w, wk, K, out, ldo, cols, accumulate); break;
+      case 6: tile<6>(x, xr, xk, w, wk, K, out, ldo, cols, accumulate); break;
+      case 5: tile<5>(x, xr, xk, w, wk, K, out, ldo, cols, accumulate); break;
+#endif
       case 4: tile<4>(x, xr, xk, w, wk, K, out, ldo, cols, accumulate); break;
       case 3: tile<3>(x, xr, xk, w, wk, K, out, ldo, cols, accumulate); break;
       case 2: tile<2>(x, xr, xk, w, wk, K, out, ldo, cols, accumulate); break;
