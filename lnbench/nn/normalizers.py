@@ -60,7 +60,7 @@ class Normalizer:
         recurrent layer, kept per time step.
       activations: it normalizes summed inputs; False means the cell is torch's own LSTM/GRU on (possibly
         re-parametrized) weights, which torch's fused kernel runs (the un-normalized GRU: lnbench's, see
-        lnbench.nn.fast.layers.NATIVE_NONE_GRU).
+        lnbench.nn.fast.layers.NATIVE_NONE_GRU_ISAS).
       fast_kernel: the name of lnbench's fast recurrent kernel that computes exactly this normalizer
         ("layer", "batch"), or None for the reference loop. Only an exact implementation may name one.
     """

@@ -265,3 +265,15 @@ def test_bandwidth_rows_count_each_phases_least_bytes(tmp_path, monkeypatch):
     for r in rows:
         assert r["gbps"] > 0 and r["ratio"] == pytest.approx(r["gbps"] / r["stream_gbps"])
         assert r["least_mb"] * 1e6 / (r["ms_median"] / 1e3) / 1e9 == pytest.approx(r["gbps"])
+
+
+def test_throughput_samples_leave_out_the_jobs_a_preset_makes_fail(tmp_path):
+    """batch_size_sweep's BN-LSTM at batch 1 fails by design: its sample's other jobs still give the row."""
+    from lnbench.bench import throughput
+
+    for name, status in (("ok", "completed"), ("bad", "failed")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(json.dumps({"status": status}))
+    assert throughput.completed(str(tmp_path / "ok"))
+    assert not throughput.completed(str(tmp_path / "bad"))
+    assert not throughput.completed(str(tmp_path / "never-started")) and not throughput.completed(None)

@@ -138,13 +138,19 @@ def test_batch_norm_batch_one_is_a_clear_error():
         layer(torch.randn(4, 1, 3))
 
 
+def test_the_baseline_build_runs_torch_gru_where_it_is_faster(monkeypatch):
+    monkeypatch.setattr(native, "isa", lambda: "DEFAULT")
+    assert type(fast_layer(_cell("none"))) is TorchKernelLayer
+    assert isinstance(fast_layer(_cell("layer")), NormalizedLayer)  # LN and BN: the kernel on every build
+
+
 def test_torch_gru_where_the_kernels_do_not_run(monkeypatch):
     """model.impl=torch (use_native=False) and a machine without the kernels run torch's GRU, and say so."""
     cell = _cell("none")
     x = torch.randn(5, 3, F_IN, dtype=torch.float64)
     assert type(fast_layer(cell, use_native=False)) is TorchKernelLayer
     layer = fast_layer(cell)
-    assert isinstance(layer, NativeGRULayer) and layers.NATIVE_NONE_GRU
+    assert isinstance(layer, NativeGRULayer) == (native.isa() in layers.NATIVE_NONE_GRU_ISAS)
     monkeypatch.setattr(native, "ops", lambda: None)
     assert not layer.native(x) and layer_path(layer, x) == "torch's fused kernel"
     with torch.no_grad():

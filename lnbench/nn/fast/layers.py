@@ -7,7 +7,7 @@ It returns None where it has no fast path; the caller then runs the reference lo
 
 - No normalizer, weight norm (`TorchKernelLayer`): torch's fused LSTM/GRU kernel (what nn.LSTM.forward
   calls, oneDNN's RNN on CPU, cuDNN on CUDA) on the cell's own tensors; except the un-normalized GRU, which
-  runs lnbench's C++ GRU kernel where it runs (`NativeGRULayer`, NATIVE_NONE_GRU says why).
+  runs lnbench's C++ GRU kernel where it runs (`NativeGRULayer`, NATIVE_NONE_GRU_ISAS says where and why).
 - Layer norm and BN_t (`NormalizedLayer`): lnbench's C++ kernels, the whole layer in one call each way
   (W_x x and N_x included); or, without them, the input side (W_x x, its normalizer, the gate bias) for all
   steps at once under ordinary autograd, then the recurrence inside ONE autograd.Function with a
@@ -185,11 +185,12 @@ class NativeGRULayer(TorchKernelLayer):
         return native_gru(self.cell, x, state)
 
 
-# The un-normalized GRU (`gru`) runs lnbench's kernel (NativeGRULayer) rather than torch's GRU, a fixed choice
-# (never decided at run time: a config gives the same numbers on every machine with the same build): on a
-# Zen 5 EPYC, 2 threads, float32, fwd+bwd at B=32 T=100 I=64 H=256 and at B=4, it was faster than nn.GRU on
-# both the AVX-512 and the AVX2 build (docs/performance.md). `model.impl=torch` keeps torch's GRU.
-NATIVE_NONE_GRU = True
+# The builds on which the un-normalized GRU (`gru`) runs lnbench's kernel (NativeGRULayer) rather than torch's
+# GRU, a fixed choice by ISA (never decided at run time: a config gives the same numbers on every machine with the
+# same build): on a Zen 5 EPYC, 2 threads, float32, fwd+bwd at B=32 T=100 I=64 H=256 and at B=4, it was 0.40
+# and 0.21 of nn.GRU's time on the AVX-512 build and 0.58 and 0.28 on the AVX2 build, but 1.18 (and 0.39) on
+# the baseline build, whose products have no FMA (docs/performance.md). `model.impl=torch` keeps torch's GRU.
+NATIVE_NONE_GRU_ISAS = ("AVX2", "AVX512")
 
 
 def fast_layer(cell: nn.Module, use_native: bool = True) -> Optional[nn.Module]:
@@ -202,7 +203,7 @@ def fast_layer(cell: nn.Module, use_native: bool = True) -> Optional[nn.Module]:
     nz = normalizer(cell.norm_kind)
     if not nz.activations:
         plain = not any(hasattr(m, "parametrizations") for m in (cell.weight_x, cell.weight_h))  # not weight norm
-        if use_native and NATIVE_NONE_GRU and plain and isinstance(cell, GRUCell):
+        if use_native and native.isa() in NATIVE_NONE_GRU_ISAS and plain and isinstance(cell, GRUCell):
             return NativeGRULayer(cell)
         return TorchKernelLayer(cell)
     if nz.fast_kernel is None or hasattr(cell.weight_h, "parametrizations"):
