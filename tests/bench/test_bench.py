@@ -141,6 +141,7 @@ def test_bad_input_is_one_paragraph_exit_2_and_nothing_timed_or_written(argv, sa
     assert out == "" and list(tmp_path.iterdir()) == []  # nothing timed, no folder made
 
 
+@pytest.mark.slow  # two real sample sweeps (~10 s)
 def test_check_throughput_row_per_preset(tmp_path, capsys, monkeypatch):
     """A row per claim preset asked for: jobs per minute and the fixed cost per job, and a line on how they were
     computed; from two sample sweeps of the preset (real `lnbench train -m` runs, ~20 s)."""
