@@ -17,5 +17,5 @@ setup(
     + CONF_PACKAGES,
     package_dir={"lnbench.conf": "conf"},
     # the C++ kernels are built on first use, on the user's machine (lnbench/nn/fast/native.py)
-    package_data={"lnbench.nn.fast": ["csrc/*.cpp"], **{p: ["*.yaml"] for p in CONF_PACKAGES}},
+    package_data={"lnbench.nn.fast": ["csrc/*.cpp", "csrc/*.h"], **{p: ["*.yaml"] for p in CONF_PACKAGES}},
 )
