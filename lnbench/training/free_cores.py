@@ -40,8 +40,9 @@ from lnbench.training import tasks
 log = logging.getLogger("lnbench")
 
 SAMPLE_S = 1.0
-# The kernels whose bits do not depend on the thread count (lnbench.nn.fast: a row or a column is computed
-# whole by one thread; torch's fused LSTM/GRU), as lnbench.models.sequence names them in `kernels`.
+# The recurrent kernels a run may follow on, as lnbench.models.sequence names them in `kernels`: lnbench's (a row
+# or a column computed whole by one thread, on any count) and torch's fused LSTM/GRU (the same bits on 1 and 2
+# threads in the presets' training steps, not at every shape: the probe checks each run).
 INVARIANT_KERNELS = ("torch's fused kernel", "native (")
 MAX_CHANGES_KEPT = 100
 
