@@ -208,5 +208,9 @@ def follower(cfg, model, spec, batch: Callable[[], list[torch.Tensor]]) -> Optio
             why,
         )
         return None
-    log.info("threads_follow=true: the thread count follows the free cores, on %s threads (%s)", same, why)
+    log.info(
+        "threads_follow=true: the thread count follows the free cores, on %s threads (%s)",
+        " or ".join(map(str, same)),
+        why,
+    )
     return FreeCores(base, allowed=same)
