@@ -159,26 +159,19 @@ std::vector<at::Tensor> gru_norm_fwd(const at::Tensor& x_, const at::Tensor& h0_
         gru_cell(s, NNp + i * H, hp, Op + (t * B + b) * H, H);
       }
     };
-    if (mode != kBatch) {  // every row its own recurrence (run_rows)
-      run_rows(B, [&](int64_t r0, int64_t r1) {
-        for (int64_t t = 0; t < T_; ++t) {
-          products(t, r0, r1);
-          cells(t, r0, r1);
-        }
-      });
-      return;
-    }
-    run_team(B, [&](const Team& team) {
-      const auto [r0, r1] = team.rows(B);
+    const bool bn = mode == kBatch;
+    run_sequence(bn, B, [&](const Team& team, int64_t r0, int64_t r1) {
       for (int64_t t = 0; t < T_; ++t) {
         products(t, r0, r1);
-        team.sync();
-        const int64_t k = pslot(t) * B * G;
-        nxr.step_stats(Xp + k, t, team);
-        nxn.step_stats(Xp + k + 2 * H, t, team);
-        nhr.step_stats(AHp + k, t, team);
-        nhn.step_stats(AHp + k + 2 * H, t, team);
-        team.sync();
+        if (bn) {
+          team.sync();
+          const int64_t k = pslot(t) * B * G;
+          nxr.step_stats(Xp + k, t, team);
+          nxn.step_stats(Xp + k + 2 * H, t, team);
+          nhr.step_stats(AHp + k, t, team);
+          nhn.step_stats(AHp + k + 2 * H, t, team);
+          team.sync();
+        }
         cells(t, r0, r1);
       }
     });
@@ -257,35 +250,24 @@ std::vector<at::Tensor> gru_norm_bwd(const at::Tensor& dout_, const at::Tensor& 
         }
       if (input) input->rows(dXp + (t * B + r0) * G, G, r1 - r0, dx.data_ptr<T>() + (t * B + r0) * F);
     };
-    auto first_state = [&](int64_t r0, int64_t r1) {  // dL/dh_0: the carried part + dAH_0 W_h
-      recurrent.rows(dAHp + r0 * G, G, r1 - r0, recp + r0 * H);
-      for (int64_t b = r0; b < r1; ++b)
-        for (int64_t j = 0; j < H; ++j) dhp[b * H + j] += recp[b * H + j];
-    };
-    if (mode != kBatch) {  // every row its own recurrence (run_rows)
-      run_rows(B, [&](int64_t r0, int64_t r1) {
-        for (int64_t t = T_ - 1; t >= 0; --t) {
-          cell_rows(t, r0, r1);
-          input_rows(t, r0, r1);
-        }
-        first_state(r0, r1);
-      });
-      return;
-    }
-    run_team(B, [&](const Team& team) {
-      const auto [r0, r1] = team.rows(B);
+    const bool bn = mode == kBatch;
+    run_sequence(bn, B, [&](const Team& team, int64_t r0, int64_t r1) {
       for (int64_t t = T_ - 1; t >= 0; --t) {
         cell_rows(t, r0, r1);
-        team.sync();
-        const int64_t k = t * B * G;
-        nxr.grad_sums(dAx.data_ptr<T>(), Xp + k, t, s1xr, s2xr, team);
-        nxn.grad_sums(dAx.data_ptr<T>() + 2 * H, Xp + k + 2 * H, t, s1xn, s2xn, team);
-        nhr.grad_sums(dAh.data_ptr<T>(), AHp + k, t, s1hr, s2hr, team);
-        nhn.grad_sums(dAh.data_ptr<T>() + 2 * H, AHp + k + 2 * H, t, s1hn, s2hn, team);
-        team.sync();
+        if (bn) {
+          team.sync();
+          const int64_t k = t * B * G;
+          nxr.grad_sums(dAx.data_ptr<T>(), Xp + k, t, s1xr, s2xr, team);
+          nxn.grad_sums(dAx.data_ptr<T>() + 2 * H, Xp + k + 2 * H, t, s1xn, s2xn, team);
+          nhr.grad_sums(dAh.data_ptr<T>(), AHp + k, t, s1hr, s2hr, team);
+          nhn.grad_sums(dAh.data_ptr<T>() + 2 * H, AHp + k + 2 * H, t, s1hn, s2hn, team);
+          team.sync();
+        }
         input_rows(t, r0, r1);
       }
-      first_state(r0, r1);
+      recurrent.rows(dAHp + r0 * G, G, r1 - r0, recp + r0 * H);  // dL/dh_0: the carried part + dAH_0 W_h
+      for (int64_t b = r0; b < r1; ++b)
+        for (int64_t j = 0; j < H; ++j) dhp[b * H + j] += recp[b * H + j];
     });
   });
   at::Tensor grads = at::empty({W}, opt), dWx, dWh;

@@ -153,6 +153,20 @@ template <typename F> void run_rows(int64_t B, const F& f) {
   f(0, B);
 }
 
+// f(team, r0, r1) runs a whole sequence on the rows [r0, r1): with batch statistics (BN) each thread of the
+// team keeps its even share of the rows and meets the others at the team's barriers; without them, every row
+// its own recurrence, the rows go out in chunks (run_rows) to teams of one, whose barriers are no-ops.
+template <typename F> void run_sequence(bool batch_stats, int64_t B, const F& f) {
+  if (!batch_stats) {
+    run_rows(B, [&](int64_t r0, int64_t r1) { f(Team{}, r0, r1); });
+    return;
+  }
+  run_team(B, [&](const Team& team) {
+    const auto [r0, r1] = team.rows(B);
+    f(team, r0, r1);
+  });
+}
+
 // column blocks [c0, c1) of a G-wide matrix of `rows` rows, in parallel (blocks of 64 columns)
 template <typename F> inline void for_columns(int64_t G, int64_t rows, const F& f) {
   const int64_t blocks = (G + 63) / 64;

@@ -6,11 +6,11 @@
 //   c_t = f c_{t-1} + i g;   h_t = o tanh(N_c(c_t))
 //
 // Every row (batch element) is its own recurrence, so with layer norm each thread runs the whole sequence
-// on the chunks of rows it takes (run_rows), recurrent products included (Gemm below), with no
-// synchronisation between steps; batch norm's statistics couple the rows, so each of its steps is a few parallel passes. The loops
-// are plain C++ that the compiler vectorizes for the ISA the file is built for (lnbench/nn/fast/native.py builds
-// one variant per torch CPU capability, LNB_VECTOR_BYTES its vector width). The weight gradients dW_x and
-// dW_h are one outer_sum each over all steps.
+// on the chunks of rows it takes (run_sequence), recurrent products included (Gemm below), with no
+// synchronisation between steps; batch norm's statistics couple the rows, so each of its steps is a few
+// parallel passes. The loops are plain C++ that the compiler vectorizes for the ISA the file is built for
+// (lnbench/nn/fast/native.py builds one variant per torch CPU capability, LNB_VECTOR_BYTES its vector width).
+// The weight gradients dW_x and dW_h are one outer_sum each over all steps.
 //
 // The same numbers on any thread count and any ISA build: every row (LN) or column (BN) is computed whole
 // by one thread, every sum over a row adds LANES partial sums in a fixed order, every sum over rows adds
@@ -163,30 +163,24 @@ std::vector<at::Tensor> lstm_norm_fwd(const at::Tensor& x_, const at::Tensor& h0
         emit_hidden(tc, Sp + i * G + 3 * H, Op + (t * B + b) * H, H);
       }
     };
-    // Every row is its own recurrence, so each thread runs all the steps on its rows (run_rows); BN's
+    // Every row is its own recurrence, so each thread runs all the steps on its rows (run_sequence); BN's
     // statistics need every row of a step, so there the threads meet before and after them.
-    if (mode != kBatch) {
-      run_rows(B, [&](int64_t r0, int64_t r1) {
-        for (int64_t t = 0; t < T_; ++t) {
-          products(t, r0, r1);
-          gates(t, r0, r1);
-          outputs(t, r0, r1);
-        }
-      });
-      return;
-    }
-    run_team(B, [&](const Team& team) {
-      const auto [r0, r1] = team.rows(B);
+    const bool bn = mode == kBatch;
+    run_sequence(bn, B, [&](const Team& team, int64_t r0, int64_t r1) {
       for (int64_t t = 0; t < T_; ++t) {
         products(t, r0, r1);
-        team.sync();
-        nx.step_stats(Xp + slot(t) * B * G, t, team);
-        nh.step_stats(AHp + slot(t) * B * G, t, team);
-        team.sync();
+        if (bn) {
+          team.sync();
+          nx.step_stats(Xp + slot(t) * B * G, t, team);
+          nh.step_stats(AHp + slot(t) * B * G, t, team);
+          team.sync();
+        }
         gates(t, r0, r1);
-        team.sync();
-        nc.step_stats(Cp + cslot(t) * B * H, t, team);
-        team.sync();
+        if (bn) {
+          team.sync();
+          nc.step_stats(Cp + cslot(t) * B * H, t, team);
+          team.sync();
+        }
         outputs(t, r0, r1);
       }
     });
@@ -265,29 +259,22 @@ std::vector<at::Tensor> lstm_norm_bwd(const at::Tensor& dout_, const at::Tensor&
       }
       if (input) input->rows(dXp + (t * B + r0) * G, G, r1 - r0, dx.data_ptr<T>() + (t * B + r0) * F);
     };
-    if (mode != kBatch) {
-      run_rows(B, [&](int64_t r0, int64_t r1) {
-        for (int64_t t = T_ - 1; t >= 0; --t) {
-          dyc_rows(t, r0, r1);
-          gates_rows(t, r0, r1);
-          inputs_rows(t, r0, r1);
-        }
-        recurrent.rows(dAHp + r0 * G, G, r1 - r0, recp + r0 * H);  // dL/dh_0
-      });
-      return;
-    }
-    run_team(B, [&](const Team& team) {
-      const auto [r0, r1] = team.rows(B);
+    const bool bn = mode == kBatch;
+    run_sequence(bn, B, [&](const Team& team, int64_t r0, int64_t r1) {
       for (int64_t t = T_ - 1; t >= 0; --t) {
         dyc_rows(t, r0, r1);
-        team.sync();
-        nc.grad_sums(dyc, Cp + t * B * H, t, s1c, s2c, team);
-        team.sync();
+        if (bn) {
+          team.sync();
+          nc.grad_sums(dyc, Cp + t * B * H, t, s1c, s2c, team);
+          team.sync();
+        }
         gates_rows(t, r0, r1);
-        team.sync();
-        nh.grad_sums(dAp, AHp + t * B * G, t, s1h, s2h, team);
-        nx.grad_sums(dAp, Xp + t * B * G, t, s1x, s2x, team);
-        team.sync();
+        if (bn) {
+          team.sync();
+          nh.grad_sums(dAp, AHp + t * B * G, t, s1h, s2h, team);
+          nx.grad_sums(dAp, Xp + t * B * G, t, s1x, s2x, team);
+          team.sync();
+        }
         inputs_rows(t, r0, r1);
       }
       recurrent.rows(dAHp + r0 * G, G, r1 - r0, recp + r0 * H);  // dL/dh_0
