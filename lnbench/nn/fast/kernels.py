@@ -35,7 +35,7 @@ class NativeKept(NamedTuple):
     stats: tuple[NormStats, NormStats, NormStats]
 
     def flat_stats(self) -> list[Tensor]:
-        return [t for s in self.stats for t in s]
+        return _flat_stats(self.stats)
 
 
 class NativeSaved(NamedTuple):
@@ -54,13 +54,11 @@ class NativeSaved(NamedTuple):
 
     def flat(self) -> list[Tensor]:
         """As autograd's save_for_backward takes them (tensors only)."""
-        return [*self[:-1], *self.kept[:-1], *self.kept.flat_stats()]
+        return _flat(self)
 
     @classmethod
     def unflat(cls, tensors: Sequence[Tensor]) -> "NativeSaved":
-        n = len(cls._fields) - 1
-        kept, stats = tensors[n : n + 5], tensors[n + 5 :]
-        return cls(*tensors[:n], NativeKept(*kept, _stats(stats)))
+        return _unflat(cls, NativeKept, tensors)
 
 
 class NativeGrads(NamedTuple):
@@ -81,6 +79,21 @@ class NativeGrads(NamedTuple):
 
 def _stats(flat: Sequence[Tensor]) -> tuple[NormStats, ...]:
     return tuple(NormStats(*flat[i : i + 3]) for i in range(0, len(flat), 3))
+
+
+def _flat_stats(stats: Sequence[NormStats]) -> list[Tensor]:
+    return [t for s in stats for t in s]
+
+
+# A Saved tuple (NativeSaved, GRUSaved) ends with its Kept tuple, which ends with the normalizers' statistics:
+# flat, the saved tensors, then the kept ones, then every statistic, in that order.
+def _flat(saved) -> list[Optional[Tensor]]:
+    return [*saved[:-1], *saved.kept[:-1], *_flat_stats(saved.kept.stats)]
+
+
+def _unflat(saved_cls, kept_cls, tensors: Sequence[Tensor]):
+    n, m = len(saved_cls._fields) - 1, len(kept_cls._fields) - 1
+    return saved_cls(*tensors[:n], kept_cls(*tensors[n : n + m], _stats(tensors[n + m :])))
 
 
 def lstm_norm_fwd(
@@ -149,7 +162,7 @@ class GRUKept(NamedTuple):
     stats: tuple[NormStats, ...]
 
     def flat_stats(self) -> list[Tensor]:
-        return [t for s in self.stats for t in s]
+        return _flat_stats(self.stats)
 
 
 class GRUSaved(NamedTuple):
@@ -168,13 +181,11 @@ class GRUSaved(NamedTuple):
     kept: GRUKept
 
     def flat(self) -> list[Optional[Tensor]]:
-        return [*self[:-1], *self.kept[:-1], *self.kept.flat_stats()]
+        return _flat(self)
 
     @classmethod
     def unflat(cls, tensors: Sequence[Tensor]) -> "GRUSaved":
-        n = len(cls._fields) - 1
-        kept, stats = tensors[n : n + 4], tensors[n + 4 :]
-        return cls(*tensors[:n], GRUKept(*kept, _stats(stats)))
+        return _unflat(cls, GRUKept, tensors)
 
 
 class GRUGrads(NamedTuple):
