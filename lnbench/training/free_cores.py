@@ -80,7 +80,8 @@ def _cpu_ticks(cores: list[int]) -> Optional[int]:
 
 
 class FreeCores:
-    """Follows the free cores between steps: `tick(step)` after each step, `record()` for the summary."""
+    """Follows the free cores between steps: `following()` around the steps, `tick(step)` after each, `at_base()`
+    around an evaluation, `record()` for the summary."""
 
     def __init__(
         self, base: int, allowed: Optional[list[int]] = None, cores: Optional[list[int]] = None, clock=time.monotonic
@@ -135,8 +136,13 @@ class FreeCores:
                 len(self.cores),
             )
 
-    def restore(self) -> None:
-        torch.set_num_threads(self.base)
+    @contextmanager
+    def following(self):
+        """The training steps' scope: yields `tick`, and puts the run's own count back however it ends."""
+        try:
+            yield self.tick
+        finally:
+            torch.set_num_threads(self.base)
 
     @contextmanager
     def at_base(self):

@@ -295,27 +295,29 @@ class Recipe:
         steps, log_every, eval_every = cfg.steps, cfg.log_every, cfg.eval_every
         checkpoint_every, clip = cfg.checkpoint_every, cfg.clip_grad_norm
         parts = (self.model, self.optimizer, self.scheduler, self.spec)
-        follow = self.follow.tick if self.follow else lambda step: None
-        while self.step < steps:
-            values, grad_norm = train_step(*parts, self.dataset.train_batch(self.step), self.device, clip)
-            self.window.append(values)
-            self.step += 1
-            follow(self.step)
-            self.tracker.tick(self.step)
-            last = self.step == steps
-            if self.step % log_every == 0 or last:
-                if (bad_step := self.log_train(grad_norm)) is not None:
-                    summary.status, summary.diverged_at_step = "diverged", bad_step
-                    log.error("loss is not finite at step %d: stopping (status diverged).", bad_step)
-                    return
-            if self.step % eval_every == 0 or last:
-                with self.follow.at_base() if self.follow else nullcontext():
-                    self.validate_now()
-            if self.step % checkpoint_every == 0 or last or stop.requested:
-                self.save_checkpoint()
-            if stop.requested:
-                summary.status = "interrupted"
-                raise Interrupted(stop.requested, self.step, self.run_dir)
+        # The thread count follows the free cores during the steps only (threads_follow), and is back at the
+        # run's own count whichever way the loop ends.
+        with self.follow.following() if self.follow else nullcontext(lambda step: None) as follow:
+            while self.step < steps:
+                values, grad_norm = train_step(*parts, self.dataset.train_batch(self.step), self.device, clip)
+                self.window.append(values)
+                self.step += 1
+                follow(self.step)
+                self.tracker.tick(self.step)
+                last = self.step == steps
+                if self.step % log_every == 0 or last:
+                    if (bad_step := self.log_train(grad_norm)) is not None:
+                        summary.status, summary.diverged_at_step = "diverged", bad_step
+                        log.error("loss is not finite at step %d: stopping (status diverged).", bad_step)
+                        return
+                if self.step % eval_every == 0 or last:
+                    with self.follow.at_base() if self.follow else nullcontext():
+                        self.validate_now()
+                if self.step % checkpoint_every == 0 or last or stop.requested:
+                    self.save_checkpoint()
+                if stop.requested:
+                    summary.status = "interrupted"
+                    raise Interrupted(stop.requested, self.step, self.run_dir)
 
     def start_tracker(self, name: str, group: str | None, tags: list[str]) -> Tracker:
         cfg = self.cfg
@@ -361,7 +363,6 @@ class Recipe:
                     self.save_checkpoint()  # step 0: from here on the run can always be resumed
                 self.loop(summary, stop)
             if summary.status == "running":
-                self.follow and self.follow.restore()
                 self.test(summary)
                 self.tracker.close_console()  # the log lines below go under the finished bar, not over it
         except BaseException as e:
@@ -381,7 +382,6 @@ class Recipe:
                 summary.resumed_at = self.resumed_at
             if self.follow:
                 summary.threads_followed = self.follow.record()
-                self.follow.restore()
             summary.wandb = self.tracker.where("wandb")  # the W&B run's location (None without W&B), as before
             self.tracker.finish(summary)
             log.info(end_of_run_block(summary.as_dict(), self.run_dir, primary))
