@@ -175,39 +175,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="time a `lnbench train` step against a bare loop of the same model (default on)",
     )
     p.add_argument("--runner-steps", type=int, default=100, help="steps of each runner-overhead run (default 100)")
-    p.add_argument(
-        "--train",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="time `lnbench train` of each recurrent preset at the first shape (default on, off with --quick)",
-    )
-    p.add_argument(
-        "--bandwidth",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="the MLP step's phases against the machine's memory bandwidth (default on, off with --quick)",
-    )
+    section(p, "train", "time `lnbench train` of each recurrent preset at the first shape")
     p.add_argument("--train-steps", type=int, default=100, help="steps of each `lnbench train` run (default 100)")
-    p.add_argument(
-        "--sweep",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="time fig6_mnist's sweep, joblib vs basic launcher (default on, off with --quick)",
-    )
+    section(p, "bandwidth", "the MLP step's phases against the machine's memory bandwidth")
+    section(p, "sweep", "time fig6_mnist's sweep, joblib vs basic launcher")
     p.add_argument(
         "--sweep-epochs", type=float, default=None, help="epochs per sweep job (default the preset's 2; --quick 0.25)"
     )
-    p.add_argument(
-        "--throughput",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="predict `lnbench check`'s jobs per minute and fixed cost per job, per claim preset (default on, off "
-        "with --quick)",
-    )
+    section(p, "throughput", "predict `lnbench check`'s jobs per minute and fixed cost per job, per claim preset")
     p.add_argument("--throughput-presets", type=_parse_presets, default=None, help="comma list (default: all)")
     p.add_argument("--throughput-jobs", type=int, default=6, help="jobs sampled per preset (default 6)")
     p.add_argument("--throughput-steps", type=int, default=20, help="steps of the longer sample (default 20)")
     return p
+
+
+def section(p: argparse.ArgumentParser, name: str, what: str) -> None:
+    """--NAME / --no-NAME for a section of rows that runs by default, and not with --quick (`wanted`)."""
+    p.add_argument(
+        f"--{name}", action=argparse.BooleanOptionalAction, default=None, help=f"{what} (default on, off with --quick)"
+    )
+
+
+def wanted(args: argparse.Namespace, name: str) -> bool:
+    """Whether a `section` runs: as asked, else unless --quick."""
+    asked = getattr(args, name)
+    return not args.quick if asked is None else asked
 
 
 def _parse_presets(text: str) -> list[str]:
@@ -361,19 +353,19 @@ def timed_rows(args: argparse.Namespace) -> tuple[list[dict], int]:
     if "mlp" in models:
         log("MLP 784-1000-1000-10, fused vs foreach Adam:")
         rows += bench_mlp(reps, args.warmup, device, dtype, (4,) if args.quick else MLP_BATCHES, log)
-    if args.bandwidth if args.bandwidth is not None else not args.quick:
+    if wanted(args, "bandwidth"):
         log("MLP step against the memory bandwidth (least bytes of each phase / its time, vs STREAM triad):")
         rows += mlp_bandwidth_rows(reps, args.warmup, MLP_BATCHES, log)
-    if args.train if args.train is not None else not args.quick:
+    if wanted(args, "train"):
         log("lnbench train per step, each preset against its family's un-normalized one:")
         rows += train_rows((args.shapes or DEFAULT_SHAPES)[0], max(2, reps // 3), args.train_steps, device, log)
     if args.runner:
         log("runner overhead (lnbench train vs a bare loop of the same model and batches):")
         rows += runner_overhead_rows(reps, args.runner_steps, device, log)
-    if args.sweep if args.sweep is not None else not args.quick:
+    if wanted(args, "sweep"):
         log("sweep wall time (fig6_mnist, joblib vs basic launcher):")
         rows += sweep_rows(1 if args.quick else 2, args.sweep_epochs or (0.25 if args.quick else None), log)
-    if args.throughput if args.throughput is not None else not args.quick:
+    if wanted(args, "throughput"):
         from lnbench.check.args import claim_presets
 
         log("check throughput per claim preset (sampled jobs at 1 and more steps, extrapolated):")
