@@ -1,5 +1,6 @@
 import fcntl
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -140,6 +141,28 @@ def start_cli(*args: str, cwd: Path = REPO, stderr=subprocess.PIPE, own_group: b
         text=True,
         start_new_session=own_group,
     )
+
+
+@contextmanager
+def locked_by_another_process(run_dir: Path, with_crash_log: bool = False):
+    """Another process holds the run directory's lock (RunLock, as a live run does), with the crash.log a live
+    run keeps if asked, for as long as the block runs."""
+    code = "import sys; from pathlib import Path; from lnbench.training.checkpoint import RunLock; "
+    code += "d = Path(sys.argv[1]); lock = RunLock(d); "
+    code += "(d / 'crash.log').touch(); " if with_crash_log else ""
+    code += "print('locked', flush=True); sys.stdin.read()"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code, str(run_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        yield
+    finally:
+        holder.communicate("")
 
 
 def metrics_without_time(run_dir: Path) -> list[dict]:

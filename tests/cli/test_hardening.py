@@ -20,7 +20,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, TINY_CLI, lnbench_cmd, needs_data, run_cli, start_cli, summary_of, tiny
+from conftest import (
+    REPO,
+    TINY_CLI,
+    lnbench_cmd,
+    locked_by_another_process,
+    needs_data,
+    run_cli,
+    start_cli,
+    summary_of,
+    tiny,
+)
 
 from lnbench.cli import main
 
@@ -186,22 +196,7 @@ def test_refused_and_no_op_invocations_leave_a_run_directory_as_it_was(finished_
 def test_a_resume_refused_because_the_run_is_in_use_leaves_its_crash_log(finished_run, tmp_path):
     """The holder of the lock keeps its crash.log (faulthandler's file) and its lock; the refused process
     changes nothing (it used to delete the crash.log, and the holder then died with FileNotFoundError)."""
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from lnbench.training.checkpoint import RunLock; from pathlib import Path; "
-            "d = Path(sys.argv[1]); lock = RunLock(d); (d / 'crash.log').touch(); print('locked', flush=True); "
-            "sys.stdin.read()",
-            str(finished_run),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with locked_by_another_process(finished_run, with_crash_log=True):
         before = snapshot(finished_run)
         for args in (
             [f"resume={finished_run}"],
@@ -210,8 +205,6 @@ def test_a_resume_refused_because_the_run_is_in_use_leaves_its_crash_log(finishe
             r = run_cli("train", *args)
             assert r.returncode == 2 and "is in use by another lnbench process" in r.stderr, r.stderr
             assert snapshot(finished_run) == before
-    finally:
-        holder.communicate("")
     (finished_run / "crash.log").unlink()
 
 

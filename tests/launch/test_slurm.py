@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import lnbench_cmd, metrics_without_time, run_cli, start_cli, summary_of
+from conftest import TINY_CLI, lnbench_cmd, metrics_without_time, run_cli, start_cli, summary_of
 
 from lnbench.training import checkpoint
 
@@ -193,20 +193,8 @@ def cluster():
         pytest.skip(problem)
 
 
-# A tiny LSTM on a short adding problem, one thread, checkpoints only at step 0, at a signal and at the end.
-TINY = [
-    "model.hidden_size=8",
-    "dataset=adding",
-    "dataset.seq_len=8",
-    "dataset.val_size=16",
-    "dataset.test_size=16",
-    "dataset.batch_size=8",
-    "threads=1",
-    "device=cpu",
-    "progress=false",
-    "logger=none",
-    "checkpoint_every=1000000",
-]
+# conftest's tiny LSTM run, with no logger, and checkpoints only at step 0, at a signal and at the end.
+TINY = [*(o for o in TINY_CLI if not o.startswith("logger.")), "logger=none", "checkpoint_every=1000000"]
 ON_SLURM = ["hydra/launcher=slurm", "hydra.launcher.cpus_per_task=1", "hydra.launcher.timeout_min=10"]
 
 

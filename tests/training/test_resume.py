@@ -172,27 +172,11 @@ def test_resume_refuses_another_config(reference, tmp_path):
 
 
 def test_two_processes_never_share_a_run_directory(tmp_path):
-    from conftest import REPO
+    from conftest import locked_by_another_process
 
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from lnbench.training.checkpoint import RunLock; l = RunLock(sys.argv[1]); "
-            "print('locked', flush=True); sys.stdin.read()",
-            str(tmp_path),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with locked_by_another_process(tmp_path):
         with pytest.raises(ConfigError, match="in use by another lnbench process"):
             train(cfg_for(), tmp_path)
-    finally:
-        holder.communicate("")
     assert not (tmp_path / "metrics.jsonl").exists()
     assert train(cfg_for(), tmp_path)["status"] == "completed"  # free again
     assert not (tmp_path / ".lock").exists()
