@@ -165,6 +165,20 @@ def locked_by_another_process(run_dir: Path, with_crash_log: bool = False):
         holder.communicate("")
 
 
+def results_on_threads(layer, cell, x, counts=(1, 2)) -> list[list[torch.Tensor]]:
+    """A recurrent layer's output, final state, and the gradients of x and of every parameter of its cell, computed
+    on each thread count in turn (torch's count put back after)."""
+    before, got = torch.get_num_threads(), []
+    try:
+        for n in counts:
+            torch.set_num_threads(n)
+            out, final = layer(x)
+            got.append([out, *final, *torch.autograd.grad(out.square().sum(), [x, *cell.parameters()])])
+    finally:
+        torch.set_num_threads(before)
+    return got
+
+
 def metrics_without_time(run_dir: Path) -> list[dict]:
     """metrics.jsonl of a run, minus the wall times: what must be equal between equivalent runs."""
     from lnbench.atomic import read_jsonl

@@ -13,6 +13,7 @@ import copy
 
 import pytest
 import torch
+from conftest import results_on_threads
 
 from lnbench.errors import ConfigError
 from lnbench.nn.fast import native
@@ -239,14 +240,6 @@ def test_same_bits_on_one_and_two_threads(cls, kind, backend):
     do), and the C++ kernels give every row or column to one thread."""
     cell = _cell(cls, kind, hid=64).float()
     x = torch.randn(6, 32, F_IN, requires_grad=True)
-    before = torch.get_num_threads()
-    got = []
-    try:
-        for n in (1, 2):
-            torch.set_num_threads(n)
-            out, final = fast_layer(cell, use_native=backend == "native")(x)
-            got.append([out, *final, *torch.autograd.grad(out.square().sum(), [x, *cell.parameters()])])
-    finally:
-        torch.set_num_threads(before)
+    got = results_on_threads(fast_layer(cell, use_native=backend == "native"), cell, x)
     for a, b in zip(*got):
         assert torch.equal(a, b)

@@ -16,6 +16,7 @@ import sys
 
 import pytest
 import torch
+from conftest import results_on_threads
 
 from lnbench.data.base import DataSpec
 from lnbench.errors import ConfigError
@@ -118,16 +119,8 @@ def test_float32_matches_reference(kind):
 def test_same_bits_on_one_and_two_threads(kind):
     cell = _cell(kind, hid=64, dtype=torch.float32)
     x = torch.randn(6, 32, F_IN, requires_grad=True)
-    before = torch.get_num_threads()
-    got = []
-    try:
-        for n in (1, 2):
-            torch.set_num_threads(n)
-            out, final = fast_layer(cell)(x)
-            assert type(out.grad_fn).__name__ == "NativeGRURecurrenceBackward"
-            got.append([out, *final, *torch.autograd.grad(out.square().sum(), [x, *cell.parameters()])])
-    finally:
-        torch.set_num_threads(before)
+    got = results_on_threads(fast_layer(cell), cell, x)
+    assert all(type(r[0].grad_fn).__name__ == "NativeGRURecurrenceBackward" for r in got)
     for a, b in zip(*got):
         assert torch.equal(a, b)
 
