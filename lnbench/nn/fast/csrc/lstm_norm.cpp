@@ -293,7 +293,7 @@ std::vector<at::Tensor> lstm_norm_bwd(const at::Tensor& dout_, const at::Tensor&
 
 }  // namespace
 
-// Autograd is lnbench.nn.fast.layers's, around both calls.
+// Autograd is lnbench.nn.fast.recurrence's (NativeLSTMRecurrence), around both calls.
 TORCH_LIBRARY(lnbench, m) {
   m.def("lstm_norm_fwd(Tensor x, Tensor h0, Tensor c0, Tensor w_x, Tensor w_h, Tensor? gate_bias, Tensor[] gains, "
         "Tensor?[] biases, int mode, float eps, bool unbiased, Tensor[] fixed, bool keep) -> Tensor[]");
