@@ -16,7 +16,6 @@ import sys
 
 import pytest
 import torch
-from conftest import results_on_threads
 
 from lnbench.data.base import DataSpec
 from lnbench.errors import ConfigError
@@ -119,6 +118,8 @@ def test_float32_matches_reference(kind):
 def test_same_bits_on_one_and_two_threads(kind):
     cell = _cell(kind, hid=64, dtype=torch.float32)
     x = torch.randn(6, 32, F_IN, requires_grad=True)
+    from conftest import results_on_threads  # here: the AVX2 test loads this module in a bare subprocess
+
     got = results_on_threads(fast_layer(cell), cell, x)
     assert all(type(r[0].grad_fn).__name__ == "NativeGRURecurrenceBackward" for r in got)
     for a, b in zip(*got):
