@@ -31,7 +31,7 @@ NO_CONF = (
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in ("train", "bench", "check"):
-        from lnbench.launch.heap import keep_freed_memory
+        from lnbench.launch.process.heap import keep_freed_memory
 
         keep_freed_memory()
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return bench_main(rest)
     if cmd == "status":
-        from lnbench.launch.status import main as status_main
+        from lnbench.launch.sweep.status import main as status_main
 
         return status_main(rest)
     if cmd == "presets":

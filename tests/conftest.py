@@ -147,7 +147,7 @@ def start_cli(*args: str, cwd: Path = REPO, stderr=subprocess.PIPE, own_group: b
 def locked_by_another_process(run_dir: Path, with_crash_log: bool = False):
     """Another process holds the run directory's lock (RunLock, as a live run does), with the crash.log a live
     run keeps if asked, for as long as the block runs."""
-    code = "import sys; from pathlib import Path; from lnbench.training.checkpoint import RunLock; "
+    code = "import sys; from pathlib import Path; from lnbench.runs import RunLock; "
     code += "d = Path(sys.argv[1]); lock = RunLock(d); "
     code += "(d / 'crash.log').touch(); " if with_crash_log else ""
     code += "print('locked', flush=True); sys.stdin.read()"

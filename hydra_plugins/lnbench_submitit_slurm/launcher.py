@@ -1,6 +1,7 @@
 """`hydra/launcher=slurm` (conf/hydra/launcher/slurm.yaml): Hydra's submitit SLURM launcher with lnbench's
-rules for a shared cluster. Only the class lives here, where Hydra looks for plugins; lnbench.launch.slurm does the
-work, imported on first use so that Hydra's scan of its plugins at start-up stays fast.
+rules for a shared cluster. Only the class lives here, where Hydra looks for plugins;
+lnbench.launch.slurm.launcher does the work, imported on first use so that Hydra's scan of its plugins at
+start-up stays fast.
 
 Without the `slurm` extra (hydra-submitit-launcher) the module defines no launcher and imports cleanly: Hydra's scan
 imports every module under hydra_plugins and warns at every start about one that fails ("incompatible or buggy").
@@ -20,14 +21,14 @@ if HydraSlurmLauncher is not None:
     class SlurmLauncher(HydraSlurmLauncher):
         def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
             """In the sweep's process: submit the jobs not queued or completed already, wait for all of them."""
-            from lnbench.launch import slurm
+            from lnbench.launch.slurm import launcher as slurm
 
             return slurm.launch(self, job_overrides, initial_job_idx)
 
         def __call__(self, *args: Any, **kwargs: Any) -> JobReturn:
             """In the job's process on a node: run the job; after a stop signal, leave or requeue
-            (lnbench.launch.slurm)."""
-            from lnbench.launch import slurm
+            (lnbench.launch.slurm.launcher)."""
+            from lnbench.launch.slurm import launcher as slurm
 
             # zero-argument super(): Hydra's plugin scan may run this module again in the job's process, which
             # rebinds the module's name SlurmLauncher to a new class that this instance is not one of.

@@ -100,7 +100,7 @@ def mean(per_job: dict, phase: str) -> float:
 
 def throughput_rows(presets: list[str], jobs: int, steps: int, log) -> list[dict[str, Any]]:
     from lnbench.config.presets import read_experiment, sweeper_params
-    from lnbench.launch.threads import usable_cores
+    from lnbench.launch.process.threads import usable_cores
 
     workers = len(usable_cores())  # joblib's n_jobs=-1, as lnbench check runs it
     rows = []

@@ -23,6 +23,7 @@ from lnbench.claims.family import DEFAULT_ADJUST
 from lnbench.claims.judge import DESIGN_FILE
 from lnbench.claims.stats import ADJUST
 from lnbench.config import overrides as hydra_args
+from lnbench.config.choices import Stage
 from lnbench.config.presets import experiments, read_experiment, sweeper_params
 from lnbench.errors import UserError
 
@@ -230,7 +231,7 @@ def sweep_overrides(args: Args, preset: str) -> list[str]:
     defaults = [f"{k}={v}" for k, v in DEFAULTS.items() if k not in given]
     if any(o.startswith("logger.wandb.") or o.startswith("logger=") and "wandb" in o for o in args.overrides):
         # W&B: every round of a preset in one group; the round as the job type (lnbench.check.rounds.commands)
-        wandb = {"logger.wandb.group": sweep_dir(args, preset).name, "logger.wandb.job_type": "tune"}
+        wandb = {"logger.wandb.group": sweep_dir(args, preset).name, "logger.wandb.job_type": Stage.tune.value}
         defaults += [f"{k}={v}" for k, v in wandb.items() if k not in given]
     return [
         "-m",

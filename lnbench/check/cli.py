@@ -47,7 +47,7 @@ from lnbench.check.page import adjusted, write_page
 from lnbench.claims import verdicts as verdictlib
 from lnbench.claims.judge import DESIGN_FILE
 from lnbench.config.presets import read_experiment, sweeper_params
-from lnbench.launch.guardian import die_with_parent
+from lnbench.launch.process.guardian import die_with_parent
 
 
 @dataclass
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + md)
     print(f"{args.out / 'check.md'}\n{args.out / 'check.html'}")
     if any(o.startswith("logger.wandb.report=") for o in args.overrides):  # the pages as a W&B artifact too
-        from lnbench.launch.sweep_end import log_check_pages  # Hydra and W&B: only when asked
+        from lnbench.report.wandb_page import log_check_pages  # Hydra and W&B: only when asked
 
         print(f"W&B {log_check_pages(args.out, args.overrides) or 'not logged (see the warning above)'}")
     # A preset that produced no verdict at all (its sweep could not run) is a failed check, not a quiet gap.

@@ -19,6 +19,7 @@ import yaml
 from lnbench.claims import spec as claimlib
 from lnbench.claims.judge import matches, stage
 from lnbench.claims.verdicts import Design
+from lnbench.config.choices import Stage
 
 CELLS = ".cells"
 JUDGING_SEED0 = 1000  # judging seeds are 1000, 1001, ...: never a tuning seed of the presets (0, 1, 2)
@@ -29,16 +30,16 @@ WIDEN_FACTOR = 3.0
 class Cell:
     values: dict[str, Any]  # config key -> value (the panel, the line, the tuned keys)
     groups: set[str]  # which of the keys are config groups (model=...): set in the defaults list
-    stage: str  # widen or judge
+    stage: Stage  # widen or judge
     seeds: list[Any]
 
     @property
     def name(self) -> str:
         parts = [str(v) if k in self.groups else f"{k.rsplit('.', 1)[-1]}-{v}" for k, v in self.values.items()]
-        return re.sub(r"[^A-Za-z0-9_.-]", "_", "_".join(parts + [self.stage]))
+        return re.sub(r"[^A-Za-z0-9_.-]", "_", "_".join(parts + [str(self.stage)]))
 
     def config(self) -> str:
-        body: dict[str, Any] = {"stage": self.stage}
+        body: dict[str, Any] = {"stage": str(self.stage)}
         for key, value in self.values.items():
             if key in self.groups:
                 continue
@@ -96,7 +97,7 @@ def widen_cells(rep, groups: list, cap: int) -> list[Cell]:
         new = chosen * WIDEN_FACTOR if chosen == axis[-1] else chosen / WIDEN_FACTOR
         values, keys = _cell_values(rep, g, (float(f"{new:.3g}"),))
         seeds = sorted({r.value("seed") for r in sel.runs}, key=str)
-        out.append(Cell(values, keys, "widen", seeds))
+        out.append(Cell(values, keys, Stage.widen, seeds))
     return out
 
 
@@ -108,7 +109,7 @@ def judge_cells(rep, groups: list, seeds: list[int]) -> list[Cell]:
         values, keys = _cell_values(rep, g, chosen)
         have = {r.value("seed") for r in g.judging if r.status in ("completed", "diverged")}  # the others are retried
         if missing := [s for s in seeds if s not in have]:
-            out.append(Cell(values, keys, "judge", missing))
+            out.append(Cell(values, keys, Stage.judge, missing))
     return out
 
 

@@ -63,9 +63,6 @@ def sweeper_params(config: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in (node or {}).items()}
 
 
-_RECORDED: dict[tuple[str, int, int], "Sweep"] = {}  # Sweep.recorded's file read, by (path, mtime, size)
-
-
 @dataclass(frozen=True)
 class Sweep:
     """A basic sweep: its preset's axes (hydra.sweeper.params) and the command line's overrides, which Hydra's
@@ -75,21 +72,13 @@ class Sweep:
     task: tuple[str, ...] = ()
 
     @classmethod
-    def recorded(cls, sweep_dir: Path) -> "Sweep":
-        """The sweep as Hydra recorded it when it started (multirun.yaml: a job sees only its own values).
-        Raises OSError or ValueError where there is no such record. Read once per process and file version:
-        every job of a sweep names itself from it, twice (its log prefix, its run name)."""
-        path = Path(sweep_dir) / "multirun.yaml"
-        st = path.stat()
-        key = (str(path.absolute()), st.st_mtime_ns, st.st_size)
-        if key not in _RECORDED:
-            cfg = yaml.safe_load(path.read_text())
-            if not isinstance(cfg, dict) or not isinstance(cfg.get("hydra"), dict):
-                raise ValueError(f"{sweep_dir}/multirun.yaml is not Hydra's record of a sweep")
-            task = (cfg["hydra"].get("overrides") or {}).get("task") or []
-            _RECORDED.clear()  # one sweep's record kept: a process runs one sweep's jobs at a time
-            _RECORDED[key] = cls(sweeper_params(cfg), tuple(map(str, task)))
-        return _RECORDED[key]
+    def from_record(cls, record: Any) -> "Sweep | None":
+        """The sweep Hydra recorded in a sweep's multirun.yaml (read by lnbench.runs.reader.recorded_sweep); None
+        where `record` is not such a record."""
+        if not isinstance(record, dict) or not isinstance(record.get("hydra"), dict):
+            return None
+        task = (record["hydra"].get("overrides") or {}).get("task") or []
+        return cls(sweeper_params(record), tuple(map(str, task)))
 
     def overrides(self) -> list[str]:
         return [*(f"{k}={v}" for k, v in self.params.items()), *self.task]
@@ -100,16 +89,6 @@ class Sweep:
 
     def jobs(self) -> list[list[str]]:
         return overrides.expand(self.overrides())
-
-    @classmethod
-    def job_axes(cls, sweep_dir: Path | str, params: Any) -> set[str]:
-        """The keys a job's sweep varies, from the job's own preset axes and the command line's sweeps that
-        multirun.yaml recorded (without one, as some launchers leave: the preset's axes only)."""
-        own = {str(k): str(v) for k, v in (params or {}).items()}
-        try:
-            return cls(own, cls.recorded(Path(sweep_dir)).task).swept()
-        except Exception:  # no multirun.yaml, or one this parser cannot read: the preset's axes only
-            return set(own)
 
     def swept(self) -> set[str]:
         """The keys it varies: the preset's axes the command line does not set to one value, and the command

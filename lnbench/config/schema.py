@@ -16,7 +16,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from lnbench import CONF_DIR
-from lnbench.config.choices import Impl, Placement
+from lnbench.config.choices import Impl, Placement, Stage
 from lnbench.nn.normalizers import NormConfig
 
 
@@ -275,7 +275,7 @@ class TrainConfig:
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    threads: Optional[int] = None  # torch threads; null: the cores the job may use (lnbench.launch.threads)
+    threads: Optional[int] = None  # torch threads; null: the cores the job may use (lnbench.launch.process.threads)
     threads_follow: bool = False  # follow the cores other processes leave free, where no number depends on it
     steps: int = 1000
     eval_every: int = 250
@@ -291,7 +291,7 @@ class TrainConfig:
     tune: list[str] = field(default_factory=list)  # swept keys the report selects on validation
     # The run's part in a tuned comparison (lnbench/claims/verdicts.py): tune (chooses the hyperparameters), widen
     # (the same, at a value lnbench check added beyond the grid's edge), judge (a fresh seed at the chosen value).
-    stage: str = "tune"
+    stage: str = Stage.tune.value  # lnbench.config.choices.Stage
     # Modules to import in every process of the run before its config is checked (the CLI, each joblib
     # worker, each submitit job): where a user's own normalizer, model or dataset registers itself.
     imports: list[str] = field(default_factory=list)

@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 
 from lnbench import CONF_DIR
 from lnbench.config import overrides as hydra_args
+from lnbench.config.choices import RECORD_SINK, Stage
 from lnbench.errors import ConfigError
 from lnbench.nn.normalizers import NORMALIZERS, normalizer
 
@@ -24,16 +25,14 @@ def validate_logger(logger: Any) -> None:
     """Each logger entry is one sink's config, with the `_target_` that builds it: anything else (`+logger.nope=1`)
     is a typo that would silently do nothing. metrics.jsonl is no entry: every run writes it."""
 
-    from lnbench.training.sinks.jsonl import KEY as RECORD_KEY
-
     for key, node in (logger or {}).items():
-        if key == RECORD_KEY or not OmegaConf.is_dict(node) or "_target_" not in node:
+        if key == RECORD_SINK or not OmegaConf.is_dict(node) or "_target_" not in node:
             value = OmegaConf.to_container(node) if OmegaConf.is_config(node) else node
             raise ConfigError(
                 f"logger.{key}={value} is not allowed: "
                 + (
                     "metrics.jsonl is written by every run, it is not chosen. "
-                    if key == RECORD_KEY
+                    if key == RECORD_SINK
                     else f"each logger entry is a metric sink's config with a _target_, and {key!r} has none. "
                 )
                 + f"Choose sinks with logger=NAME or a list, logger=[wandb,csv] (the files in {CONF_DIR / 'logger'}: "
@@ -198,7 +197,7 @@ def _check_combinations(cfg: Any) -> None:
     _check_betas(cfg)
     if cfg.optim.lr <= 0:
         raise ConfigError(f"optim.lr={cfg.optim.lr} is not allowed: the learning rate must be > 0.")
-    if cfg.stage not in ("tune", "widen", "judge"):
+    if cfg.stage not in {s.value for s in Stage}:
         raise ConfigError(
             f"stage={cfg.stage} is not allowed: use tune (the default), widen or judge "
             "(a fresh seed at chosen hyperparameters)."

@@ -1,4 +1,4 @@
-"""Datasets kept by a process for the jobs it forks (lnbench.launch.warm): a sweep's jobs of one dataset config
+"""Datasets kept by a process for the jobs it forks (lnbench.launch.process.warm): a sweep's jobs of one dataset config
 share it instead of each making it again. A forked job gets the kept dataset as its parent holds it, copy-on-write
 (its changes stay its own); a job with no kept dataset makes its own, as every job did before.
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+import torch
+
 from lnbench.errors import ConfigError
 
 GB = 2**30
@@ -17,8 +19,6 @@ GB = 2**30
 def available_bytes(device=None) -> int:
     """Memory a run can still take: the GPU's free memory on CUDA, else the kernel's MemAvailable."""
     if device is not None and getattr(device, "type", "cpu") == "cuda":
-        import torch
-
         return int(torch.cuda.mem_get_info(device)[0])
     try:
         with open("/proc/meminfo") as f:
@@ -40,35 +40,3 @@ def check_fits(key: str, count: int, bytes_each: float, what: str, device=None) 
             f"({bytes_each / 2**20:.3g} MB "
             f"each), and {have / GB:.3g} GB of memory is available. Use {key} <= {most}."
         )
-
-
-def check_batch_fits(model, dataset, few, device=None) -> None:
-    """The training batch: its cases and the activations autograd keeps for their backward, measured on the
-    cases `few` (a forward of the model in training mode) and scaled to dataset.batch_size."""
-    import torch
-
-    from lnbench.training import tasks
-
-    x, y = few
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    kept: dict[int, int] = {}
-
-    def pack(t):
-        try:
-            storage = t.untyped_storage()
-            if storage.data_ptr() not in params:
-                kept[storage.data_ptr()] = storage.nbytes()
-        except (RuntimeError, NotImplementedError):  # a tensor without storage: its elements
-            kept[id(t)] = t.numel() * t.element_size()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        tasks.loss_and_metrics(dataset.spec, model(x), y)
-    each = (sum(kept.values()) + x.nbytes + y.nbytes) / len(x)
-    check_fits(
-        "dataset.batch_size",
-        dataset.batch_size,
-        each,
-        "a training batch of this model (its cases and the activations kept for the backward)",
-        device,
-    )

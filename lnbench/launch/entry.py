@@ -22,8 +22,10 @@ from types import SimpleNamespace
 import lnbench
 from lnbench import phases
 from lnbench.errors import UserError
-from lnbench.launch import failures, guardian, sweep_stop
+from lnbench.launch import failures
 from lnbench.launch.preflight import Plan, preflight, resume_overrides
+from lnbench.launch.process import guardian
+from lnbench.launch.sweep import stop as sweep_stop
 from lnbench.runs import CRASH_LOG
 
 log = logging.getLogger("lnbench")
@@ -103,7 +105,7 @@ def sweep(plan: Plan, typed: list[str]) -> int:
 
 @contextmanager
 def stop_handling(plan: Plan):
-    """How the sweep's process takes Ctrl-C: lnbench.launch.sweep_stop's rules where it runs the jobs (basic,
+    """How the sweep's process takes Ctrl-C: lnbench.launch.sweep.stop's rules where it runs the jobs (basic,
     joblib). submitit's local controller processes (one per job, in the terminal's process group) die on
     Ctrl-C with a traceback and take their job down mid-checkpoint: ignored here, SIGINT stays ignored in
     them (inherited); each job installs its own handler, checkpoints and stops. SLURM's jobs are SLURM's."""
@@ -163,7 +165,7 @@ class Job:
 
     def run(self, cfg, hc, run_dir: Path, started: float) -> dict:
         """A single run: validated, and its existing directory locked, by lnbench.launch.preflight."""
-        from lnbench.training.checkpoint import RunLock
+        from lnbench.runs import RunLock
 
         try:
             lock = self.plan.lock or RunLock(run_dir)  # a new directory: Hydra made it just now
@@ -179,7 +181,7 @@ class Job:
         """A sweep job: validated here, in its own process, once (preflight only checked the sweep's keys)."""
         from lnbench.config.validate import validate
         from lnbench.launch import user_modules
-        from lnbench.training.checkpoint import RunLock
+        from lnbench.runs import RunLock
         from lnbench.training.recipe import UNREAD
 
         t0 = time.time()
@@ -197,9 +199,9 @@ class Job:
                 return self.job_ended(e, run_dir, started, hc)
 
     def train(self, cfg, hc, run_dir: Path, ckpt) -> dict:
-        from lnbench.launch import threads
-        from lnbench.launch.isolate import crash_log, in_child_process, warm_up
-        from lnbench.launch.warm import prepare
+        from lnbench.launch.process import threads
+        from lnbench.launch.process.isolate import crash_log, in_child_process, warm_up
+        from lnbench.launch.process.warm import prepare
         from lnbench.training.recipe import run
         from lnbench.training.tracker import job_name, run_tags, sweep_group
 
@@ -240,7 +242,7 @@ class Job:
 
     def job_ended(self, error: BaseException, run_dir: Path, started: float, hc, record: bool = True) -> dict:
         """A sweep job that did not complete. Interrupted: it answers, so that the launcher waits for every
-        job's checkpoint (lnbench.launch.sweep_stop) and submitit's sweep gets a result; failed: one line for Hydra
+        job's checkpoint (lnbench.launch.sweep.stop) and submitit's sweep gets a result; failed: one line for Hydra
         to record, and the sweep goes on."""
         failure = failures.classify(error)
         if failure.status == "interrupted" and not failures.full_error():

@@ -64,7 +64,8 @@ def full_error() -> bool:
 
 
 def traceback_text(error: BaseException) -> str:
-    """The traceback of `error`; for one raised in a forked job, the child's (lnbench.launch.isolate sends it along)."""
+    """The traceback of `error`; for one raised in a forked job, the child's (lnbench.launch.process.isolate
+    sends it along)."""
     return getattr(error, "child_traceback", None) or "".join(traceback.format_exception(error))
 
 

@@ -10,25 +10,22 @@ Each refusal is a ConfigError: one paragraph naming the override as typed and wh
 from __future__ import annotations
 
 import copy
-import dataclasses
 import importlib
 import itertools
 import logging
 import math
 import re
 import tempfile
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lnbench.config import overrides as hydra_args
+from lnbench.config.hydra_errors import composing
 from lnbench.config.presets import Sweep
-from lnbench.config.validate import did_you_mean
 from lnbench.errors import ConfigError
+from lnbench.runs import OVERRIDES
 
-# The launchers an extra of lnbench installs (pyproject.toml): refused with the extra to install where it is missing.
-LAUNCHER_EXTRAS = {"joblib": "joblib", "submitit_local": "slurm", "submitit_slurm": "slurm"}
 ALL_JOBS_UP_TO = 24  # sweeps up to this many jobs compose every job before the first starts
 
 
@@ -41,7 +38,7 @@ class Plan:
     out_dir: Path  # the run's directory, or the sweep's
     launcher: str  # "in-process" (basic, joblib: lnbench forks each job), "submitit_local" or "slurm"
     new_dir: bool = True  # a single run's directory did not exist: a run refused later removes it again
-    # a single run's existing directory, locked (lnbench.training.checkpoint.RunLock) before Hydra writes there
+    # a single run's existing directory, locked (lnbench.runs.RunLock) before Hydra writes there
     lock: Any = None
     ckpt: Any = None  # its checkpoint, read and checked against the config (None: it has none)
     done: str | None = None  # it already completed: what to say instead of running
@@ -53,7 +50,7 @@ class Plan:
 
     @property
     def local(self) -> bool:
-        """A stop signal stops the whole sweep (lnbench.launch.sweep_stop); a SLURM job's SIGTERM is SLURM's
+        """A stop signal stops the whole sweep (lnbench.launch.sweep.stop); a SLURM job's SIGTERM is SLURM's
         business."""
         return self.launcher != "slurm"
 
@@ -126,7 +123,7 @@ def launcher_kind(master) -> str:
         return "in-process"
     bases = [f"{c.__module__}.{c.__qualname__}" for c in cls.__mro__]
     if bases[0] == f"{SUBMITIT}.SlurmLauncher":
-        from lnbench.launch.slurm import PLAIN_SUBMITIT_SLURM
+        from lnbench.launch.slurm.launcher import PLAIN_SUBMITIT_SLURM
 
         logging.getLogger("lnbench").warning(PLAIN_SUBMITIT_SLURM)
     if f"{SUBMITIT}.SlurmLauncher" in bases:
@@ -146,9 +143,10 @@ def claim(plan: Plan, cfg) -> None:
     the run exactly as it began); a run that already completed is left untouched."""
     from omegaconf import OmegaConf
 
+    from lnbench.runs import RunLock
     from lnbench.training import checkpoint
 
-    plan.lock = checkpoint.RunLock(plan.out_dir)  # refused while another process holds it
+    plan.lock = RunLock(plan.out_dir)  # refused while another process holds it
     try:
         plan.ckpt = checkpoint.load(plan.out_dir, OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
         if plan.ckpt is not None and checkpoint.completed_summary(plan.out_dir, plan.ckpt, cfg.steps):
@@ -213,7 +211,6 @@ def build_check(cfg) -> None:
     where lnbench.launch.entry reports it, with its traceback kept in the run's crash.log."""
     import torch
 
-    from lnbench.data import memory
     from lnbench.errors import UserError
     from lnbench.training.recipe import resolve_device, setup_data, setup_model, setup_optimizer
 
@@ -225,7 +222,7 @@ def build_check(cfg) -> None:
         few = dataset.few_cases(2)
         model = setup_model(cfg.model, dataset.spec, first_batch=few[0])
         setup_optimizer(cfg.optim, cfg.schedule, model, torch.device("cpu"))
-        memory.check_batch_fits(model, dataset, few, device)
+        check_batch_fits(model, dataset, few, device)
     except UserError:
         raise
     except Exception:  # noqa: BLE001 - a bug, reported by the run itself (see the doc)
@@ -234,80 +231,37 @@ def build_check(cfg) -> None:
         torch.random.set_rng_state(state)
 
 
-@contextmanager
-def composing(overrides: list[str], sweep: bool = False):
-    """Hydra's and OmegaConf's composition errors as one ConfigError naming the override as typed."""
-    from hydra.errors import HydraException, MissingConfigException, OverrideParseException
-    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+def check_batch_fits(model, dataset, few, device=None) -> None:
+    """The training batch: its cases and the activations autograd keeps for their backward, measured on the
+    cases `few` (a forward of the model in training mode) and scaled to dataset.batch_size."""
+    import torch
 
-    job = f" (in the sweep job {' '.join(overrides)})" if sweep else ""
-    try:
-        yield
-    except MissingConfigException as e:  # model=ln_lstmm: no such preset
-        group, _, name = str(e.missing_cfg_file).rpartition("/")
-        typed = next((o for o in overrides if o.split("=", 1)[0].lstrip("+~") == group), f"{group}={name}")
-        options = [o for o in e.options or [] if not o.startswith("base_")]
-        if group == "hydra/launcher" and (extra := LAUNCHER_EXTRAS.get(name)):  # slurm.yaml names submitit_slurm
-            raise ConfigError(
-                f"{typed} is not allowed{job}: the {name} launcher is not installed. Install it with "
-                f"pip install 'lnbench[{extra}]', or choose one of {', '.join(options)}."
-            ) from None
-        raise ConfigError(
-            f"{typed} is not allowed{job}: there is no {group} preset {name!r}."
-            f"{did_you_mean(name, options)} The {group} presets are {', '.join(options)}."
-        ) from None
-    except (HydraException, OmegaConfBaseException) as e:
-        cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else e
-        typed = _typed_override(overrides, str(getattr(cause, "full_key", "") or ""), str(e))
-        if isinstance(e, OverrideParseException):
-            typed = hydra_args.unreadable(overrides) or typed
-        schema, key = getattr(cause, "object_type", None), str(getattr(cause, "key", "") or "")
-        if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and dataclasses.is_dataclass(schema):
-            keys = sorted(f.name for f in dataclasses.fields(schema) if not f.name.startswith("_"))
-            raise ConfigError(
-                f"{typed or key} is not allowed{job}: {schema.__name__} has no key {key!r}."
-                f"{did_you_mean(key, keys)} Its keys are {', '.join(keys)}."
-            ) from None
-        said = _one_paragraph(str(e) + ("\n" + str(cause) if cause is not e else ""))
-        said += _list_hint(typed, said)
-        error = ConfigError(f"{typed + ' is not allowed' + job + ': ' if typed else ''}{said}")
-        error.hint = hydra_args.quoting_hint() if isinstance(e, OverrideParseException) else None
-        raise error from None
+    from lnbench.data.memory import check_fits
+    from lnbench.training import tasks
 
+    x, y = few
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    kept: dict[int, int] = {}
 
-def _list_hint(typed: str, message: str) -> str:
-    """`imports=mynorm` for a key that takes a list: the spelling that works."""
-    key, eq, value = typed.partition("=")
-    if not eq or "is not a ListConfig" not in message or value.startswith("["):
-        return ""
-    return f" {key.lstrip('+~')} takes a list: write {key}=[{value}] (several: {key}=[a,b])."
+    def pack(t):
+        try:
+            storage = t.untyped_storage()
+            if storage.data_ptr() not in params:
+                kept[storage.data_ptr()] = storage.nbytes()
+        except (RuntimeError, NotImplementedError):  # a tensor without storage: its elements
+            kept[id(t)] = t.numel() * t.element_size()
+        return t
 
-
-def _typed_override(overrides: list[str], full_key: str, message: str) -> str:
-    """The override (as the user typed it) that an error is about."""
-    for o in overrides:
-        if o in message:
-            return o
-    for o in overrides:
-        key = o.split("=", 1)[0].lstrip("+~")
-        if full_key and (key == full_key or full_key.startswith(key + ".") or key.endswith("." + full_key)):
-            return o
-    return ""
-
-
-def _one_paragraph(text: str) -> str:
-    """Hydra's multi-line message as one paragraph, without its pointers to internals."""
-    skip = (
-        "full_key:",
-        "object_type=",
-        "reference_type=",
-        "To append to your config use",
-        "Set the environment variable",
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        tasks.loss_and_metrics(dataset.spec, model(x), y)
+    each = (sum(kept.values()) + x.nbytes + y.nbytes) / len(x)
+    check_fits(
+        "dataset.batch_size",
+        dataset.batch_size,
+        each,
+        "a training batch of this model (its cases and the activations kept for the backward)",
+        device,
     )
-    lines = [ln.strip() for ln in text.splitlines()]
-    kept = [ln for ln in lines if ln and not ln.startswith(skip)]
-    out = " ".join(ln if re.search(r"[.:;!?]$", ln) else ln + "." for ln in kept)
-    return re.sub(r"\s+", " ", out).replace(":.", ":")
 
 
 def resume_overrides(args: list[str]) -> list[str]:
@@ -325,9 +279,9 @@ def resume_overrides(args: list[str]) -> list[str]:
             f"resume={run_dir} continues one run and cannot be swept (-m). To resume a sweep, run the same "
             f"sweep command again with hydra.sweep.dir=<its directory>: each job continues from its checkpoint."
         )
-    saved = run_dir / ".hydra" / "overrides.yaml"
+    saved = run_dir / OVERRIDES
     if not saved.is_file():
-        why = "does not exist" if not run_dir.exists() else "holds no .hydra/overrides.yaml"
+        why = "does not exist" if not run_dir.exists() else f"holds no {OVERRIDES}"
         raise ConfigError(
             f"resume={run_dir} is not allowed: it {why}. resume takes the directory of an earlier run "
             f"(outputs/runs/<date>/<time>, or a sweep's <dir>/<job number>)."

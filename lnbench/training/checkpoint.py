@@ -8,8 +8,7 @@ sink's state (the bytes of metrics.jsonl that belong to it, later lines being cu
 run id; ...: lnbench.training.sinks) and the resolved config (a resume may not change what the run computes).
 
 `StopSignals` turns SIGTERM (SLURM, `kill`) and SIGINT (Ctrl-C) into a request the loop answers at the
-end of the step with a checkpoint; a second signal stops at once. `RunLock` keeps a second process out
-of a run directory that is in use.
+end of the step with a checkpoint; a second signal stops at once. (The run lock: lnbench.runs.lock.)
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ import torch
 from lnbench.atomic import replacing
 from lnbench.config.renamed import RENAMED
 from lnbench.errors import ConfigError, DataError, Interrupted
-from lnbench.runs import CHECKPOINT, LOCK, read_summary
+from lnbench.runs import CHECKPOINT, read_summary
 
 FILE = CHECKPOINT
 # Keys a resume may change: they decide where and how fast the run goes, not what it computes. `threads` is
@@ -140,56 +139,6 @@ def _show(v: Any) -> str:
 
 
 # ---- one process per run directory ------------------------------------------------------------
-class RunLock:
-    """An exclusive lock on `<run dir>/.lock` for the life of the run (released by the OS if killed).
-
-    Taken once per run: by lnbench.launch.preflight for an existing run directory (before Hydra writes there),
-    else by the job; a forked job process shares its parent's. A second RunLock on the same directory, in
-    this process too, is refused: nothing locks twice. The file is removed on release, so a finished or
-    refused run leaves no `.lock`; a process that locked a file just removed by its holder notices (another
-    inode at the path) and tries again.
-    """
-
-    def __init__(self, run_dir: Path):
-        # Unix only: imported here so that the module itself loads on a machine without it.
-        import fcntl  # noqa: PLC0415 (platform-only)
-
-        self.path = Path(run_dir) / LOCK
-        while True:
-            self._f = open(self.path, "a+")
-            try:
-                fcntl.flock(self._f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                self._f.seek(0)
-                holder = self._f.read().strip() or "unknown"
-                self._f.close()
-                raise ConfigError(
-                    f"{run_dir} is in use by another lnbench process ({holder}): two runs may not write into "
-                    f"one directory. Wait for it to end, or give this run its own hydra.run.dir."
-                ) from None
-            try:
-                if os.stat(self.path).st_ino == os.fstat(self._f.fileno()).st_ino:
-                    break
-            except FileNotFoundError:
-                pass
-            self._f.close()  # locked a file its holder removed on release: lock the current one
-        self._f.truncate(0)
-        self._f.write(f"pid {os.getpid()} on {os.uname().nodename}\n")
-        self._f.flush()
-
-    def release(self) -> None:
-        if self._f.closed:
-            return
-        self.path.unlink(missing_ok=True)  # while still locked: nobody can take a file being removed
-        self._f.close()
-
-    def __enter__(self) -> "RunLock":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
 # ---- signals ----------------------------------------------------------------------------------
 class StopSignals:
     """While active, SIGTERM and SIGINT set `requested` (the signal number) instead of killing the process;
@@ -197,7 +146,7 @@ class StopSignals:
 
     Signal handlers can only be set from the main thread; elsewhere (a launcher's worker thread) this
     does nothing and the signals keep their usual effect. A launcher may name more signals that mean "stop"
-    in $LNBENCH_STOP_SIGNALS (e.g. `USR2`: lnbench.launch.slurm, for submitit's notice before a time limit).
+    in $LNBENCH_STOP_SIGNALS (e.g. `USR2`: lnbench.launch.slurm.launcher, for submitit's notice before a time limit).
     """
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -227,7 +176,7 @@ class StopSignals:
         if threading.current_thread() is threading.main_thread():
             for s in (*self.SIGNALS, *extra_stop_signals()):
                 self._previous[s] = signal.signal(s, self._handle)
-            # A sweep's job starts with them blocked (lnbench.launch.sweep_stop): one that came while it started
+            # A sweep's job starts with them blocked (lnbench.launch.sweep.stop): one that came while it started
             # waited, and arrives now.
             self._mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, self._previous)
         return self

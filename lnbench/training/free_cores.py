@@ -12,8 +12,9 @@ batch's loss and every gradient, computed on each candidate count, equal bit for
 chosen before the run. The probe is needed: torch's matrix products split their sums by thread at some
 shapes and not at others (pmnist's head weight gradient, 10 x 128 over a batch of 64, differs on 1 and 2
 threads; Tiny Shakespeare's does not). Evaluations run on the count chosen before the run, whose shapes the
-probe did not see. Elsewhere the count stays as chosen (lnbench.launch.threads). tests/training/test_free_cores.py
-trains each recurrent claim preset on 1 and 2 threads and compares every number with what the checks say.
+probe did not see. Elsewhere the count stays as chosen (lnbench.launch.process.threads).
+tests/training/test_free_cores.py trains each recurrent claim preset on 1 and 2 threads and compares every
+number with what the checks say.
 
 Opt-in, since it adapts to the load, and recorded: the summary's `threads_followed` says which counts ran
 how many steps, and when the count changed.
@@ -34,7 +35,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from lnbench.launch.threads import usable_cores
+from lnbench.launch.process.threads import usable_cores
 from lnbench.training import tasks
 
 log = logging.getLogger("lnbench")

@@ -35,7 +35,7 @@ SOURCE = Path(__file__).resolve().parents[2]  # the checkout's root when lnbench
 def collect(device: str | None = None, kernels: str | None = None, threads_why: str | None = None) -> dict[str, Any]:
     """Flat keys (the W&B summary shows them as provenance/<key>); values a JSON file can hold. `kernels`:
     what runs the model's recurrence (lnbench.models.sequence), which decides its last bits; `threads_why`: how
-    the thread count (torch_threads) was decided (lnbench.launch.threads), since it decides them too."""
+    the thread count (torch_threads) was decided (lnbench.launch.process.threads), since it decides them too."""
     import torch  # already imported by whoever trains
 
     info: dict[str, Any] = {**git_state(SOURCE)}
@@ -51,10 +51,10 @@ def collect(device: str | None = None, kernels: str | None = None, threads_why: 
     if threads_why is not None:
         info["threads_chosen_by"] = threads_why
     info.update({k.lower(): os.environ[k] for k in RUNTIME_ENV if os.environ.get(k)})
-    from lnbench.launch import heap
+    from lnbench.launch.process import heap
 
     if heap.active():
-        info["malloc"] = "keeps freed memory (lnbench.launch.heap)"
+        info["malloc"] = "keeps freed memory (lnbench.launch.process.heap)"
     if kernels is not None:
         info["kernels"] = kernels
     if device is not None:

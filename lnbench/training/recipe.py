@@ -25,9 +25,9 @@ from lnbench import phases
 from lnbench.config.validate import validate
 from lnbench.data import cache as data_cache
 from lnbench.errors import ConfigError, Diverged, Interrupted, refused_while_building
-from lnbench.launch.threads import keep as keep_threads
+from lnbench.launch.process.threads import keep as keep_threads
 from lnbench.nn.norm import normalizer
-from lnbench.runs import Summary, write_config
+from lnbench.runs import RunLock, Summary, write_config
 from lnbench.training import checkpoint, free_cores, provenance, tasks
 from lnbench.training.flags import suspect
 from lnbench.training.sinks import sink_state_from_checkpoint
@@ -145,7 +145,7 @@ def train(
     validate(cfg)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    with checkpoint.RunLock(run_dir):  # one process per run directory
+    with RunLock(run_dir):  # one process per run directory
         return run(cfg, run_dir, name, group, tags)
 
 
@@ -162,7 +162,8 @@ def run(
 
     `ckpt`: the run directory's checkpoint when the caller has already read it and checked it against
     this config (lnbench.launch.preflight does, before Hydra writes into the directory), None when it has none;
-    by default it is read here. `threads`: (count, why) the launcher chose for this job (lnbench.launch.threads);
+    by default it is read here. `threads`: (count, why) the launcher chose for this job
+    (lnbench.launch.process.threads);
     None: cfg.threads, else torch's own count. A runtime record (summary, provenance, checkpoint), never written
     into the config."""
     t0 = time.time()

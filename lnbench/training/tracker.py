@@ -15,8 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from lnbench.config.presets import Sweep
-from lnbench.runs import Summary, write_summary
+from lnbench.runs import Summary, job_axes, write_summary
 from lnbench.training.progress import Pace, in_sweep
 from lnbench.training.sinks import RunInfo, Sink
 from lnbench.training.sinks.jsonl import KEY as RECORD_KEY
@@ -36,7 +35,7 @@ class Console:
 
     def __init__(self, total: int, enabled: bool | None, start: int = 0):
         # a sweep's jobs share the terminal: their bars would overwrite each other's lines (its process shows the
-        # sweep's progress: lnbench.launch.sweep_progress)
+        # sweep's progress: lnbench.launch.sweep.progress)
         self.enabled = sys.stdout.isatty() and not in_sweep() if enabled is None else enabled
         self.progress, self._swapped = None, []
         self.pace = Pace(total, start, lines=not self.enabled)  # a line every 30 s where no bar is drawn
@@ -218,7 +217,7 @@ def job_name(hydra_cfg: DictConfig) -> str:
 
     swept = None
     if hydra_cfg.mode == RunMode.MULTIRUN:
-        swept = Sweep.job_axes(hydra_cfg.sweep.dir, OmegaConf.select(hydra_cfg, "sweeper.params"))
+        swept = job_axes(hydra_cfg.sweep.dir, OmegaConf.select(hydra_cfg, "sweeper.params"))
     return run_name(hydra_cfg.runtime.choices.get("model", "run"), list(hydra_cfg.overrides.task), swept)
 
 

@@ -229,7 +229,7 @@ def test_run_lock_is_taken_once_and_leaves_no_file(tmp_path):
     """Nothing locks a run twice (issue 24: three locks per run), so a second lock is refused even in the
     process that holds the first, as in another one."""
     from lnbench.errors import ConfigError
-    from lnbench.training.checkpoint import RunLock
+    from lnbench.runs import RunLock
 
     with RunLock(tmp_path):
         with pytest.raises(ConfigError, match="is in use by another lnbench process"):
@@ -239,7 +239,7 @@ def test_run_lock_is_taken_once_and_leaves_no_file(tmp_path):
             [
                 sys.executable,
                 "-c",
-                "import sys; from lnbench.training.checkpoint import RunLock; RunLock(sys.argv[1])",
+                "import sys; from lnbench.runs import RunLock; RunLock(sys.argv[1])",
                 str(tmp_path),
             ],
             capture_output=True,
@@ -359,9 +359,9 @@ def test_ctrl_c_while_a_submitit_job_warms_up_is_an_interrupted_job(tmp_path, mo
     from omegaconf import open_dict, read_write
 
     from lnbench.config.schema import register_configs
-    from lnbench.launch import isolate
     from lnbench.launch.entry import CONF_DIR, Job
     from lnbench.launch.preflight import Plan, without_hydra
+    from lnbench.launch.process import isolate
 
     register_configs()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):

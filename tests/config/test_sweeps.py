@@ -16,9 +16,9 @@ from lnbench import report
 from lnbench.config.schema import register_configs
 from lnbench.config.validate import validate
 from lnbench.errors import ConfigError
-from lnbench.launch import threads as threads_module
 from lnbench.launch.entry import CONF_DIR
-from lnbench.launch.threads import parallel_job_threads
+from lnbench.launch.process import threads as threads_module
+from lnbench.launch.process.threads import parallel_job_threads
 from tests.conftest import REPO, TINY, compose_train
 from tests.wandb_file import read_offline_runs
 

@@ -7,8 +7,8 @@ import pytest
 from hydra.errors import MissingConfigException
 
 from lnbench.check import cli as check
+from lnbench.config.hydra_errors import composing
 from lnbench.errors import ConfigError
-from lnbench.launch.preflight import composing
 
 
 @pytest.mark.parametrize(

@@ -50,7 +50,7 @@ def wait_until(predicate, seconds: float) -> bool:
 
 FAKE_SWEEP = textwrap.dedent("""
     import subprocess, sys, time
-    from lnbench.launch.guardian import guarding
+    from lnbench.launch.process.guardian import guarding
     with guarding():
         # like an idle loky worker: in the sweep's process group, deaf to SIGTERM
         deaf = subprocess.Popen([sys.executable, "-c",
@@ -84,7 +84,7 @@ def test_a_killed_sweeps_process_leaves_no_process_that_ignores_sigterm(tmp_path
 
 
 def test_a_sweep_that_ends_takes_its_guardian_with_it():
-    from lnbench.launch.guardian import guarding
+    from lnbench.launch.process.guardian import guarding
 
     with guarding():
         assert os.waitpid(-1, os.WNOHANG) == (0, 0)  # the guardian runs
@@ -94,7 +94,7 @@ def test_a_sweep_that_ends_takes_its_guardian_with_it():
 
 CHECK = textwrap.dedent("""
     import subprocess, sys, time
-    from lnbench.launch.guardian import die_with_parent
+    from lnbench.launch.process.guardian import die_with_parent
     # like lnbench check's sweep: SIGTERM is how a sweep is asked to stop after its jobs' checkpoints
     on_term = ("import signal, sys, time; "
                "signal.signal(signal.SIGTERM, lambda *a: (print('stopped', flush=True), sys.exit(0)))")

@@ -1,4 +1,4 @@
-"""lnbench.launch.heap: freed memory stays in the process, so a step's activations are not mapped and zeroed
+"""lnbench.launch.process.heap: freed memory stays in the process, so a step's activations are not mapped and zeroed
 by the kernel again every step; settings the user made are kept."""
 
 import subprocess
@@ -6,13 +6,13 @@ import sys
 
 import pytest
 
-from lnbench.launch import heap
+from lnbench.launch.process import heap
 
 PROBE = """
 import resource, sys
 import torch
 if sys.argv[1] == "keep":
-    from lnbench.launch.heap import keep_freed_memory
+    from lnbench.launch.process.heap import keep_freed_memory
     assert keep_freed_memory()
 from lnbench.nn.fast.layers import fast_layer
 from lnbench.nn.norm import NormConfig, NormKind

@@ -1,5 +1,5 @@
-"""lnbench.launch.isolate.warm_up: once per process, torch._dynamo imported (a forked job finds it loaded) and the
-objects alive then frozen out of the garbage collector's way; what a job leaves later stays collectable.
+"""lnbench.launch.process.isolate.warm_up: once per process, torch._dynamo imported (a forked job finds it loaded)
+and the objects alive then frozen out of the garbage collector's way; what a job leaves later stays collectable.
 A forked job's exception comes back with the child's traceback."""
 
 import gc
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from lnbench.launch import isolate
+from lnbench.launch.process import isolate
 
 
 @pytest.fixture

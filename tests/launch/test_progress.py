@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 from conftest import REPO, TINY_CLI, lnbench_cmd
 
-from lnbench.launch.sweep_progress import SweepProgress
+from lnbench.launch.sweep.progress import SweepProgress
 from lnbench.runs import load_run
 from lnbench.training import progress
 from lnbench.training.progress import Pace
@@ -164,7 +164,7 @@ def test_a_joblib_sweep_on_a_terminal_draws_no_bar_and_writes_whole_lines(tmp_pa
 def test_a_look_reads_again_only_the_jobs_whose_files_changed(tmp_path, holding, monkeypatch):
     """A sweep's process looks every 2 s: a big sweep's finished jobs are not parsed again each time. A job whose
     lock went (killed) with no file changed is still seen to stop."""
-    from lnbench.launch import status
+    from lnbench.launch.sweep import status
 
     sweep = tmp_path / "sweep"
     multirun(sweep, {}, ["seed=0,1"])

@@ -36,7 +36,8 @@ if (
 
 
 def slurm_modules():
-    from lnbench.launch import slurm, slurm_status
+    from lnbench.launch.slurm import launcher as slurm
+    from lnbench.launch.slurm import queue as slurm_status
 
     return slurm, slurm_status
 

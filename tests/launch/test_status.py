@@ -12,7 +12,7 @@ import yaml
 from conftest import REPO, TINY_CLI, lnbench_cmd
 
 from lnbench.cli import main
-from lnbench.launch import status
+from lnbench.launch.sweep import status
 from tests.report.test_report import make_job
 
 
@@ -176,7 +176,7 @@ def test_status_of_a_live_joblib_sweep(tmp_path):
 
 def test_the_end_block_counts_a_job_another_process_holds_as_in_use_not_completed(tmp_path, holding):
     """The exit code of such a sweep is 1 (its job was refused): the block agrees, whatever the holder's summary."""
-    from lnbench.launch.sweep_end import end_of_sweep_block, job_statuses
+    from lnbench.launch.sweep.end import end_of_sweep_block, job_statuses
 
     make_job(tmp_path, 0, ["seed=0"])
     held = make_job(tmp_path, 1, ["seed=1"])  # its holder wrote "completed" at an earlier end

@@ -13,7 +13,7 @@ import pytest
 from conftest import lnbench_cmd, metrics_without_time, run_cli, summary_of
 from omegaconf import OmegaConf
 
-from lnbench.launch import threads
+from lnbench.launch.process import threads
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""What a job process makes ready before it forks a sweep job (lnbench.launch.warm, lnbench.data.cache) changes
+"""What a job process makes ready before it forks a sweep job (lnbench.launch.process.warm, lnbench.data.cache) changes
 no number: a warm worker's second job, and a job on a kept dataset, log what a cold job of the same config logs."""
 
 import shutil
@@ -8,8 +8,8 @@ import yaml
 from conftest import TINY_CLI, metrics_without_time, run_cli, tiny
 
 from lnbench.data import cache as data_cache
-from lnbench.launch.isolate import in_child_process
-from lnbench.launch.warm import prepare
+from lnbench.launch.process.isolate import in_child_process
+from lnbench.launch.process.warm import prepare
 from lnbench.training.recipe import run
 
 

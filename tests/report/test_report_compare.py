@@ -287,7 +287,7 @@ def test_a_running_job_is_running_not_failed_and_counted(tmp_path):
             }
         )
     )
-    with open(running / ".lock", "a+") as lock:  # what lnbench.training.checkpoint.RunLock does for the run's life
+    with open(running / ".lock", "a+") as lock:  # what lnbench.runs.RunLock does for the run's life
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         lock.write("pid 1 on vm\n")
         lock.flush()

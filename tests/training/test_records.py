@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from conftest import REPO, TINY_CLI, run_cli, summary_of, tiny
 
-from lnbench.config.presets import Sweep
 from lnbench.launch.entry import CONF_DIR
-from lnbench.launch.sweep_end import end_of_sweep_block, job_statuses, json_table
+from lnbench.launch.sweep.end import end_of_sweep_block, job_statuses
+from lnbench.report.wandb_page import json_table
+from lnbench.runs import job_axes, recorded_sweep
 from lnbench.training import provenance
 from lnbench.training.recipe import train
 from lnbench.training.sinks.wandb_run import wandb_summary
@@ -66,14 +67,14 @@ def test_a_sweeps_axes_come_from_the_preset_and_the_command_line(tmp_path):
         "    - dataset.seq_len=10\n"
     )
     preset = {"model": "lstm,ln_lstm", "dataset.seq_len": "10,25,50"}  # the command line fixes seq_len
-    assert Sweep.job_axes(str(tmp_path), preset) == {"model", "seed", "optim.lr"}
-    assert Sweep.job_axes(str(tmp_path / "none"), None) == set()
+    assert job_axes(str(tmp_path), preset) == {"model", "seed", "optim.lr"}
+    assert job_axes(str(tmp_path / "none"), None) == set()
     # the same model counts the sweep's jobs (the report's progress line) and its axes (preflight's checks)
     (tmp_path / "multirun.yaml").write_text(
         "hydra:\n  sweeper:\n    params:\n      model: lstm,ln_lstm\n"
         "      seed: 0,1,2\n  overrides:\n    task:\n    - seed=7\n"
     )
-    sweep = Sweep.recorded(tmp_path)
+    sweep = recorded_sweep(tmp_path)
     assert sweep.axes() == {"model": ["model=lstm", "model=ln_lstm"], "seed": ["seed=7"]}
     assert len(sweep.jobs()) == 2 and sweep.swept() == {"model"}
 
@@ -303,7 +304,7 @@ def test_the_thread_count_is_a_record_of_the_run_never_written_into_its_config(t
 
 
 def test_a_resume_keeps_the_thread_count_its_run_began_with():
-    from lnbench.launch.threads import keep as keep_threads
+    from lnbench.launch.process.threads import keep as keep_threads
 
     assert keep_threads((2, "2 usable cores"), None) == (2, "2 usable cores")  # a new run: the launcher's
     assert keep_threads((2, "2 usable cores"), {"threads": 2, "config": {}}) == (2, "2 usable cores")

@@ -180,7 +180,7 @@ def test_report_run_holds_the_reports_tables_and_plots(tmp_path):
     """logger.wandb.report=true: after a sweep, one W&B run of job_type report in the sweep's group."""
     from omegaconf import OmegaConf
 
-    from lnbench.launch.sweep_end import log_report
+    from lnbench.report.wandb_page import log_report
 
     sweep = tmp_path / "2026-11-22" / "13-05-01-000001"
     for i, model in enumerate(["lstm", "ln_lstm"]):
@@ -269,7 +269,7 @@ def test_the_checks_runs_are_grouped_by_preset_with_the_round_as_job_type(tmp_pa
 
 
 def test_the_check_page_is_an_artifact_when_the_report_is_asked_for(tmp_path):
-    from lnbench.launch.sweep_end import log_check_pages
+    from lnbench.report.wandb_page import log_check_pages
 
     out = tmp_path / "check"
     out.mkdir()

@@ -7,12 +7,13 @@ import logging
 import os
 from typing import Any
 
+from lnbench.config.choices import RECORD_SINK
 from lnbench.runs import METRICS
 from lnbench.training.sinks import RunInfo
 
 log = logging.getLogger("lnbench")
 FILE = METRICS
-KEY = "jsonl"  # its name among the sinks (its state in a checkpoint): no logger entry may take it
+KEY = RECORD_SINK  # its name among the sinks (its state in a checkpoint)
 
 
 class MetricsJsonl:

@@ -12,6 +12,7 @@ import string
 from pathlib import Path
 from typing import Any, Optional
 
+from lnbench.runs import METRICS
 from lnbench.training.sinks import RunInfo
 
 log = logging.getLogger("lnbench")
@@ -50,7 +51,7 @@ class WandbSink:
         console: Any,
     ):
         # The defaults are WandbConfig's (lnbench.config.schema), the one copy.
-        # `report` is for lnbench.launch.sweep_end.
+        # `report` is for lnbench.launch.sweep.end.
         self.run, self.failed, self.run_dir = None, False, run.run_dir
         self.id = (resume or {}).get("id") or new_run_id()
         self.mode = str(getattr(mode, "value", mode))
@@ -71,7 +72,7 @@ class WandbSink:
                 id=self.id,
                 resume="allow",
             ),
-            kept=f"metrics are still in {run.run_dir / 'metrics.jsonl'}",
+            kept=f"metrics are still in {run.run_dir / METRICS}",
             init_timeout=init_timeout,
             finish_timeout=finish_timeout,
             console=str(getattr(console, "value", console)),

@@ -18,7 +18,7 @@ What it adds to `submitit_slurm` (conf/hydra/launcher/slurm.yaml sets the keys):
   that completed with this config, and submits the others (which continue from their checkpoints).
 - **A job that ends without a result** (cancelled, killed at its time limit, its node lost) is a failed job
   of the sweep, named in its summary.json and the end-of-sweep block; the other jobs run on.
-- **Quiet status** where sacct is unavailable (lnbench.launch.slurm_status).
+- **Quiet status** where sacct is unavailable (lnbench.launch.slurm.queue).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from omegaconf import OmegaConf, open_dict
 
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
-from lnbench.launch.slurm_status import GONE, QuietJob, job_info, queued, seconds
-from lnbench.runs import HYDRA, Summary, read_summary, write_summary
+from lnbench.launch.slurm.queue import GONE, QuietJob, job_info, queued, seconds
+from lnbench.runs import HYDRA, HYDRA_CONFIG, OVERRIDES, Summary, read_summary, write_summary
 
 log = logging.getLogger("lnbench")
 LEDGER = ".slurm_jobs.json"  # in the sweep directory: job number -> SLURM job id, overrides, submitit folder
@@ -145,7 +145,7 @@ def completed(launcher, idx: int, overrides: list[str]) -> JobReturn | None:
         return None
     task_cfg = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"])
     try:
-        same = (folder / ".hydra" / "config.yaml").read_text() == OmegaConf.to_yaml(task_cfg)
+        same = (folder / HYDRA_CONFIG).read_text() == OmegaConf.to_yaml(task_cfg)
     except OSError:
         same = False
     if not same:
@@ -259,8 +259,8 @@ def record_lost(job_dir: Path, cfg, job_id: str, why: str) -> None:
     if found.get("status") in ("completed", "failed", "diverged"):
         return  # the run said how it ended
     (job_dir / HYDRA).mkdir(parents=True, exist_ok=True)
-    if not (job_dir / HYDRA / "overrides.yaml").exists():
-        OmegaConf.save(cfg.hydra.overrides.task, job_dir / HYDRA / "overrides.yaml")
+    if not (job_dir / OVERRIDES).exists():
+        OmegaConf.save(cfg.hydra.overrides.task, job_dir / OVERRIDES)
     lost = {"steps": 0, **found, "status": "failed", "error": why, "slurm_job": job_id}
     write_summary(job_dir, Summary.from_dict(lost))
 

@@ -20,11 +20,26 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from lnbench.config.choices import Stage
 from lnbench.errors import UserError
-from lnbench.runs import SKIP_DIRS, Run, find_run_dirs, load_run, lock_held, sweep_total
+from lnbench.runs import (
+    HYDRA,
+    HYDRA_CONFIG,
+    LOCK,
+    METRICS,
+    MULTIRUN,
+    OVERRIDES,
+    SKIP_DIRS,
+    SUMMARY,
+    TRAIN_LOG,
+    Run,
+    find_run_dirs,
+    load_run,
+    lock_held,
+    sweep_total,
+)
 
 FRESH_S = 300.0  # a log written this recently is a running job's, where its lock cannot be seen
-STAGES = ("tune", "widen", "judge")
 DONE = ("completed", "failed", "diverged")
 
 
@@ -33,7 +48,7 @@ class Job:
     run: Run
     state: str  # completed, failed, diverged, running, stopped (interrupted or killed: a rerun resumes it)
     sweep: Path | None  # the sweep directory it belongs to (None: a single run)
-    stage: str
+    stage: Stage
 
     @property
     def step(self) -> int:
@@ -66,7 +81,7 @@ def state_of(run: Run, now: float) -> str:
 
 
 def fresh(path: Path, now: float) -> bool:
-    for name in ("metrics.jsonl", "train.log", ".hydra/overrides.yaml"):
+    for name in (METRICS, TRAIN_LOG, OVERRIDES):
         try:
             if now - (path / name).stat().st_mtime < FRESH_S:
                 return True
@@ -78,7 +93,7 @@ def fresh(path: Path, now: float) -> bool:
 def sweep_of(path: Path, root: Path) -> Path | None:
     """The nearest directory at or above the job's parent, up to `root`, that holds a multirun.yaml."""
     for folder in [path.parent, *path.parent.parents]:
-        if (folder / "multirun.yaml").is_file():
+        if (folder / MULTIRUN).is_file():
             return folder
         if folder == root or root not in folder.parents:
             return None
@@ -91,19 +106,18 @@ def jobs_in(root: Path, now: float, cache: dict[Path, tuple[tuple, Run]] | None 
     jobs = []
     for path in find_run_dirs(root):
         run = cached_run(path, root, cache) if cache is not None else load_run(path, root)
-        stage = str(run.config.get("stage") or "tune")
-        jobs.append(Job(run, state_of(run, now), sweep_of(run.path, root), stage if stage in STAGES else "tune"))
+        jobs.append(Job(run, state_of(run, now), sweep_of(run.path, root), Stage.of(run.config.get("stage"))))
     return jobs
 
 
 def cached_run(path: Path, root: Path, cache: dict[Path, tuple[tuple, Run]]) -> Run:
-    signature = tuple(_stat(path / name) for name in ("summary.json", "metrics.jsonl", ".hydra/config.yaml"))
+    signature = tuple(_stat(path / name) for name in (SUMMARY, METRICS, HYDRA_CONFIG))
     seen = cache.get(path)
     if seen is None or seen[0] != signature:
         cache[path] = (signature, load_run(path, root))
     run = cache[path][1]
     if run.summary.get("status") not in DONE:  # its lock may have gone (killed) with no file changed
-        run.running = lock_held(path / ".lock")
+        run.running = lock_held(path / LOCK)
     return run
 
 
@@ -116,11 +130,9 @@ def _stat(path: Path) -> tuple[int, int]:
 
 
 def sweeps_in(root: Path) -> list[Path]:
-    found = [root] if (root / "multirun.yaml").is_file() else []
+    found = [root] if (root / MULTIRUN).is_file() else []
     return found + sorted(
-        p.parent
-        for p in root.rglob("multirun.yaml")
-        if p.parent != root and not SKIP_DIRS & set(p.relative_to(root).parts)
+        p.parent for p in root.rglob(MULTIRUN) if p.parent != root and not SKIP_DIRS & set(p.relative_to(root).parts)
     )
 
 
@@ -168,8 +180,8 @@ def seconds_left(jobs: list[Job], pending: int) -> float | None:
 
 def elapsed(root: Path, jobs: list[Job], now: float, live: bool) -> float:
     """From the sweep's (or first job's) start to now while live, else to its last write."""
-    firsts = [root / "multirun.yaml", *(j.run.path / ".hydra" for j in jobs)]
-    lasts = [p for j in jobs for p in (j.run.path / "summary.json", j.run.path / "metrics.jsonl")]
+    firsts = [root / MULTIRUN, *(j.run.path / HYDRA for j in jobs)]
+    lasts = [p for j in jobs for p in (j.run.path / SUMMARY, j.run.path / METRICS)]
     starts = [p.stat().st_mtime for p in firsts if p.exists()]
     ends = [p.stat().st_mtime for p in lasts if p.exists()]
     if not starts:
@@ -193,7 +205,7 @@ def label(job: Job, jobs: list[Job]) -> str:
 
 def kind_of(root: Path, jobs: list[Job], sweeps: list[Path]) -> str:
     """check (lnbench check's folder: its page, or rounds it added), sweeps (a folder of several), sweep, run, runs."""
-    if any(j.stage != "tune" for j in jobs) or (root / "check.md").is_file():
+    if any(j.stage != Stage.tune for j in jobs) or (root / "check.md").is_file():
         return "check"
     if len(sweeps) > 1:
         return "sweeps"
@@ -208,8 +220,8 @@ def lines(root: Path, now: float | None = None) -> list[str]:
     jobs, sweeps = jobs_in(root, now), sweeps_in(root)
     if not jobs and not sweeps:
         raise UserError(
-            f"no runs under {root} (no summary.json, metrics.jsonl, .hydra/overrides.yaml or "
-            "multirun.yaml): give the directory of a run, a sweep or a check (outputs/check)."
+            f"no runs under {root} (no {SUMMARY}, {METRICS}, {OVERRIDES} or "
+            f"{MULTIRUN}): give the directory of a run, a sweep or a check (outputs/check)."
         )
     kind, whole = kind_of(root, jobs, sweeps), tally(jobs, sweeps)
     out = [f"{kind} {root}"]
@@ -262,19 +274,18 @@ def stage_lines(root: Path, jobs: list[Job], sweeps: list[Path], stages: bool = 
         mine = [j for j in jobs if j.run.path.relative_to(root).parts[0] == preset]
         mine_sweeps = [s for s in sweeps if s != root and s.relative_to(root).parts[0] == preset]
         parts = []
-        for stage in STAGES:
+        for stage in Stage:
             staged = [j for j in mine if j.stage == stage]
             stage_sweeps = [s for s in mine_sweeps if stage_of_sweep(s) == stage]
             if staged or stage_sweeps:
-                parts.append(f"{stage} " * stages + tally(staged, stage_sweeps).text())
+                parts.append(f"{stage.value} " * stages + tally(staged, stage_sweeps).text())
         out.append(f"  {preset:<{width}}  " + " · ".join(parts or ["no jobs yet"]))
     return out
 
 
-def stage_of_sweep(sweep: Path) -> str:
+def stage_of_sweep(sweep: Path) -> Stage:
     """widen-K and judge-K are lnbench check's rounds (lnbench.check.rounds); any other sweep tunes."""
-    prefix = sweep.name.split("-", 1)[0]
-    return prefix if prefix in STAGES else "tune"
+    return Stage.of(sweep.name.split("-", 1)[0])
 
 
 class _Parser(argparse.ArgumentParser):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from lnbench import phases
 from lnbench.launch.failures import JobCrashed
-from lnbench.launch.guardian import die_with_parent
+from lnbench.launch.process.guardian import die_with_parent
 from lnbench.runs import CRASH_LOG
 
 log = logging.getLogger("lnbench")
@@ -54,7 +54,7 @@ def in_child_process(run_dir: Path, fn, *args, **kwargs):
     Hand-written rather than multiprocessing: a fork costs milliseconds (a spawned interpreter would
     import torch again, ~2 s per job), and the parent must answer SIGINT/SIGTERM by passing them on to
     the job (which checkpoints) and waiting for it, not by dying first. The child keeps the parent's
-    signal mask: in a sweep (lnbench.launch.sweep_stop) a stop request waits, blocked, until the train loop's
+    signal mask: in a sweep (lnbench.launch.sweep.stop) a stop request waits, blocked, until the train loop's
     StopSignals takes it, so that a job asked to stop while it starts still checkpoints.
     """
     warm_up()
@@ -112,7 +112,7 @@ def _child(read_end: int, write_end: int, fn, args, kwargs) -> None:
 def passing_signals_on(pid: int):
     """SIGINT and SIGTERM to this process are passed on to the job `pid` (which checkpoints and raises
     Interrupted, which comes back through the pipe); yields the signals received. Unblocked meanwhile:
-    a sweep's process blocks them between jobs (lnbench.launch.sweep_stop)."""
+    a sweep's process blocks them between jobs (lnbench.launch.sweep.stop)."""
     received: list[int] = []
 
     def pass_on(signum, frame):
@@ -173,7 +173,7 @@ def warm_up() -> None:
         return
     import torch
 
-    from lnbench.launch.heap import keep_freed_memory
+    from lnbench.launch.process.heap import keep_freed_memory
 
     keep_freed_memory()  # a joblib worker did not start through lnbench.cli
     torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))])

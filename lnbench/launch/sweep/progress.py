@@ -1,4 +1,4 @@
-"""A sweep's progress, shown by the sweep's own process from its jobs' files (lnbench.launch.status): a line
+"""A sweep's progress, shown by the sweep's own process from its jobs' files (lnbench.launch.sweep.status): a line
 when a job starts and when it ends, and a total at a steady interval ("12 of 72 done, 2 running, 1 failed,
 ~14 min left"); on a terminal the total comes more often, with a line per running job labelled with its
 swept values.
@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from lnbench.launch import status
+from lnbench.launch.sweep import status
 
 POLL_S = 2.0
 TOTAL_EVERY_S = {True: 10.0, False: 30.0}  # on a terminal, in a log file
@@ -27,7 +27,7 @@ class SweepProgress:
         self.sweep_dir, self.out, self.clock = Path(sweep_dir), out or sys.stdout, clock
         self.terminal = self.out.isatty() if terminal is None else terminal
         self.states: dict[str, str] | None = None  # job -> state at the last look (None: not looked yet)
-        self.cache: dict = {}  # what the last looks read (lnbench.launch.status.jobs_in)
+        self.cache: dict = {}  # what the last looks read (lnbench.launch.sweep.status.jobs_in)
         self.last_total = clock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

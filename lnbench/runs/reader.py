@@ -1,9 +1,5 @@
-"""The run directory: the names of its files, summary.json written and read in one place, and a Run, what a
-directory says about its run (config, overrides, metrics, summary, whether it is still running).
-
-Read from files alone (a report needs no network and works on a sweep that is still running): each job's
-`.hydra/{overrides,config,hydra}.yaml`, `config.yaml` (the config as the run resolved it), `metrics.jsonl`,
-`summary.json` and `.lock`, and a sweep's `multirun.yaml` for how many jobs it has in all.
+"""What a run directory says about its run (a Run: config, overrides, metrics, summary, whether it is still
+running), read from files alone: a report needs no network and works on a sweep that is still running.
 """
 
 from __future__ import annotations
@@ -12,35 +8,33 @@ import json
 import math
 import os
 import re
-import socket
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
 
-from lnbench.atomic import read_jsonl, write_bytes, write_json
+from lnbench.atomic import read_jsonl
+from lnbench.config.choices import Stage
 from lnbench.config.presets import Sweep
-
-# ---- the files of a run directory -------------------------------------------------------------
-SUMMARY = "summary.json"  # how the run ended and its numbers (Summary); written when it ends, or fails to start
-METRICS = "metrics.jsonl"  # every logged value, one JSON object per line (lnbench.training.sinks.jsonl)
-CONFIG = "config.yaml"  # the config as the run resolved it when it started (environment variables as it saw them)
-CHECKPOINT = "checkpoint.pt"  # what a resume continues from (lnbench.training.checkpoint)
-CRASH_LOG = "crash.log"  # a bug's traceback, and the native one of a segfault
-LOCK = ".lock"  # held by the process that runs it (lnbench.training.checkpoint.RunLock)
-TRAIN_LOG = "train.log"  # Hydra's log of the job
-HYDRA = ".hydra"  # Hydra's record of the job: overrides.yaml, config.yaml (as written), hydra.yaml
-
-OUT_DIR = "report"
-# Directories inside a run that hold no runs of their own.
-SKIP_DIRS = {OUT_DIR, "wandb", ".submitit", HYDRA}
-# Statuses of a job that has ended, whatever the outcome.
-ENDED = ("completed", "diverged", "failed", "interrupted", "unreadable")
-# What Hydra leaves for a value it resolves only when the job runs (${oc.env:...}, ${lnbench.epochs:...}).
-INTERPOLATION = "${"
-NOT_RECORDED = "(not recorded)"
+from lnbench.runs.files import (
+    CHECKPOINT,
+    CONFIG,
+    HYDRA_CONFIG,
+    HYDRA_RECORD,
+    INTERPOLATION,
+    LOCK,
+    METRICS,
+    MULTIRUN,
+    NOT_RECORDED,
+    OVERRIDES,
+    SKIP_DIRS,
+    SUMMARY,
+    config_from_checkpoint,
+    read_summary,
+)
+from lnbench.runs.lock import lock_held
 
 
 @dataclass
@@ -63,6 +57,11 @@ class Run:
         if "status" in self.summary:
             return str(self.summary["status"])
         return "incomplete" if self.records else "not started"  # killed, or never ran
+
+    @property
+    def stage(self) -> Stage:
+        """Its part in a tuned comparison (the `stage` key): tune, widen or judge."""
+        return Stage.of(self.value("stage"))
 
     @property
     def trained(self) -> bool:
@@ -199,96 +198,6 @@ def _load_yaml(path: Path) -> Any:
         return None
 
 
-def config_from_checkpoint(path: Path) -> dict[str, Any]:
-    """The resolved config a checkpoint holds: the one record of it in run directories older than config.yaml."""
-    if not path.is_file():
-        return {}
-    try:
-        import torch  # only for such old runs: a report never imports torch otherwise
-
-        # mmap: the weights are never read, only the small config beside them
-        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        return ckpt.get("config") or {}
-    except Exception:  # a damaged or foreign file: nothing recorded
-        return {}
-
-
-def write_config(run_dir: Path, config: dict[str, Any]) -> None:
-    """config.yaml: the resolved config, written when the run starts (the report reads it, never the checkpoint)."""
-    write_bytes(Path(run_dir) / CONFIG, yaml.safe_dump(config, sort_keys=False).encode())
-
-
-# ---- summary.json: one shape, one writer, one reader ------------------------------------------
-class _Unset:
-    def __repr__(self) -> str:
-        return "UNSET"
-
-    def __bool__(self) -> bool:
-        return False
-
-
-UNSET: Any = _Unset()  # a field the writer never set stays out of the file (None is written as null)
-
-
-@dataclass
-class Summary:
-    """What summary.json holds. The train loop fills it as the run goes; a run that failed before its loop
-    (lnbench.launch.failures) or a SLURM job that never answered (lnbench.launch.slurm) writes the few
-    fields it knows. Keys this version does not know (a newer lnbench's) are kept in `extra`."""
-
-    status: str  # running, completed, diverged, failed, interrupted
-    steps: int = 0
-    error: Any = UNSET  # "Type: message" of what ended a failed or interrupted run
-    params: Any = UNSET
-    device: Any = UNSET
-    primary_metric: Any = UNSET  # what the run ranks by (primary_of)
-    baseline: Any = UNSET  # a trivial predictor's loss
-    threads: Any = UNSET  # the torch threads the run computed with (a resume keeps them)
-    threads_followed: Any = UNSET  # threads_follow=true: steps per thread count, and when it changed
-    provenance: Any = UNSET  # lnbench.training.provenance.collect
-    test: Any = UNSET
-    final_val: Any = UNSET
-    best_val: Any = UNSET
-    test_at_len: Any = UNSET  # {sequence length: test metrics}
-    flags: Any = UNSET  # why a completed run's numbers are suspect
-    diverged_at_step: Any = UNSET
-    wall_time: Any = UNSET
-    time_per_step: Any = UNSET
-    eval_time: Any = UNSET
-    checkpoint_time: Any = UNSET
-    resumed_at: Any = UNSET  # the steps the run was resumed at
-    wandb: Any = UNSET  # where its W&B run is (None: no W&B)
-    slurm_job: Any = UNSET
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
-        return {**self.extra, **{k: v for k, v in out.items() if v is not UNSET}}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Summary":
-        known = {f.name for f in fields(cls)} - {"extra"}
-        return cls(
-            **{k: v for k, v in data.items() if k in known and k != "extra"},
-            extra={k: v for k, v in data.items() if k not in known},
-        )
-
-
-def write_summary(run_dir: Path, summary: Summary) -> None:
-    """summary.json, written atomically (a killed writer leaves the last one whole)."""
-    write_json(Path(run_dir) / SUMMARY, summary.as_dict())
-
-
-def read_summary(run_dir: Path) -> dict[str, Any]:
-    """A run's summary.json as a dict: {} where it left none (killed, never started), status `unreadable`
-    where the file is not one (summaries are written atomically, so it is a foreign file)."""
-    path = Path(run_dir) / SUMMARY
-    try:
-        return json.loads(path.read_text()) if path.is_file() else {}
-    except (OSError, ValueError) as e:
-        return {"status": "unreadable", "error": f"{path.name}: {e}"}
-
-
 def _override_pairs(lines: Iterable[str]) -> dict[str, str]:
     """Hydra's override strings as key -> value, without hydra.* keys and without +/++/~ prefixes."""
     pairs = {}
@@ -302,7 +211,7 @@ def _override_pairs(lines: Iterable[str]) -> dict[str, str]:
 
 def find_run_dirs(root: Path) -> list[Path]:
     """Every directory under root (root included) that a job wrote into."""
-    markers = (SUMMARY, METRICS, f"{HYDRA}/overrides.yaml")
+    markers = (SUMMARY, METRICS, OVERRIDES)
     found = set()
     for dirpath, dirnames, filenames in os.walk(root):
         here = Path(dirpath)
@@ -317,16 +226,15 @@ def _natural(part: str) -> tuple:
 
 
 def load_run(path: Path, root: Path, source: str | None = None) -> Run:
-    hydra_dir = path / HYDRA
-    hydra_cfg = _load_yaml(hydra_dir / "hydra.yaml") or {}
+    hydra_cfg = _load_yaml(path / HYDRA_RECORD) or {}
     choices = ((hydra_cfg.get("hydra") or {}).get("runtime") or {}).get("choices") or {}
     rel = str(path.relative_to(root))
     run = Run(
         path=path,
         name=rel if source is None else source if rel == "." else f"{source}/{rel}",
-        overrides=_override_pairs(_load_yaml(hydra_dir / "overrides.yaml")),
+        overrides=_override_pairs(_load_yaml(path / OVERRIDES)),
         choices={k: str(v) for k, v in choices.items() if not k.startswith("hydra")},
-        config=_load_yaml(hydra_dir / "config.yaml") or {},
+        config=_load_yaml(path / HYDRA_CONFIG) or {},
         summary=read_summary(path),
         source=source,
         running=lock_held(path / LOCK),
@@ -351,48 +259,39 @@ def source_names(roots: list[Path]) -> list[str]:
     return [str(r) for r in roots]  # the same directory twice
 
 
-# ---- is it still running? ---------------------------------------------------------------------
-def lock_held(path: Path) -> bool:
-    """Whether a live process holds the run's lock (lnbench.training.checkpoint.RunLock flocks `<run>/.lock` for the
-    run's life; the file stays after it ends). Read without taking the lock: even a moment's hold could make
-    a job starting just then believe its directory is in use."""
+_RECORDED: dict[tuple[str, int, int], Sweep] = {}  # recorded_sweep's file read, by (path, mtime, size)
+
+
+def recorded_sweep(sweep_dir: Path | str) -> Sweep:
+    """The sweep as Hydra recorded it when it started (multirun.yaml: a job sees only its own values).
+    Raises OSError or ValueError where there is no such record. Read once per process and file version:
+    every job of a sweep names itself from it, twice (its log prefix, its run name)."""
+    path = Path(sweep_dir) / MULTIRUN
+    st = path.stat()
+    key = (str(path.absolute()), st.st_mtime_ns, st.st_size)
+    if key not in _RECORDED:
+        sweep = Sweep.from_record(yaml.safe_load(path.read_text()))
+        if sweep is None:
+            raise ValueError(f"{path} is not Hydra's record of a sweep")
+        _RECORDED.clear()  # one sweep's record kept: a process runs one sweep's jobs at a time
+        _RECORDED[key] = sweep
+    return _RECORDED[key]
+
+
+def job_axes(sweep_dir: Path | str, params: Any) -> set[str]:
+    """The keys a job's sweep varies, from the job's own preset axes and the command line's sweeps that
+    multirun.yaml recorded (without one, as some launchers leave: the preset's axes only)."""
+    own = {str(k): str(v) for k, v in (params or {}).items()}
     try:
-        st = path.stat()
-    except OSError:
-        return False
-    held = _flock_holders(st)
-    if held is not None:
-        return held
-    return _pid_alive(path)  # no /proc/locks (not Linux): the pid the lock file names, on this host
-
-
-def _flock_holders(st: os.stat_result) -> bool | None:
-    """Linux: /proc/locks lists every flock with its file's device and inode; None where it cannot be read."""
-    try:
-        text = Path("/proc/locks").read_text()
-    except OSError:
-        return None
-    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    return any(len(f := line.split()) > 5 and f[1] == "FLOCK" and f[5] == dev for line in text.splitlines())
-
-
-def _pid_alive(path: Path) -> bool:
-    try:
-        _, pid, _, host = path.read_text().split()  # "pid 123 on host"
-        if host != socket.gethostname().split(".")[0] and host != os.uname().nodename:
-            return False
-        os.kill(int(pid), 0)
-        return True
-    except (OSError, ValueError):
-        return False
+        return Sweep(own, recorded_sweep(sweep_dir).task).swept()
+    except Exception:  # no multirun.yaml, or one this parser cannot read: the preset's axes only
+        return set(own)
 
 
 def sweep_total(root: Path) -> int | None:
     """How many jobs the sweep in `root` launches (lnbench.config.presets.Sweep, as multirun.yaml records it).
     None if there is no multirun.yaml or it cannot be expanded."""
     try:
-        return len(Sweep.recorded(root).jobs())
-    except (
-        Exception
-    ):  # no record, or a sweep this parser cannot expand without the config (glob choices, other sweepers)
+        return len(recorded_sweep(root).jobs())
+    except Exception:  # no record, or a sweep this parser cannot expand without the config (glob choices, ...)
         return None

@@ -10,7 +10,7 @@ sweep runs under the basic or joblib launcher (`SweepStop`):
   reads before it starts (lnbench.launch.entry), and lets the launcher wait for the running jobs;
 - it blocks SIGINT and SIGTERM in its own thread and so in every worker process it starts: an idle
   worker keeps the signal pending instead of dying; a job takes it when it starts (passing it on to its
-  forked process, lnbench.launch.isolate), and the train loop's StopSignals when it runs;
+  forked process, lnbench.launch.process.isolate), and the train loop's StopSignals when it runs;
 - a job interrupted this way returns {"status": "interrupted"} after its checkpoint, instead of raising.
 
 submitit_local's jobs are processes of their own (their parent ignores SIGINT, lnbench.launch.entry); SLURM's
@@ -28,11 +28,11 @@ import time
 from pathlib import Path
 
 from lnbench.atomic import write_json
-from lnbench.launch.isolate import STOP_SIGNALS
-from lnbench.runs import CHECKPOINT, LOCK, lock_held, read_summary
+from lnbench.launch.process.isolate import STOP_SIGNALS
+from lnbench.runs import CHECKPOINT, LOCK, OVERRIDES, STOPPED, lock_held, read_summary
 
 log = logging.getLogger("lnbench")
-MARK = ".stopped"
+MARK = STOPPED
 
 
 def stopped(sweep_dir: Path) -> int | None:
@@ -107,7 +107,7 @@ def job_states(sweep_dir: Path) -> dict[str, str]:
     """Each job directory's state, read from it: completed, interrupted (with a checkpoint), stopped early
     (interrupted before its first checkpoint), failed (failed or diverged) or not started."""
     states = {}
-    for job in sorted(p.parent.parent for p in Path(sweep_dir).glob("*/.hydra/overrides.yaml")):
+    for job in sorted(p.parent.parent for p in Path(sweep_dir).glob(f"*/{OVERRIDES}")):
         status = read_summary(job).get("status")
         if status == "interrupted":
             status = "interrupted" if (job / CHECKPOINT).exists() else "stopped early"

@@ -6,7 +6,7 @@ worker's job keeps training as long as the worker lives; a rerun then finds thos
 another lnbench process"). So while a sweep runs under the basic or joblib launcher, a guardian process
 forked from the sweep's process notes its children every half second, and when the sweep's process is gone
 (this process's parent changes) it SIGKILLs the ones in the sweep's process group: joblib's workers and
-resource trackers. A job runs in a process group of its own (lnbench.launch.isolate), and its parent's death
+resource trackers. A job runs in a process group of its own (lnbench.launch.process.isolate), and its parent's death
 sends it SIGTERM (PR_SET_PDEATHSIG): it checkpoints and stops, so that a rerun resumes it.
 
 `lnbench check` starts each sweep so that the sweep gets SIGTERM when check dies (die_with_parent): the sweep

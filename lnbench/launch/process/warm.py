@@ -1,4 +1,4 @@
-"""What a job process makes ready before it forks a sweep job (lnbench.launch.isolate), so that the next
+"""What a job process makes ready before it forks a sweep job (lnbench.launch.process.isolate), so that the next
 jobs of the same process find it done: the modules the job's config names (`_target_`), and its dataset, made
 once per dataset config (lnbench.data.cache); where the code came from (git, asked once per process).
 Nothing here changes what a job computes: a job that finds

@@ -1,0 +1,132 @@
+"""The files of a run directory, named once, and summary.json: one shape, one writer, one reader.
+
+A run directory holds `.hydra/{overrides,config,hydra}.yaml` (Hydra's record of the job), `config.yaml` (the
+config as the run resolved it), `metrics.jsonl`, `summary.json`, `checkpoint.pt`, `train.log`, `crash.log` and,
+while it runs, `.lock`; a sweep directory holds Hydra's `multirun.yaml`. Every other module names these files
+through the constants here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lnbench.atomic import write_bytes, write_json
+
+SUMMARY = "summary.json"  # how the run ended and its numbers (Summary); written when it ends, or fails to start
+METRICS = "metrics.jsonl"  # every logged value, one JSON object per line (lnbench.training.sinks.jsonl)
+CONFIG = "config.yaml"  # the config as the run resolved it when it started (environment variables as it saw them)
+CHECKPOINT = "checkpoint.pt"  # what a resume continues from (lnbench.training.checkpoint)
+CRASH_LOG = "crash.log"  # a bug's traceback, and the native one of a segfault
+LOCK = ".lock"  # held by the process that runs it (lnbench.training.checkpoint.RunLock)
+TRAIN_LOG = "train.log"  # Hydra's log of the job
+HYDRA = ".hydra"  # Hydra's record of the job: overrides.yaml, config.yaml (as written), hydra.yaml
+
+OUT_DIR = "report"
+# Directories inside a run that hold no runs of their own.
+SKIP_DIRS = {OUT_DIR, "wandb", ".submitit", HYDRA}
+# Statuses of a job that has ended, whatever the outcome.
+ENDED = ("completed", "diverged", "failed", "interrupted", "unreadable")
+# What Hydra leaves for a value it resolves only when the job runs (${oc.env:...}, ${lnbench.epochs:...}).
+INTERPOLATION = "${"
+NOT_RECORDED = "(not recorded)"
+MULTIRUN = "multirun.yaml"  # Hydra's record of a sweep, in the sweep's directory (lnbench.runs.reader.recorded_sweep)
+STOPPED = ".stopped"  # a sweep's stop mark, in the sweep's directory (lnbench.launch.sweep.stop)
+# Inside HYDRA:
+OVERRIDES = f"{HYDRA}/overrides.yaml"
+HYDRA_CONFIG = f"{HYDRA}/config.yaml"
+HYDRA_RECORD = f"{HYDRA}/hydra.yaml"
+
+
+def config_from_checkpoint(path: Path) -> dict[str, Any]:
+    """The resolved config a checkpoint holds: the one record of it in run directories older than config.yaml."""
+    if not path.is_file():
+        return {}
+    try:
+        import torch  # only for such old runs: a report never imports torch otherwise
+
+        # mmap: the weights are never read, only the small config beside them
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        return ckpt.get("config") or {}
+    except Exception:  # a damaged or foreign file: nothing recorded
+        return {}
+
+
+def write_config(run_dir: Path, config: dict[str, Any]) -> None:
+    """config.yaml: the resolved config, written when the run starts (the report reads it, never the checkpoint)."""
+    write_bytes(Path(run_dir) / CONFIG, yaml.safe_dump(config, sort_keys=False).encode())
+
+
+# ---- summary.json: one shape, one writer, one reader ------------------------------------------
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+UNSET: Any = _Unset()  # a field the writer never set stays out of the file (None is written as null)
+
+
+@dataclass
+class Summary:
+    """What summary.json holds. The train loop fills it as the run goes; a run that failed before its loop
+    (lnbench.launch.failures) or a SLURM job that never answered (lnbench.launch.slurm.launcher) writes the few
+    fields it knows. Keys this version does not know (a newer lnbench's) are kept in `extra`."""
+
+    status: str  # running, completed, diverged, failed, interrupted
+    steps: int = 0
+    error: Any = UNSET  # "Type: message" of what ended a failed or interrupted run
+    params: Any = UNSET
+    device: Any = UNSET
+    primary_metric: Any = UNSET  # what the run ranks by (primary_of)
+    baseline: Any = UNSET  # a trivial predictor's loss
+    threads: Any = UNSET  # the torch threads the run computed with (a resume keeps them)
+    threads_followed: Any = UNSET  # threads_follow=true: steps per thread count, and when it changed
+    provenance: Any = UNSET  # lnbench.training.provenance.collect
+    test: Any = UNSET
+    final_val: Any = UNSET
+    best_val: Any = UNSET
+    test_at_len: Any = UNSET  # {sequence length: test metrics}
+    flags: Any = UNSET  # why a completed run's numbers are suspect
+    diverged_at_step: Any = UNSET
+    wall_time: Any = UNSET
+    time_per_step: Any = UNSET
+    eval_time: Any = UNSET
+    checkpoint_time: Any = UNSET
+    resumed_at: Any = UNSET  # the steps the run was resumed at
+    wandb: Any = UNSET  # where its W&B run is (None: no W&B)
+    slurm_job: Any = UNSET
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        return {**self.extra, **{k: v for k, v in out.items() if v is not UNSET}}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Summary":
+        known = {f.name for f in fields(cls)} - {"extra"}
+        return cls(
+            **{k: v for k, v in data.items() if k in known and k != "extra"},
+            extra={k: v for k, v in data.items() if k not in known},
+        )
+
+
+def write_summary(run_dir: Path, summary: Summary) -> None:
+    """summary.json, written atomically (a killed writer leaves the last one whole)."""
+    write_json(Path(run_dir) / SUMMARY, summary.as_dict())
+
+
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    """A run's summary.json as a dict: {} where it left none (killed, never started), status `unreadable`
+    where the file is not one (summaries are written atomically, so it is a foreign file)."""
+    path = Path(run_dir) / SUMMARY
+    try:
+        return json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError) as e:
+        return {"status": "unreadable", "error": f"{path.name}: {e}"}
