@@ -135,7 +135,10 @@ class Job:
         self.plan = plan
 
     def __setstate__(self, state: dict) -> None:  # in a joblib worker: the job has arrived
+        from lnbench.cli import quiet_when_closed
+
         self.__dict__.update(state)
+        quiet_when_closed()  # the sweep's stdout may be a pipe its reader closed (`| head`)
         if phases.enabled():
             from lnbench.launch.hydra_phases import instrument_hydra
 
@@ -213,8 +216,8 @@ class Job:
             tags=run_tags(dict(hc.runtime.choices), cfg),
             threads=(n, why),
         )
-        # A segfault or an OOM kill bypasses every except clause: crash.log keeps the native traceback in
-        # the run's own directory, where the report looks for it; a bug's traceback is added to it.
+        # A segfault or an OOM kill bypasses every except clause: the native traceback goes to stderr, and a forked
+        # sweep job's to its crash.log in the run's own directory; a bug's traceback is added to it.
         phases.record("job: threads, names", t0)
         with crash_log(run_dir):
             try:

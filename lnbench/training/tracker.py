@@ -180,17 +180,26 @@ class Tracker:
 
 
 def build_sinks(logger_cfg: Any, run: RunInfo, resume: dict[str, Any] | None) -> dict[str, Sink]:
-    """One sink per entry of the logger config with a `_target_`, made by Hydra's instantiate from that
-    entry alone; a sink that cannot be built is bad input (a ConfigError naming `logger.<key>`)."""
+    """One sink per entry of the logger config with a `_target_`, made by Hydra's instantiate from that entry
+    alone. Its keys were checked before the run (lnbench.config.validate.validate_logger); a sink that raises as it
+    starts (a file it cannot write, a service it cannot reach) is a guest like any other: it is turned off with
+    one warning, and the run goes on."""
     from hydra.utils import instantiate
-
-    from lnbench.errors import refused_while_building
 
     sinks: dict[str, Sink] = {}
     for key, node in (logger_cfg or {}).items():  # each entry a sink's config (lnbench.config.validate.validate_logger)
-        with refused_while_building(f"logger.{key}", node):
+        try:
             make = instantiate(node, _partial_=True, _convert_="all")
             sinks[str(key)] = make(run=run, resume=None if resume is None else resume.get(key, {}))
+        except Exception as e:  # noqa: BLE001 - a guest's failure, said once (README: "Where metrics go")
+            e = e.__cause__ or e  # the sink's own error, not Hydra's "Error in call to target" around it
+            log.warning(
+                "the metric sink logger.%s could not start (%s: %s) and is turned off; the run goes on, "
+                "metrics.jsonl keeps every step.",
+                key,
+                type(e).__name__,
+                " ".join(str(e).split())[:300],
+            )
     return sinks
 
 

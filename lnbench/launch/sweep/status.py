@@ -25,7 +25,6 @@ from lnbench.errors import UserError
 from lnbench.runs import (
     HYDRA,
     HYDRA_CONFIG,
-    LOCK,
     METRICS,
     MULTIRUN,
     OVERRIDES,
@@ -35,8 +34,8 @@ from lnbench.runs import (
     Run,
     find_run_dirs,
     load_run,
-    lock_held,
     sweep_total,
+    unreadable_text,
 )
 
 FRESH_S = 300.0  # a log written this recently is a running job's, where its lock cannot be seen
@@ -72,10 +71,13 @@ class Job:
 
 
 def state_of(run: Run, now: float) -> str:
+    """Its summary's status once it ended; else its lock says whether it runs, where the lock can be seen from
+    here (a run killed with kill -9 left its lock file, which no process holds: stopped, however fresh its
+    files); only where it cannot (a SLURM job on another node) do fresh files say it runs."""
     status = run.status
     if status in DONE or status == "running":
         return status
-    if status in ("incomplete", "not started") and fresh(run.path, now):
+    if status in ("incomplete", "not started") and not run.lock_seen and fresh(run.path, now):
         return "running"
     return "stopped"
 
@@ -93,10 +95,10 @@ def fresh(path: Path, now: float) -> bool:
 def sweep_of(path: Path, root: Path) -> Path | None:
     """The nearest directory at or above the job's parent, up to `root`, that holds a multirun.yaml."""
     for folder in [path.parent, *path.parent.parents]:
+        if folder != root and root not in folder.parents:  # above `root`: a job given alone is a run
+            return None
         if (folder / MULTIRUN).is_file():
             return folder
-        if folder == root or root not in folder.parents:
-            return None
     return None
 
 
@@ -117,7 +119,7 @@ def cached_run(path: Path, root: Path, cache: dict[Path, tuple[tuple, Run]]) -> 
         cache[path] = (signature, load_run(path, root))
     run = cache[path][1]
     if run.summary.get("status") not in DONE:  # its lock may have gone (killed) with no file changed
-        run.running = lock_held(path / LOCK)
+        run.see_lock()
     return run
 
 
@@ -205,13 +207,15 @@ def label(job: Job, jobs: list[Job]) -> str:
 
 def kind_of(root: Path, jobs: list[Job], sweeps: list[Path]) -> str:
     """check (lnbench check's folder: its page, or rounds it added), sweeps (a folder of several), sweep, run, runs."""
+    if len(jobs) == 1 and jobs[0].run.path == root and not sweeps:  # one run, a check's judging run included
+        return "run"
     if any(j.stage != Stage.tune for j in jobs) or (root / "check.md").is_file():
         return "check"
     if len(sweeps) > 1:
         return "sweeps"
     if sweeps:
         return "sweep"
-    return "run" if len(jobs) == 1 and jobs[0].run.path == root else "runs"
+    return "runs"
 
 
 def lines(root: Path, now: float | None = None) -> list[str]:
@@ -234,6 +238,7 @@ def lines(root: Path, now: float | None = None) -> list[str]:
     else:
         out.append(f"  jobs       {whole.text()}")
     out += [f"  running    {label(j, jobs)}: {progress(j)}" for j in jobs if j.state == "running"]
+    out += [f"  skipped    {label(j, jobs)}: {unreadable_text(j.run.unreadable)}" for j in jobs if j.run.unreadable]
     return out + [time_line(root, kind, jobs, whole, now)]
 
 
@@ -309,6 +314,6 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # --help
         return int(e.code or 0)
     except UserError as e:
-        print(f"lnbench status: {e}", file=sys.stderr)
+        print(f"lnbench: error: {e}", file=sys.stderr)
         return 2
     return 0
