@@ -3,21 +3,29 @@ $LNBENCH_CONFIG_DIR, else $XDG_CONFIG_HOME/lnbench, else ~/.config/lnbench, on H
 
 A search path plugin (Hydra loads them from the hydra_plugins package only), so that it holds for `lnbench train`,
 check's sweeps and every config lnbench composes, in a checkout as in an installed wheel, whose conf/ a user cannot
-edit. Its `local/default.yaml` is applied to every run (conf/train.yaml's `optional local: default`); any other
-group file there is one more preset (`~/.config/lnbench/model/mine.yaml` is `model=mine`). docs/install.md.
+edit. Its `local/default.yaml` is applied to every run (conf/train.yaml's `optional local: default`), at the top of
+the config whether or not it says `# @package _global_` (UserFolderSource), each key where the config has it
+(`applied_where_it_exists`); any other group file there is one more preset (`~/.config/lnbench/model/mine.yaml` is
+`model=mine`). docs/install.md.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
+from typing import Any
 
 from hydra.core.config_search_path import ConfigSearchPath
+from hydra.core.object_type import ObjectType
+from hydra.plugins.config_source import ConfigLoadError, ConfigResult, ConfigSource
 from hydra.plugins.search_path_plugin import SearchPathPlugin
+from omegaconf import OmegaConf
 
 import lnbench
 
 PROVIDER = "lnbench-user"
+SCHEME = "lnbench-user"  # UserFolderSource's: the folder as Hydra's file source reads it, with local/'s package
 
 
 def user_config_dir() -> Path | None:
@@ -35,7 +43,107 @@ class LnbenchUserConfig(SearchPathPlugin):
         folder = user_config_dir()
         mains = [e.path.removeprefix("file://") for e in search_path.get_path() if e.provider == "main"]
         if folder is not None and any(Path(p).resolve() == lnbench.CONF_DIR for p in mains):
-            search_path.append(PROVIDER, f"file://{folder.absolute()}")
+            search_path.append(PROVIDER, f"{SCHEME}://{folder.absolute()}")
+
+
+class UserFolderSource(ConfigSource):
+    """Hydra's file source (hydra._internal's FileConfigSource, whose few lines are here so that no private class
+    is used), but a file of local/ lands at the top of the config without a `# @package _global_` line, so that a
+    file written without it, or an empty one, is no error."""
+
+    def __init__(self, provider: str, path: str) -> None:
+        super().__init__(provider=provider, path=path if "://" in path else f"{SCHEME}://{path}")
+
+    @staticmethod
+    def scheme() -> str:
+        return SCHEME
+
+    def load_config(self, config_path: str) -> ConfigResult:
+        full = os.path.realpath(os.path.join(self.path, self._normalize_file_name(config_path)))
+        if not os.path.exists(full):
+            raise ConfigLoadError(f"Config not found : {full}")
+        with open(full, encoding="utf-8") as f:
+            header = ConfigSource._get_header_dict(f.read(512))
+            f.seek(0)
+            cfg = OmegaConf.load(f)
+        if config_path.startswith("local/") and header.get("package") is None:
+            header["package"] = "_global_"
+        return ConfigResult(config=cfg, path=f"{self.scheme()}://{self.path}", provider=self.provider, header=header)
+
+    def available(self) -> bool:
+        return self.is_group("")
+
+    def is_group(self, config_path: str) -> bool:
+        return os.path.isdir(os.path.realpath(os.path.join(self.path, config_path)))
+
+    def is_config(self, config_path: str) -> bool:
+        return os.path.isfile(os.path.realpath(os.path.join(self.path, self._normalize_file_name(config_path))))
+
+    def list(self, config_path: str, results_filter: ObjectType | None) -> list[str]:
+        files: list[str] = []
+        folder = os.path.realpath(os.path.join(self.path, config_path))
+        for name in os.listdir(folder):
+            self._list_add_result(
+                files=files, file_path=os.path.join(config_path, name), file_name=name, results_filter=results_filter
+            )
+        return sorted(set(files))
+
+
+def applied_where_it_exists() -> None:
+    """Your defaults file is merged into the config key by key where the config has the key, ignored elsewhere
+    (lnbench.config.user_folder.applicable): a dataset's data_dir is no error for a dataset that reads no files.
+
+    Hydra merges each file of the defaults list whole, and a key a schema lacks is an error; it has no hook for
+    this. So its composition step is wrapped, in every process that composes (the CLI, each joblib worker, each
+    submitit job: Hydra imports this plugin in each): where the defaults list holds a file of ours from local/,
+    the config is composed once without it, that file is cut down to the keys that config has, and Hydra composes
+    as ever with the cut file. Other Hydra apps never hold one (LnbenchUserConfig): for them nothing changes.
+    tests/install/test_user_config.py fails if Hydra's private method changes."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    original = ConfigLoaderImpl._compose_config_from_defaults_list
+    if getattr(original, "lnbench_user_config", False):
+        return
+
+    def compose(self: Any, defaults: list, repo: Any) -> Any:
+        mine = {}
+        for d in defaults:
+            path = d.config_path or ""
+            if path.startswith("local/") and (loaded := repo.load_config(config_path=path)) is not None:
+                if loaded.provider == PROVIDER:
+                    mine[path] = loaded
+        if not mine:
+            return original(self, defaults, repo)
+        from lnbench.config.user_folder import applicable
+
+        reference = original(self, [d for d in defaults if d.config_path not in mine], repo)
+        folder = user_config_dir()
+        cut = {
+            path: dataclasses.replace(
+                loaded, config=applicable(loaded.config, reference, str(folder / f"{path}.yaml") if folder else path)
+            )
+            for path, loaded in mine.items()
+        }
+        return original(self, defaults, _Cut(repo, cut))
+
+    compose.lnbench_user_config = True  # type: ignore[attr-defined]
+    ConfigLoaderImpl._compose_config_from_defaults_list = compose
+
+
+class _Cut:
+    """Hydra's config repository, with our local/ files cut to the keys the config has."""
+
+    def __init__(self, repo: Any, cut: dict[str, Any]):
+        self._repo, self._cut = repo, cut
+
+    def load_config(self, config_path: str) -> Any:
+        return self._cut.get(config_path) or self._repo.load_config(config_path=config_path)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._repo, name)
+
+
+applied_where_it_exists()
 
 
 def sources(overrides: list[str]) -> str:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import re
+import shlex
 
 # Flags with which `lnbench train` shows something instead of running (Hydra's business alone).
 NOT_A_RUN = (
@@ -85,3 +87,15 @@ def quoting_hint() -> str:
         "any of = , [ ] { } ( ) ' \" for Hydra and for the shell, e.g. 'dataset.data_dir=\"~/my data\"' "
         "(lnbench expands ~ in paths itself)."
     )
+
+
+def hydra_value(text: str) -> str:
+    """`text` as an override's value Hydra reads back unchanged (quoted where its grammar needs it)."""
+    if re.fullmatch(r"[\w./+@%:-]+", text, re.ASCII) and text[0] not in "+-":
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def shell_arg(key: str, value: object) -> str:
+    """`key=value` as one argument to paste into a shell, its value as Hydra reads it back: paths with spaces work."""
+    return shlex.quote(f"{key}={hydra_value(str(value))}")

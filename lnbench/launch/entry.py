@@ -54,7 +54,11 @@ def main(args: list[str]) -> int:
             raise
         return failures.say(e)
     if plan is None:  # --help, --cfg, ...: Hydra's own business
-        return hydra_app(Plan(args, False, Path("."), "in-process", new_dir=False))()
+        from lnbench.config.user_folder import say_ignored
+
+        shown = hydra_app(Plan(args, False, Path("."), "in-process", new_dir=False))()
+        say_ignored()  # the keys of your defaults this config has not, as a run would say
+        return shown
     if plan.done:
         print(f"lnbench: {plan.done}", file=sys.stderr)
         return 0

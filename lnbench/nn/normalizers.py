@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Optional
 
+from lnbench.config.domains import ranged
 from lnbench.errors import ConfigError
 
 
@@ -28,10 +29,10 @@ class NormConfig:
     kind: str = NormKind.none.value  # a registered normalizer's name (NORMALIZERS)
     # LN's paper default is 1.0 (it also tries 0.1); recurrent BN's (Cooijmans et al.) is 0.1.
     gain_init: float = 1.0
-    eps: float = 1e-5
+    eps: float = ranged(1e-5, low=0, low_open=True)
     # BN: the paper's small-batch runs normalize with the unbiased variance estimator.
     unbiased_var: bool = False
-    momentum: float = 0.1
+    momentum: float = ranged(0.1, low=0, high=1)  # of BN's running statistics: 0 keeps them, 1 takes the last batch
     # WN: Salimans & Kingma's data-dependent initialisation of g and b from the first batch.
     data_init: bool = False
     # MLP only: also normalize the output layer's summed inputs (the logits). The paper's Figure 6 BN is
@@ -39,7 +40,7 @@ class NormConfig:
     norm_logits: bool = False
     # Group norm (Wu & He 2018): the units (a conv layer's channels) in this many groups, each normalized
     # apart. Wu & He use 32 groups of ImageNet-sized layers; 8 fits lnbench's narrower ones.
-    groups: int = 8
+    groups: int = ranged(8, low=1)
 
 
 # ---- normalizers: one registered object per kind ------------------------------------------------

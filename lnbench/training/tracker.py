@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -290,5 +291,6 @@ def end_of_run_block(summary: dict[str, Any], run_dir: Path, primary: str) -> st
     if summary.get("wandb"):
         lines.append(f"  W&B        {summary['wandb']}")
     again = summary.get("status") == "interrupted"
-    lines.append(f"  next       lnbench {f'train resume={run_dir}' if again else f'report {run_dir}'}")
+    shown = shlex.quote(f"resume={run_dir}" if again else str(run_dir))  # pasted into a shell: spaces and all
+    lines.append(f"  next       lnbench {'train' if again else 'report'} {shown}")
     return "\n".join(lines)

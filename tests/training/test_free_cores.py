@@ -119,6 +119,23 @@ def test_a_run_that_may_not_follow_says_so_and_keeps_its_count(tmp_path, caplog)
     assert "threads_followed" not in summary_of(tmp_path)
 
 
+def test_at_one_thread_it_says_there_is_nothing_to_follow(caplog):
+    """It said "gradients differ on  threads" (issue 40): at 1 thread there is no count to probe."""
+    cfg = compose_train(["model=ln_lstm", "dataset=adding", "model.hidden_size=8", "threads_follow=true"])
+    spec = setup_data(cfg.dataset).spec
+    model = setup_model(cfg.model, spec)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with caplog.at_level(logging.WARNING, logger="lnbench"):
+            assert free_cores.follower(cfg, model, spec, lambda: None) is None
+    finally:
+        torch.set_num_threads(before)
+    assert "differ on  threads" not in caplog.text and "the thread count stays at 1" in caplog.text
+    if free_cores.same_bits_on_any_count(cfg, model)[0]:  # lnbench's kernels built here: 1 thread is the reason
+        assert "it runs on 1 thread: there is no smaller count" in caplog.text
+
+
 class Fake:
     """A FreeCores on 2 cores with a clock and /proc/stat the test sets."""
 

@@ -34,6 +34,7 @@ from lnbench.runs import (
     Run,
     find_run_dirs,
     load_run,
+    recorded_sweep,
     sweep_total,
     unreadable_text,
 )
@@ -198,11 +199,21 @@ def minutes(seconds: float) -> str:
 
 
 def label(job: Job, jobs: list[Job]) -> str:
-    """The job's name and the values that tell it apart from the other jobs of its sweep."""
-    mates = [j.run.overrides for j in jobs if j.sweep == job.sweep]
-    varying = [k for k, v in job.run.overrides.items() if any(m.get(k) != v for m in mates)]
-    values = " ".join(f"{k.rsplit('.', 1)[-1]}={job.run.overrides[k]}" for k in varying)
+    """The job's name and its values of the keys its sweep varies: from the sweep's record (multirun.yaml), so a
+    job keeps its label as other jobs appear; without one, the values that tell it from the jobs seen so far."""
+    swept = _swept_keys(job.sweep) if job.sweep is not None else None
+    if swept is None:
+        mates = [j.run.overrides for j in jobs if j.sweep == job.sweep]
+        swept = {k for k, v in job.run.overrides.items() if any(m.get(k) != v for m in mates)}
+    values = " ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in job.run.overrides.items() if k in swept)
     return f"{job.run.name}" + (f" ({values})" if values else "")
+
+
+def _swept_keys(sweep: Path) -> set[str] | None:
+    try:
+        return {k.lstrip("+~") for k in recorded_sweep(sweep).swept()}
+    except Exception:  # noqa: BLE001 - no record, or one this version cannot read
+        return None
 
 
 def kind_of(root: Path, jobs: list[Job], sweeps: list[Path]) -> str:
