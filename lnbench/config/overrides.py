@@ -98,4 +98,7 @@ def hydra_value(text: str) -> str:
 
 def shell_arg(key: str, value: object) -> str:
     """`key=value` as one argument to paste into a shell, its value as Hydra reads it back: paths with spaces work."""
-    return shlex.quote(f"{key}={hydra_value(str(value))}")
+    arg = f"{key}={hydra_value(str(value))}"
+    if not re.search(r"[\"$`\\!]", arg) and arg != shlex.quote(arg):  # "hydra.sweep.dir='/my runs/a'" reads best
+        return f'"{arg}"'
+    return shlex.quote(arg)

@@ -53,14 +53,23 @@ def check(overrides: list[str]) -> None:
         return
     if where.exists() and not where.is_dir() or given and not where.is_dir():
         what = "is a file, not a folder" if where.exists() else "does not exist"
+        named = f"LNBENCH_CONFIG_DIR={given}" if given else f"{where} (the folder of your own defaults)"
         raise ConfigError(
-            f"LNBENCH_CONFIG_DIR={given or where} is not allowed: {where} {what}. It names the folder of your own "
-            "defaults (local/default.yaml in it); set it to a folder, or to nothing (LNBENCH_CONFIG_DIR=) for none."
+            f"{named} is not allowed: {where} {what}. It holds your own defaults (local/default.yaml in it); "
+            + (
+                "set LNBENCH_CONFIG_DIR to a folder, or to nothing (LNBENCH_CONFIG_DIR=) for none."
+                if given
+                else "move the file away, or set LNBENCH_CONFIG_DIR to another folder (LNBENCH_CONFIG_DIR= for none)."
+            )
         )
+    if not name:
+        raise ConfigError(f"local= is not allowed: it is empty. Give a file's name in {where / LOCAL} (local=NAME).")
     for preset in sorted(where.glob("*/**/*.yaml")):  # your presets: a broken one is said before it is chosen
         if preset.parent.name != LOCAL:
             check_file(preset, where, keys=False)
     path = where / LOCAL / f"{name}.yaml"
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"{path} is not allowed: it is a folder, where your defaults are a file. Move it away.")
     if not path.is_file():
         if name == "default":
             return  # no defaults of your own: lnbench's presets alone
@@ -106,6 +115,11 @@ def _check_keys(node: Any, prefix: str, path: Path, known: dict[str, Any]) -> No
     for key_node, value in node.value:
         key = f"{prefix}{key_node.value}"
         line = key_node.start_mark.line + 1
+        if key == "stage":
+            raise ConfigError(
+                f"{path}, line {line}: stage is not allowed here: a run's stage (tune, widen, judge) is set by "
+                "lnbench check's rounds. Remove the key."
+            )
         if key.split(".", 1)[0] in FREE or _under_free(key, known):
             continue
         kind = known.get(key)

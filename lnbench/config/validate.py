@@ -49,6 +49,7 @@ def validate_logger(logger: Any) -> None:
                 f"({type(e).__name__}: {' '.join(str(e).split())[:200]}). Give the sink's class as module.Class."
             ) from None
         _check_sink_keys(key, node, sink)
+    check_domains(logger, "logger.")  # its values too (timeouts): a sweep checks its keys before its jobs
 
 
 def _check_sink_keys(key: str, node: Any, sink: Any) -> None:
@@ -146,9 +147,9 @@ def validate(cfg: Any) -> None:
     _check_combinations(cfg)
 
 
-def check_domains(cfg: Any) -> None:
+def check_domains(cfg: Any, prefix: str = "") -> None:
     """Every key against its domain, as its schema declares it (lnbench.config.domains): the key highest in the
-    config first (`seed`, not the dataset.seed it sets)."""
+    config first (`seed`, not the dataset.seed it sets). `prefix`: where `cfg` sits in the run's config."""
     from omegaconf import DictConfig
 
     found: list[tuple[str, Any, Any]] = []
@@ -163,7 +164,7 @@ def check_domains(cfg: Any) -> None:
             if isinstance(child, DictConfig) and not child._is_none() and not child._is_missing():
                 walk(child, data.get(key) if isinstance(data, dict) else None, f"{prefix}{key}.")
 
-    walk(cfg, OmegaConf.to_container(cfg, resolve=True, enum_to_str=True), "")
+    walk(cfg, OmegaConf.to_container(cfg, resolve=True, enum_to_str=True), prefix)
     refused = outside_domain(sorted(found, key=lambda kv: kv[0].count(".")))
     if refused:
         raise ConfigError(refused[0])
@@ -211,18 +212,6 @@ def _check_combinations(cfg: Any) -> None:
     device = str(cfg.device)
     if not (device in ("auto", "cpu", "cuda", "mps") or device.startswith("cuda:")):
         raise ConfigError(f"device={device!r} is not allowed: use auto, cpu, cuda or cuda:N.")
-    heads, width = OmegaConf.select(cfg, "model.num_heads", default=None), cfg.model.get("hidden_size")
-    if heads and width and width % heads:
-        raise ConfigError(
-            f"model.num_heads={heads} is not allowed with model.hidden_size={width}: the width is split evenly "
-            f"among the heads, so it must be a multiple of num_heads."
-        )
-    split = OmegaConf.select(cfg, "dataset.split", default=None)
-    if split is not None and (len(split) != 3 or not math.isclose(sum(split), 1.0, abs_tol=1e-6)):
-        raise ConfigError(
-            f"dataset.split={list(split)} is not allowed: it is the train, validation and test fractions, three "
-            "numbers > 0 that sum to 1 (e.g. [0.9,0.05,0.05])."
-        )
     _check_sweep_record(cfg)
 
 

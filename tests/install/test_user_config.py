@@ -186,3 +186,21 @@ def test_hydras_composition_step_is_still_the_one_wrapped():
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
     assert getattr(ConfigLoaderImpl._compose_config_from_defaults_list, "lnbench_user_config", False)
+
+
+def test_the_install_docs_cluster_example_as_written(tmp_path, monkeypatch):
+    """docs/install.md's two files: the defaults pick the cluster launcher, whose keys reach it and no other."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    docs = (REPO / "docs" / "install.md").read_text()
+    blocks = re.findall(r"```yaml\n# ~/.config/lnbench/(\S+)\n(.*?)```", docs, re.S)
+    assert {p for p, _ in blocks} == {"local/default.yaml", "hydra/launcher/cluster.yaml"}
+    for rel, text in blocks:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    monkeypatch.setenv("LNBENCH_CONFIG_DIR", str(tmp_path))
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", return_hydra_config=True)
+        basic = compose("train", overrides=["hydra/launcher=basic"], return_hydra_config=True)
+    assert cfg.hydra.launcher.partition == "gpu" and cfg.hydra.launcher.account == "my-account"
+    assert cfg.logger.wandb.entity == "my-team" and "partition" not in basic.hydra.launcher

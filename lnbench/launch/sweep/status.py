@@ -13,6 +13,7 @@ the mean length of the jobs seen, shared among as many slots as jobs run now.
 from __future__ import annotations
 
 import argparse
+import shlex
 import statistics
 import sys
 import time
@@ -274,7 +275,12 @@ def time_line(root: Path, kind: str, jobs: list[Job], whole: Tally, now: float) 
     stopped = whole.counts["stopped"]
     return (
         f"  time       {so_far} {'of training' if kind == 'run' else 'from start to last write'}; nothing running"
-        + (f" ({stopped} stopped: run the same command again to resume)" if stopped else "")
+        + (
+            f" (stopped: `lnbench train {shlex.quote(f'resume={root}')}` continues it)"
+            if stopped and kind == "run"
+            else ""
+        )
+        + (f" ({stopped} stopped: run the same command again to resume)" if stopped and kind != "run" else "")
     )
 
 

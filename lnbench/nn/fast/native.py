@@ -150,7 +150,7 @@ def _build(name: str, where: Path) -> None:
     # On stderr, not the log: the first build often comes before any log handler is set up (preflight's model
     # build), and a minute of silence after `pip install` reads as a hang.
     print(
-        f"lnbench: building its C++ kernels for {isa()} in {where} (once per machine, about 20 s to a minute; "
+        f"lnbench: building its C++ kernels for {isa()} in {where} (once per machine, about a minute; "
         "`python -m lnbench.nn.fast.native` builds them ahead) ...",
         file=sys.stderr,
         flush=True,
