@@ -290,15 +290,7 @@ def train_replicas(replicas: list[Replica], device: torch.device, threads_why: s
     try:
         with checkpoint.StopSignals(replicas[0].run_dir) as stop:
             while step < steps and active:
-                values = pack.forward_backward([r.dataset.train_batch(step) for r in active])
-                norms = []
-                for k, r in enumerate(active):
-                    clip = r.cfg.clip_grad_norm
-                    norms.append(torch.nn.utils.clip_grad_norm_(r.model.parameters(), clip) if clip else None)
-                    r.optimizer.step()
-                    r.scheduler.step()
-                    r.window.append(values[k])
-                    r.step += 1
+                norms = train_step(pack, active, step)
                 step += 1
                 active[0].tracker.tick(step)  # one pace line for the pack, not K
                 last = step == steps
@@ -342,6 +334,22 @@ def train_replicas(replicas: list[Replica], device: torch.device, threads_why: s
         raise
     for r in active:
         r.finish(time.perf_counter() - loop_start, shared)
+
+
+def train_step(pack: Pack, active: list[Replica], step: int) -> list[torch.Tensor | None]:
+    """One step of every replica in `active` (recipe.train_step's, batched): its batch of `step`, forward and
+    backward in the pack, then its own clipping, optimizer and scheduler. Returns the gradient norms (None where
+    a replica does not clip), each replica's metrics appended to its window."""
+    values = pack.forward_backward([r.dataset.train_batch(step) for r in active])
+    norms = []
+    for k, r in enumerate(active):
+        clip = r.cfg.clip_grad_norm
+        norms.append(torch.nn.utils.clip_grad_norm_(r.model.parameters(), clip) if clip else None)
+        r.optimizer.step()
+        r.scheduler.step()
+        r.window.append(values[k])
+        r.step += 1
+    return norms
 
 
 def evaluate_replicas(pack: Pack, active: list[Replica], split: str, datasets=None) -> list[dict[str, float]]:
