@@ -1,6 +1,7 @@
 """`hydra/launcher=packed` (conf/hydra/launcher/packed.yaml): the jobs of a sweep that differ only in seed and
 optimizer scalars train as packs of replicas in one process. Only the class lives here, where Hydra looks for
-plugins; lnbench.launch.pack does the work, imported on first use so that Hydra's scan of its plugins stays fast."""
+plugins; lnbench.launch.sweep.pack does the work, imported on first use so that Hydra's scan of its plugins stays
+fast."""
 
 from typing import Any, Optional, Sequence
 
@@ -21,6 +22,6 @@ class PackedLauncher(Launcher):
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from lnbench.launch import pack  # noqa: PLC0415 (torch and Hydra's run_job: only once a sweep launches)
+        from lnbench.launch.sweep import pack  # noqa: PLC0415 (torch and Hydra's run_job: only once a sweep launches)
 
         return pack.launch(self, job_overrides, initial_job_idx)

@@ -257,7 +257,7 @@ def validate_sweep(master: Any) -> None:
 
 
 def check_pack_size(size: Any) -> int:
-    """hydra.launcher.size of the packed launcher (lnbench.launch.pack): the most replicas one pack trains."""
+    """hydra.launcher.size of the packed launcher (lnbench.launch.sweep.pack): the most replicas one pack trains."""
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ConfigError(
             f"hydra.launcher.size={size!r} is not allowed: it is the most replicas one pack trains, an integer >= 1 "

@@ -8,7 +8,7 @@ initial weights, its data order (a pure function of (seed, step)) and its optimi
 run's; its own learning rate, weight decay, gradient clipping and schedule are its own optimizer's. A replica
 whose loss turns non-finite stops alone (summary `diverged`, as a solo run's), the others go on. On a GPU a
 pack fills the device that one small run leaves idle; on a CPU it was measured slower than K separate runs
-(docs/performance.md), so nothing packs unless asked (the sweep's launcher: lnbench.launch.pack).
+(docs/performance.md), so nothing packs unless asked (the sweep's launcher: lnbench.launch.sweep.pack).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from lnbench.errors import ConfigError, Diverged, Interrupted, UserError
-from lnbench.launch.threads import keep as keep_threads
+from lnbench.launch.process.threads import keep as keep_threads
 from lnbench.runs import TRAIN_LOG, Summary, write_config
 from lnbench.training import checkpoint, provenance, tasks
 from lnbench.training.flags import suspect

@@ -1,5 +1,6 @@
-"""`hydra/launcher=packed` (lnbench.launch.pack): a sweep's jobs that differ only in seed and optimizer scalars train
-as packs, each job in its own ordinary run directory; the others, and a model vmap cannot run, train alone."""
+"""`hydra/launcher=packed` (lnbench.launch.sweep.pack): a sweep's jobs that differ only in seed and optimizer
+scalars train as packs, each job in its own ordinary run directory; the others, and a model vmap cannot run, train
+alone."""
 
 import pytest
 from conftest import TINY_CLI, needs_data, run_cli, summary_of

@@ -24,10 +24,12 @@ from omegaconf import OmegaConf, open_dict
 
 from lnbench.config.validate import check_pack_size, validate
 from lnbench.errors import UserError
-from lnbench.launch import failures, sweep_stop, threads, user_modules
-from lnbench.launch.isolate import crash_log, in_child_process, warm_up
+from lnbench.launch import failures, user_modules
 from lnbench.launch.preflight import without_hydra
-from lnbench.training.checkpoint import RunLock
+from lnbench.launch.process import threads
+from lnbench.launch.process.isolate import crash_log, in_child_process, warm_up
+from lnbench.launch.sweep import stop as sweep_stop
+from lnbench.runs import RunLock
 from lnbench.training.replicas import PackJob, pack_key, train_pack
 from lnbench.training.tracker import job_name, run_tags, sweep_group
 
@@ -148,7 +150,7 @@ def run_pack(launcher, sweep_configs: list) -> list:
 
 def train(job, prepared: list) -> list[tuple[str, Any]]:
     """Each job locked and validated as a solo sweep job is (lnbench.launch.entry.Job.sweep_job); those that pass
-    train as one pack in a forked process (lnbench.launch.isolate); the others' outcomes say why not."""
+    train as one pack in a forked process (lnbench.launch.process.isolate); the others' outcomes say why not."""
     outcomes: list[tuple[str, Any] | None] = [None] * len(prepared)
     members: list[tuple[int, Any]] = []
     with ExitStack() as locks:
