@@ -2,16 +2,21 @@
 pack (lnbench.training.replicas.train_step) against one solo run's steps (lnbench.training.recipe.train_step), and
 the jobs per hour each gives at the preset's step count.
 
-    python scripts/gpu/packed_bench.py OUT_DIR [--device cuda|cpu|auto] [--budget 70] [--ks 1,4,16,64]
+    python scripts/gpu/packed_bench.py [OUT_DIR] [--json FILE] [--device auto] [--budget 45] [--ks 1,4,16,64]
 
-Workloads, at their presets' shapes (composed from conf/, logger=none, no network, no files but a temp folder):
-  mlp     fig6_mnist's ln_mlp, 784-1000-1000-10, batch 128 (MNIST-shaped random images: no data files needed)
-  mlp_b4  the same at batch 4 (fig6's small-batch cell)
+Workloads, at their presets' shapes (composed from conf/, logger=none, no network, no files but a temp folder), in
+this order (the budget may cut the last):
+  mlp_b4  fig6_mnist's ln_mlp, 784-1000-1000-10, at batch 4 (MNIST-shaped random images: no data files needed);
+          its 4,000-step cells are most of fig6's check time
   lstm    ln_gain_init's LN-LSTM, hidden 128, adding problem at seq_len 50, batch 64
+  mlp     fig6's ln_mlp at batch 128
+A check's tuning sweep packs 9 jobs per line (3 learning rates x 3 seeds); its judging rounds add seeds.
 Each pack's replicas differ in seed and learning rate, as a check's tuning sweep. On the MLP the forward and backward
 of the pack (vmap over stacked parameters) are also timed against a hand-batched MLP (bmm per layer, no optimizer).
 Steps only: evaluation, checkpoints and start-up are not timed (jobs/hour = 3600 / (steps x time per job's step)).
-Prints a table and writes OUT_DIR/packed_bench.json after every measurement (a killed run leaves what it measured).
+Prints a table and writes OUT_DIR/packed_bench.json (or FILE) after every measurement (a killed run leaves what it
+measured). scripts/gpu/run.sh calls it as `packed_bench.py --json FILE` with a 60 s cap: the default budget leaves
+room for Python's and CUDA's start.
 """
 
 from __future__ import annotations
@@ -160,16 +165,18 @@ def hand_batched_s(k: int, batch: int, device: torch.device, min_s: float) -> fl
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("out", type=Path, help="folder for packed_bench.json")
+    ap.add_argument("out", type=Path, nargs="?", default=Path("."), help="folder for packed_bench.json")
+    ap.add_argument("--json", type=Path, default=None, help="the JSON file to write instead")
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--budget", type=float, default=70.0, help="seconds; later measurements are skipped past it")
+    ap.add_argument("--budget", type=float, default=45.0, help="seconds; later measurements are skipped past it")
     ap.add_argument("--ks", default="1,4,16,64")
-    ap.add_argument("--workloads", default="mlp,lstm,mlp_b4")
-    ap.add_argument("--min-s", type=float, default=1.0, help="seconds each timing runs for at least")
+    ap.add_argument("--workloads", default="mlp_b4,lstm,mlp")
+    ap.add_argument("--min-s", type=float, default=0.5, help="seconds each timing runs for at least")
     args = ap.parse_args(argv)
     start = time.perf_counter()
     device = recipe.resolve_device(args.device)
-    args.out.mkdir(parents=True, exist_ok=True)
+    json_file = args.json or args.out / "packed_bench.json"
+    json_file.parent.mkdir(parents=True, exist_ok=True)
     ks = [int(k) for k in args.ks.split(",")]
     result = {
         "device": str(device),
@@ -184,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def save() -> None:
         result["elapsed_s"] = round(time.perf_counter() - start, 1)
-        (args.out / "packed_bench.json").write_text(json.dumps(result, indent=1))
+        json_file.write_text(json.dumps(result, indent=1))
 
     def left() -> float:
         return args.budget - (time.perf_counter() - start)
