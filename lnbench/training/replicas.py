@@ -13,7 +13,6 @@ pack fills the device that one small run leaves idle; on a CPU it was measured s
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from contextlib import contextmanager
@@ -24,44 +23,17 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from lnbench.errors import ConfigError, Diverged, Interrupted, UserError
+from lnbench.errors import Diverged, Interrupted, UserError
 from lnbench.launch.process.threads import keep as keep_threads
 from lnbench.runs import TRAIN_LOG, Summary, write_config
 from lnbench.training import checkpoint, provenance, tasks
 from lnbench.training.flags import suspect
-from lnbench.training.pack import NotPackable, Pack
+from lnbench.training.pack import NotPackable, Pack, check_packable, hyperparameters, shared_optimizer
 from lnbench.training.recipe import Recipe, evaluate, fmt, resolve_device, seed_everything, setup_data
 from lnbench.training.tracker import Tracker, end_of_run_block
 
 log = logging.getLogger("lnbench")
 KERNELS = "packed replicas: torch ops under vmap"  # the checkpoint's and provenance's `kernels` of a replica
-# What may differ between the runs of one pack: the seed (and the dataset's, interpolated from it), the optimizer's
-# scalars, gradient clipping, and what a resume may change (where the run logs, how often it checkpoints).
-MAY_DIFFER = (
-    "seed",
-    "dataset.seed",
-    "optim.",
-    "clip_grad_norm",
-    *(k for k in checkpoint.MAY_CHANGE if k != "device"),
-)
-SAME_OPTIMIZER = "optim._target_"  # within `optim.`, the optimizer itself must be the same
-
-
-def pack_key(config: dict[str, Any]) -> str:
-    """What must be equal for runs to train in one pack: the resolved config without the keys of MAY_DIFFER."""
-    kept = {k: v for k, v in flatten(config).items() if k == SAME_OPTIMIZER or not may_differ(k)}
-    return json.dumps(kept, sort_keys=True, default=str)
-
-
-def may_differ(key: str) -> bool:
-    return any(key == k or key.startswith(k if k.endswith(".") else k + ".") for k in MAY_DIFFER)
-
-
-def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        out.update(flatten(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
-    return out
 
 
 @dataclass
@@ -211,19 +183,6 @@ class Replica(Recipe):
             self.outcome = ("returned", summary.as_dict())
 
 
-def check_packable(configs: list[dict[str, Any]], dirs: list[Path]) -> None:
-    """ConfigError unless the runs differ only in MAY_DIFFER's keys."""
-    first = flatten(configs[0])
-    for config, run_dir in zip(configs[1:], dirs[1:]):
-        other = flatten(config)
-        differ = [k for k in sorted(first.keys() | other.keys()) if first.get(k) != other.get(k)]
-        if bad := [k for k in differ if k == SAME_OPTIMIZER or not may_differ(k)]:
-            raise ConfigError(
-                f"{run_dir} cannot train in one pack with {dirs[0]}: they differ in {', '.join(bad[:6])}. The runs "
-                f"of a pack may differ only in seed, optim.* scalars and clip_grad_norm; train the others apart."
-            )
-
-
 def train_pack(jobs: list[PackJob], threads: tuple[int, str] | None = None) -> list[tuple[str, Any]]:
     """Trains the runs of `jobs` (their directories locked by the caller) as replicas of one pack. Returns each
     job's outcome, in order: ("returned", its summary), ("raised", what a solo run would have raised: Diverged,
@@ -278,7 +237,7 @@ def train_pack(jobs: list[PackJob], threads: tuple[int, str] | None = None) -> l
 
 def train_replicas(replicas: list[Replica], device: torch.device, threads_why: str | None) -> None:
     """The pack's loop: Recipe.loop's for all replicas at once. Each replica's `outcome` is set at its end."""
-    pack = Pack([r.model for r in replicas], replicas[0].spec, device)
+    pack = make_pack(replicas, device)
     pack.probe([r.dataset.few_cases(2) for r in replicas])  # NotPackable: nothing written beyond config.yaml yet
     for r in replicas:
         with r.speaking():
@@ -306,7 +265,7 @@ def train_replicas(replicas: list[Replica], device: torch.device, threads_why: s
                         for r in gone:
                             r.finish(time.perf_counter() - loop_start, shared)
                         if active:
-                            pack.restack([r.model for r in active])
+                            stack(pack, active)
                 if active and (step % eval_every == 0 or last):
                     t0 = time.perf_counter()
                     results = evaluate_replicas(pack, active, "val")
@@ -342,14 +301,32 @@ def train_step(pack: Pack, active: list[Replica], step: int) -> list[torch.Tenso
     a replica does not clip), each replica's metrics appended to its window."""
     values = pack.forward_backward([r.dataset.train_batch(step) for r in active])
     norms = []
-    for k, r in enumerate(active):
+    for r in active:
         clip = r.cfg.clip_grad_norm
         norms.append(torch.nn.utils.clip_grad_norm_(r.model.parameters(), clip) if clip else None)
-        r.optimizer.step()
+    if pack.optimizer is not None:  # one optimizer for all, at the hyperparameters their schedulers set
+        pack.optimizer.param_groups[0].update(hyperparameters(active[0].optimizer))
+        pack.optimizer.step()
+    for k, r in enumerate(active):
+        if pack.optimizer is None:
+            r.optimizer.step()
         r.scheduler.step()
         r.window.append(values[k])
         r.step += 1
     return norms
+
+
+def make_pack(replicas: list[Replica], device: torch.device) -> Pack:
+    pack = Pack([r.model for r in replicas], replicas[0].spec, device)
+    pack.optimizer = shared_optimizer([r.optimizer for r in replicas])
+    return pack
+
+
+def stack(pack: Pack, active: list[Replica]) -> None:
+    """The pack's tensors for the replicas in `active`, and one optimizer for them where it computes what theirs
+    would (lnbench.training.pack.shared_optimizer)."""
+    pack.restack([r.model for r in active])
+    pack.optimizer = shared_optimizer([r.optimizer for r in active])
 
 
 def evaluate_replicas(pack: Pack, active: list[Replica], split: str, datasets=None) -> list[dict[str, float]]:

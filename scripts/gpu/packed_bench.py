@@ -42,8 +42,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from lnbench.config.schema import register_configs  # noqa: E402
 from lnbench.launch.entry import CONF_DIR  # noqa: E402
 from lnbench.training import recipe  # noqa: E402
-from lnbench.training.pack import Pack  # noqa: E402
-from lnbench.training.replicas import PackJob, Replica  # noqa: E402
+from lnbench.training.replicas import PackJob, Replica, make_pack  # noqa: E402
 from lnbench.training.replicas import train_step as packed_train_step  # noqa: E402
 
 WORKLOADS = {
@@ -118,7 +117,7 @@ def packed_step_s(cfgs, device: torch.device, folder: Path, min_s: float) -> dic
         Replica(PackJob(c, folder / str(i)), device, OmegaConf.to_container(c, resolve=True, enum_to_str=True), None)
         for i, c in enumerate(cfgs)
     ]
-    pack = Pack([r.model for r in replicas], replicas[0].spec, device)
+    pack = make_pack(replicas, device)
     state = {"step": 0}
 
     def step():

@@ -19,9 +19,9 @@ from conftest import after_log, metrics_without_time, summary_of, tiny
 
 from lnbench.errors import ConfigError, Diverged
 from lnbench.training import checkpoint
-from lnbench.training.pack import NotPackable, Pack
+from lnbench.training.pack import NotPackable, Pack, check_packable, pack_key
 from lnbench.training.recipe import train
-from lnbench.training.replicas import KERNELS, PackJob, Replica, check_packable, pack_key, train_pack
+from lnbench.training.replicas import KERNELS, PackJob, Replica, train_pack
 
 TOL = 1e-5  # relative, on every logged float; see the module doc
 SHORT = ["steps=6", "log_every=2", "eval_every=3", "logger=none", "device=cpu", "threads=1"]
@@ -154,6 +154,25 @@ def test_a_packed_run_resumes_where_it_stopped(tmp_path, monkeypatch):
     # a completed pack is not trained again
     again = train_pack(pack("whole"))
     assert [o[1]["steps"] for o in again] == [10, 10]
+
+
+def test_one_optimizer_for_a_pack_of_seeds_computes_what_each_replicas_own_would(tmp_path, monkeypatch):
+    import lnbench.training.pack as pack_module
+    import lnbench.training.replicas as replicas_module
+
+    shared = []
+    make = pack_module.shared_optimizer
+    monkeypatch.setattr(replicas_module, "shared_optimizer", lambda opts: shared.append(make(opts)) or shared[-1])
+    configs = cfgs(["seed=0"], ["seed=1"], extra=["optim.weight_decay=0.01"])  # one Adam for both
+    train_pack([PackJob(c, tmp_path / "one" / str(i)) for i, c in enumerate(configs)])
+    assert isinstance(shared[-1], torch.optim.Adam)
+    monkeypatch.setattr(pack_module, "PER_PARAMETER", ())  # each replica's own Adam
+    train_pack([PackJob(c, tmp_path / "own" / str(i)) for i, c in enumerate(configs)])
+    assert shared[-1] is None
+    for i in (0, 1):
+        assert metrics_without_time(tmp_path / "one" / str(i)) == metrics_without_time(tmp_path / "own" / str(i))
+        one, own = (torch.load(tmp_path / d / str(i) / checkpoint.FILE, weights_only=True) for d in ("one", "own"))
+        assert same(one["optimizer"], own["optimizer"]) and same(one["model"], own["model"])
 
 
 def test_only_runs_that_differ_in_seed_and_optimizer_scalars_pack(tmp_path):

@@ -30,7 +30,8 @@ from lnbench.launch.process import threads
 from lnbench.launch.process.isolate import crash_log, in_child_process, warm_up
 from lnbench.launch.sweep import stop as sweep_stop
 from lnbench.runs import RunLock
-from lnbench.training.replicas import PackJob, pack_key, train_pack
+from lnbench.training.pack import pack_key
+from lnbench.training.replicas import PackJob, train_pack
 from lnbench.training.tracker import job_name, run_tags, sweep_group
 
 log = logging.getLogger("lnbench")
