@@ -17,6 +17,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Sequence
 
+import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import configure_log, filter_overrides, run_job, setup_globals
 from hydra.types import HydraContext
@@ -186,7 +187,8 @@ def train(job, prepared: list) -> list[tuple[str, Any]]:
             )
             for _, ret in members
         ]
-        if str(pack[0].cfg.device) == "cpu":
+        device = str(pack[0].cfg.device)
+        if device == "cpu" or (device == "auto" and not torch.cuda.is_available()):
             log.warning(ON_CPU)
         leader = pack[0].run_dir
         log.info("pack of %d jobs (%s) in one process", len(pack), ", ".join(p.run_dir.name for p in pack))
