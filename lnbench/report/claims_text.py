@@ -157,11 +157,11 @@ def lines(entries: list[dict[str, Any]], adjust: str) -> list[str]:
         "its t 95% interval describe the seeds and rest on their tails; the bootstrap interval in claims.json "
         "(unadjusted_boot95_*) is a plain 95% one, shown only",
         "families: "
-        + ", ".join(f"{f} ({n} claims {'on this page' if f == family.UNDECLARED else 'declared'})" for f, n in fams),
+        + ", ".join(f"{f} ({n} claim(s) {'on this page' if f == family.UNDECLARED else 'declared'})" for f, n in fams),
     ]
-    apart = [d["id"] for d in entries if d.get("family") and d.get("adjusted_in") == family.UNDECLARED]
-    if any(f == family.UNDECLARED for f, _ in fams):
+    if any(not d.get("family") for d in entries):
         out.append("claims without a declared `family` are adjusted over this page's undeclared claims only")
+    apart = [d["id"] for d in entries if d.get("family") and d.get("adjusted_in") == family.UNDECLARED]
     if apart:
         out.append(
             "adjusted apart, with this page's undeclared claims (no preset declares them in the family they name, "
