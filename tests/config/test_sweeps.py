@@ -333,8 +333,9 @@ def test_check_page_lists_every_verdict_with_its_interval_and_a_link(tmp_path):
     )
     # Bonferroni over 2 undeclared claims: the interval at 97.5%, t(0.9875, 8) = 2.75
     assert (
-        "| a: LN beats BN | pmnist | mean (rests on the tails) | held | held | mean +0.05 [0.0225, 0.0775] at 97.5% | 0 "
-        "| — | — | ln 0.2, bn 0.25 | 3 + 3 | ln: lr=0.01 (edge of grid; grid widened ×1) | "
+        "| a: LN beats BN | pmnist | mean (rests on the tails) | held | held | "
+        "mean +0.05 [0.0225, 0.0775] at 97.5% | 0 | — | — | ln 0.2, bn 0.25 | 3 + 3 | "
+        "ln: lr=0.01 (edge of grid; grid widened ×1) | "
         "[report](pmnist/report/report.html) |"
     ) in md
     assert "| inconclusive (the interval includes 0" in md and "no verdict: the sweep left no runs" in md
