@@ -15,6 +15,7 @@ from lnbench.atomic import write_files
 from lnbench.claims import family as familylib
 from lnbench.claims import verdicts as verdictlib
 from lnbench.claims.decision import ClaimVerdict
+from lnbench.config.choices import Stage
 from lnbench.report import claims_text, render
 from lnbench.report.render import Heading, Items, Link, Page, Table
 
@@ -100,10 +101,7 @@ def header(outcomes: list, family: list[dict[str, Any]], args, seconds: float, e
         f"in looks of {looks} "
         "seeds, each look spending its declared share of alpha (judging.json); more seeds only for claims still "
         "inconclusive after the adjustment",
-        "runs: "
-        + ", ".join(
-            f"{o.preset} " + "+".join(f"{o.added.get(s, 0)} {s}" for s in ("tune", "widen", "judge")) for o in outcomes
-        ),
+        "runs: " + ", ".join(f"{o.preset} " + "+".join(f"{o.added.get(s, 0)} {s}" for s in Stage) for o in outcomes),
         "statistics: " + familylib.describe_method(args.adjust) + "; effect > 0 supports the claim",
         "each preset's own report adjusts over the same declared families, so it reads the same verdicts"
         + ("" if args.adjust in ("bonferroni", "none") else " or stricter ones (claims not run count as p = 1)"),

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from lnbench.claims import spec as claimlib
-from lnbench.claims.judge import matches, stage
+from lnbench.claims.judge import matches
 from lnbench.claims.plan import plan_for_looks
 from lnbench.config.choices import Stage
 
@@ -164,5 +164,5 @@ def commands(base: list[str], directory: Path, round_name: str, cells: list[Cell
 def counts(runs: list) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in runs:
-        out[stage(r)] = out.get(stage(r), 0) + 1
+        out[r.stage] = out.get(r.stage, 0) + 1
     return out

@@ -27,6 +27,7 @@ from lnbench import report
 from lnbench.check.rounds import JUDGING_SEED0, design_record
 from lnbench.claims.nulls import SHAPES
 from lnbench.claims.plan import JudgingPlan, plan_judging
+from lnbench.config.choices import Stage
 
 LRS = (1e-4, 1e-3, 1e-2)
 BASELINE = 2.3  # the trivial predictor's loss
@@ -66,16 +67,16 @@ def job(
     final: float,
     claims: list,
     *,
-    stage: str = "tune",
+    stage: Stage = Stage.tune,
     status: str = "completed",
     loss: float | None = 0.5,
 ) -> None:
     """One job; loss None: its validation loss is `final` too."""
     loss = final if loss is None else loss
     (path / ".hydra").mkdir(parents=True)
-    overrides = [f"model={model}", f"seed={seed}"] + ([f"optim.lr={lr}"] if stage == "tune" else [])
+    overrides = [f"model={model}", f"seed={seed}"] + ([f"optim.lr={lr}"] if stage == Stage.tune else [])
     (path / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
-    config = {"seed": seed, "optim": {"lr": lr}, "claims": claims, "tune": ["optim.lr"], "stage": stage}
+    config = {"seed": seed, "optim": {"lr": lr}, "claims": claims, "tune": ["optim.lr"], "stage": str(stage)}
     (path / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
     (path / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"runtime": {"choices": {"model": model}}}}))
     value = final if status == "completed" else float("nan")
@@ -107,7 +108,7 @@ def write(root: Path, sweep: Sweep) -> Path:
                 chosen[line],
                 float(v),
                 sweep.claims,
-                stage="judge",
+                stage=Stage.judge,
                 status=status,
                 loss=_loss(sweep, line),
             )

@@ -20,6 +20,7 @@ from typing import Any
 from lnbench.claims import decision, family, plan, verdicts
 from lnbench.claims import spec as claimlib
 from lnbench.claims.spec import DIVERGED, Claim, Value
+from lnbench.config.choices import Stage
 from lnbench.runs import Run
 
 DESIGN_FILE = "judging.json"  # written by lnbench check: the looks in which judging seeds were added
@@ -29,12 +30,6 @@ ON_TUNING_SEEDS = (
     "judged on the seeds that chose the hyperparameters (no judging runs): a winner's curse "
     "favours the noisier line; `lnbench check` adds fresh judging seeds"
 )
-
-
-def stage(run: Run) -> str:
-    """tune, widen or judge (lnbench/config/schema.py `stage`; runs made before it existed: tune)."""
-    value = run.value("stage")
-    return value if value in ("widen", "judge") else "tune"
 
 
 @dataclass(frozen=True)
@@ -210,7 +205,7 @@ def trivial_value(claim: Claim, runs: list[Run]) -> float | None:
 
 
 def _tuning(g) -> list[Run]:
-    return [r for r in g.runs if stage(r) != "judge"]
+    return [r for r in g.runs if r.stage != Stage.judge]
 
 
 def _values(claim: Claim, runs: list[Run], line: Any) -> tuple[dict[Any, Value], list[str]]:
