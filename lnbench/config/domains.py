@@ -43,13 +43,9 @@ class Range:
             f"{'<' if self.high_open else '<='} {_num(self.high)}" if self.high is not None else "",
         ]
         said = " and ".join(b for b in bounds if b)
-        return (
-            f"it must be an integer {said}"
-            if integer
-            else f"it must be {said}"
-            if all(bounds)
-            else (f"it must be a number {said}")
-        )
+        if integer:
+            return f"it must be an integer {said}"
+        return f"it must be {said}" if all(bounds) else f"it must be a number {said}"
 
     def outside(self, integer: bool) -> Any:
         """A value just outside (for the tests that walk every key)."""
@@ -89,11 +85,6 @@ def ranged(default: Any = dataclasses.MISSING, *, factory: Any = None, **bounds:
 
 def text(default: Any, why: str = "") -> Any:
     return field(default=default, metadata={DOMAIN: Text(why) if why else Text()})
-
-
-def domain_of(schema: type, name: str) -> Range | Text | None:
-    f = next((f for f in dataclasses.fields(schema) if f.name == name), None)
-    return None if f is None else f.metadata.get(DOMAIN)
 
 
 def declared(schema: type, prefix: str = "") -> Iterator[tuple[str, Any, Any]]:

@@ -64,9 +64,8 @@ def check(overrides: list[str]) -> None:
         )
     if not name:
         raise ConfigError(f"local= is not allowed: it is empty. Give a file's name in {where / LOCAL} (local=NAME).")
-    for preset in sorted(where.glob("*/**/*.yaml")):  # your presets: a broken one is said before it is chosen
-        if preset.parent.name != LOCAL:
-            check_file(preset, where, keys=False)
+    for preset in your_presets(where):  # a broken one is said before it is chosen
+        check_file(preset, where, keys=False)
     path = where / LOCAL / f"{name}.yaml"
     if path.exists() and not path.is_file():
         raise ConfigError(f"{path} is not allowed: it is a folder, where your defaults are a file. Move it away.")
@@ -79,6 +78,15 @@ def check(overrides: list[str]) -> None:
             + (f"The files there are {', '.join(there)}." if there else f"{where / LOCAL} holds no .yaml file.")
         )
     check_file(path, where)
+
+
+def your_presets(where: Path) -> list[Path]:
+    """The YAML files of your folder in the groups Hydra would read them as (model/, hydra/launcher/, ...): only
+    those, so that a folder with much else in it (LNBENCH_CONFIG_DIR=$HOME) is not walked."""
+    from lnbench import CONF_DIR
+
+    groups = sorted({d.name for d in CONF_DIR.iterdir() if d.is_dir()} | {"hydra"})
+    return [p for group in groups if (where / group).is_dir() for p in sorted((where / group).glob("**/*.yaml"))]
 
 
 def check_file(path: Path, where: Path, keys: bool = True) -> None:

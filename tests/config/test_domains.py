@@ -14,6 +14,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from lnbench.check.args import RESERVED
+from lnbench.cli import main
 from lnbench.config.domains import Range, Text, declared, innermost
 from lnbench.config.schema import SCHEMAS, TrainConfig, presets
 from lnbench.config.validate import check_typed, validate
@@ -164,3 +166,19 @@ def test_out_of_domain_on_the_command_line_is_exit_2_and_leaves_nothing(override
     done = run_cli("train", *TINY_CLI, *where, override, cwd=tmp_path, timeout=120)
     assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert list(tmp_path.iterdir()) == []  # no run folder, here or where it would have been
+
+
+@pytest.mark.parametrize("key", sorted(RESERVED), ids=sorted(RESERVED))
+def test_keys_only_lnbench_check_sets_are_refused_from_the_user_with_a_hint(key, tmp_path, capsys):
+    """`lnbench check hydra.sweep.dir=X` ran the whole tuning sweep elsewhere, then found no runs (issue 40)."""
+    out = tmp_path / "check"
+    assert main(["check", "ln_gain_init", f"{key}=x", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"lnbench: error: {key}=x is not allowed under lnbench check: ") and not out.exists()
+    if key.startswith("hydra.") and "dir" in key:
+        assert "--out" in err
+
+
+def test_stage_is_lnbench_checks_own_on_the_command_line_of_train(capsys, tmp_path):
+    assert main(["train", *TINY_CLI, "stage=judge", f"hydra.run.dir={tmp_path / 'run'}"]) == 2
+    assert "stage=judge is not allowed" in capsys.readouterr().err and not (tmp_path / "run").exists()
