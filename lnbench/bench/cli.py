@@ -292,6 +292,13 @@ def checked_args(argv: list[str] | None) -> argparse.Namespace:
     if args.device.type not in ("cpu", "cuda"):
         raise Refused(f"--device={args.device} is not allowed: use cpu, cuda or cuda:N")
     args.json = args.json or Path("bench-results") / f"bench-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
+    from lnbench.config import user_folder
+    from lnbench.errors import ConfigError
+
+    try:  # the runs it times compose with your own defaults: a broken file is said now, not by each sample sweep
+        user_folder.check([])
+    except ConfigError as e:
+        raise Refused(str(e).rstrip(".")) from None
     # before minutes of measuring: results that cannot be written at the end would be lost
     why = f"{args.json} is a directory" if args.json.is_dir() else unwritable(args.json.parent)
     if why:

@@ -173,12 +173,17 @@ def test_a_bad_folder_or_local_choice_is_refused(folder, args, says, monkeypatch
     assert says.format(t=t) in line, line
 
 
-def test_check_refuses_a_bad_file_before_its_first_sweep(user_dir, capsys, tmp_path):
+@pytest.mark.parametrize(
+    "argv",
+    [["check", "ln_gain_init", "--out", "{t}/out"], ["bench", "--quick", "--json", "{t}/out/b.json"]],
+    ids=["check", "bench"],
+)
+def test_check_and_bench_refuse_a_bad_file_before_their_long_work(argv, user_dir, capsys, tmp_path):
     (user_dir / "local" / "default.yaml").write_text("steps: [\n")
-    assert main(["check", "ln_gain_init", "--out", str(tmp_path / "check")]) == 2
+    assert main([a.format(t=tmp_path) for a in argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("lnbench: error: ") and "default.yaml is not YAML" in err
-    assert not (tmp_path / "check").exists()  # no page written first
+    assert not (tmp_path / "out").exists()  # no page written first, nothing timed
 
 
 def test_hydras_composition_step_is_still_the_one_wrapped():
