@@ -6,6 +6,9 @@
 - end: a block with the sweep directory, how many jobs completed, failed and diverged, how to upload the
   W&B runs and the report command; with logger.wandb.report=true, one more W&B run in the sweep's group
   (job_type `report`) holding the report's tables and plots.
+
+With $LNBENCH_PHASES (lnbench.phases) it also times each job from Hydra's on_job_start to its on_job_end, and a
+worker's start to its first job: Hydra's only hooks around a job.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ IN_USE = "in use"
 
 class SweepEnd(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        phases.record("sweep: Hydra's start-up (the sweep's config, the sweeper)", phases.marked("hydra"))
+        phases.timer().since(phases.SWEEP_HYDRA, phases.SWEEP_HYDRA)
         print(f"sweep: {config.hydra.sweep.dir}", flush=True)
         self.config, self.done, self.pid = config, False, os.getpid()
         self.progress = SweepProgress(Path(str(config.hydra.sweep.dir)))  # job starts and ends, and a total
@@ -53,6 +56,7 @@ class SweepEnd(Callback):
         return {k: v for k, v in self.__dict__.items() if k != "progress"}
 
     def on_job_end(self, config: DictConfig, **kwargs: Any) -> None:
+        phases.timer().since(phases.HYDRA_JOB, phases.HYDRA_JOB)
         # Exit hooks run last-registered first: keep ours ahead of those W&B registered during a job run
         # in this process (they clear the temp folder W&B writes tables and images through).
         if getattr(self, "pid", None) == os.getpid():
@@ -60,6 +64,10 @@ class SweepEnd(Callback):
             atexit.register(self.end)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        timer = phases.timer()
+        if timer.on and getattr(self, "pid", os.getpid()) != os.getpid() and not timer.seconds[phases.WORKER_START]:
+            timer.since_process_start(phases.WORKER_START)  # a worker's first job (the sweep's process runs none)
+        timer.mark(phases.HYDRA_JOB)
         if HydraConfig.get().mode != RunMode.MULTIRUN:
             return
         from lnbench.training.tracker import job_name
@@ -76,7 +84,7 @@ class SweepEnd(Callback):
         if getattr(self, "done", True):
             return
         self.done = True
-        with phases.phase("sweep: the end-of-sweep block"):
+        with phases.timer().phase(phases.SWEEP_END):
             if getattr(self, "progress", None) is not None:
                 self.progress.stop()
             sweep_dir = Path(str(self.config.hydra.sweep.dir))
