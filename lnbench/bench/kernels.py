@@ -49,14 +49,14 @@ def _mem_mb(fn: Callable[[], torch.Tensor], device: torch.device) -> float:
 def rnn_presets() -> dict[str, tuple[str, dict]]:
     """{preset: (cell, norm)} for every recurrent model preset of conf/model, read from its YAML over the
     schema's defaults, so the bench times the cells the presets train (issue 11: no second list)."""
-    import yaml
     from omegaconf import OmegaConf
 
-    from lnbench.config.schema import CONF_DIR, SequenceModelConfig, model_presets
+    from lnbench.config.presets import read_preset
+    from lnbench.config.schema import SequenceModelConfig, model_presets
 
     found = {}
     for name in model_presets("base_sequence"):
-        own = yaml.safe_load((CONF_DIR / "model" / f"{name}.yaml").read_text()) or {}
+        own = read_preset("model", name)
         own.pop("defaults", None)
         cfg = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SequenceModelConfig), own), enum_to_str=True)
         found[name] = (cfg["cell"], cfg["norm"])

@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from lnbench import CONF_DIR
 from lnbench.config import overrides as hydra_args
 from lnbench.config.choices import RECORD_SINK, Stage
+from lnbench.config.presets import preset_names
 from lnbench.errors import ConfigError
 from lnbench.nn.normalizers import NORMALIZERS, normalizer
 
@@ -36,7 +37,7 @@ def validate_logger(logger: Any) -> None:
                     else f"each logger entry is a metric sink's config with a _target_, and {key!r} has none. "
                 )
                 + f"Choose sinks with logger=NAME or a list, logger=[wandb,csv] (the files in {CONF_DIR / 'logger'}: "
-                f"{', '.join(sorted(p.stem for p in (CONF_DIR / 'logger').glob('*.yaml')))})."
+                f"{', '.join(preset_names('logger'))})."
             )
         try:  # before anything is built: a sink's class that cannot be found is a typo too
             # importlib, not hydra.utils.get_object: that one logs its own error before raising
