@@ -27,8 +27,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hydra import compose, initialize_config_dir
+from rich.console import Console
+from rich.table import Table
+
 from lnbench import phases
 from lnbench.bench import jobcost
+from lnbench.config import overrides as hydra_args
+from lnbench.config.overrides import expand
+from lnbench.config.presets import read_experiment, sweeper_params
+from lnbench.config.runtime import usable_cores
+from lnbench.config.schema import CONF_DIR, register_configs
 from lnbench.runs import read_summary
 
 COMPOSE_AT_MOST = 64  # jobs of a preset composed for their steps; a bigger sweep is scaled from these
@@ -37,7 +46,6 @@ COMPOSE_AT_MOST = 64  # jobs of a preset composed for their steps; a bigger swee
 def sample_overrides(params: dict[str, str], jobs: int) -> tuple[list[str], int]:
     """Overrides that cut a preset's sweep to at least `jobs` jobs (where it has them): its axes in order, each
     cut to the values that bring the product up to `jobs`, the rest to their first value; (overrides, jobs)."""
-    from lnbench.config import overrides as hydra_args
 
     axes = hydra_args.axes([f"{k}={v}" for k, v in params.items()])
     out, n = [], 1
@@ -51,11 +59,6 @@ def sample_overrides(params: dict[str, str], jobs: int) -> tuple[list[str], int]
 
 def preset_jobs(preset: str) -> list[dict[str, float]]:
     """(steps, evaluations) of each job of the preset's full sweep, from its composed config."""
-    from hydra import compose, initialize_config_dir
-
-    from lnbench.config.overrides import expand
-    from lnbench.config.presets import read_experiment, sweeper_params
-    from lnbench.config.schema import CONF_DIR, register_configs
 
     register_configs()
     params = sweeper_params(read_experiment(preset))
@@ -100,9 +103,6 @@ def mean(per_job: dict, phase: str) -> float:
 
 
 def throughput_rows(presets: list[str], jobs: int, steps: int, log) -> list[dict[str, Any]]:
-    from lnbench.config.presets import read_experiment, sweeper_params
-    from lnbench.config.runtime import usable_cores
-
     workers = len(usable_cores())  # joblib's n_jobs=-1, as lnbench check runs it
     rows = []
     for preset in presets:
@@ -165,9 +165,6 @@ HOW = (
 
 
 def print_rows(rows: list[dict], jobs: int, steps: int) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     if not rows:
         return
     table = Table(title="lnbench check throughput per claim preset (predicted from sampled jobs)")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
+from hydra.utils import get_class
 from omegaconf import MISSING, OmegaConf
 
 from lnbench import CONF_DIR
@@ -341,7 +342,6 @@ def model_presets(*schemas: str, conf_dir: Path | str = CONF_DIR) -> list[str]:
 def presets_of_kind(group: str, attribute: str, kind: str) -> list[str]:
     """The presets of `group` whose class (its schema's `_target_`) has `attribute` == `kind`: e.g. the
     models that take sequences (`accepts`), the datasets that give flat inputs (`kind`)."""
-    from hydra.utils import get_class
 
     return [
         name

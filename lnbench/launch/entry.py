@@ -19,14 +19,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
+import hydra
+from hydra.core.hydra_config import HydraConfig
+
 import lnbench
 from lnbench import phases
+from lnbench.config.renamed import rewrite_and_say
+from lnbench.config.schema import register_configs
+from lnbench.config.validate import validate
 from lnbench.errors import UserError
-from lnbench.launch import failures
+from lnbench.launch import failures, user_modules
 from lnbench.launch.preflight import Plan, preflight, resume_overrides
-from lnbench.launch.process import guardian
+from lnbench.launch.process import guardian, threads
+from lnbench.launch.process.isolate import crash_log, in_child_process, warm_up
 from lnbench.launch.sweep import stop as sweep_stop
-from lnbench.runs import CRASH_LOG
+from lnbench.runs import CRASH_LOG, RunLock
+from lnbench.training.tracker import job_name, run_tags, sweep_group
 
 log = logging.getLogger("lnbench")
 CONF_DIR = str(lnbench.CONF_DIR)  # Hydra takes config_path as a string
@@ -35,8 +43,6 @@ CONF_DIR = str(lnbench.CONF_DIR)  # Hydra takes config_path as a string
 def main(args: list[str]) -> int:
     """`lnbench train <args>`: bad input of any kind is refused before Hydra creates a directory (exit 2, one
     paragraph); then Hydra runs the job or the sweep."""
-    from lnbench.config.renamed import rewrite_and_say
-    from lnbench.config.schema import register_configs
 
     timer = phases.timer()
     timer.since_process_start(phases.SWEEP_START)
@@ -50,7 +56,7 @@ def main(args: list[str]) -> int:
             plan = preflight(args, CONF_DIR)
     except KeyboardInterrupt:
         return stopped_before_training()
-    except Exception as e:  # noqa: BLE001 - bad input (exit 2), or a bug of ours (a traceback, exit 1)
+    except Exception as e:  # bad input (exit 2), or a bug of ours (a traceback, exit 1)
         if failures.full_error():
             raise
         return failures.say(e)
@@ -63,8 +69,6 @@ def main(args: list[str]) -> int:
 
 
 def hydra_app(plan: Plan):
-    import hydra
-
     sys.argv = ["lnbench train", *plan.args]  # Hydra reads sys.argv itself, and names the program from it
     app = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="train")(Job(plan))
     return lambda: app() or 0
@@ -132,8 +136,6 @@ class Job:
         self.plan = plan
 
     def __call__(self, cfg) -> dict:
-        from hydra.core.hydra_config import HydraConfig
-
         hc = HydraConfig.get()
         run_dir, started = Path(hc.runtime.output_dir), time.time()
         timer = phases.timer()
@@ -154,7 +156,6 @@ class Job:
 
     def run(self, cfg, hc, run_dir: Path, started: float) -> dict:
         """A single run: validated, and its existing directory locked, by lnbench.launch.preflight."""
-        from lnbench.runs import RunLock
 
         try:
             lock = self.plan.lock or RunLock(run_dir)  # a new directory: Hydra made it just now
@@ -168,10 +169,7 @@ class Job:
 
     def sweep_job(self, cfg, hc, run_dir: Path, started: float) -> dict:
         """A sweep job: validated here, in its own process, once (preflight only checked the sweep's keys)."""
-        from lnbench.config.validate import validate
-        from lnbench.launch import user_modules
-        from lnbench.runs import RunLock
-        from lnbench.training.recipe import UNREAD
+        from lnbench.training.recipe import UNREAD  # noqa: PLC0415 (torch: once preflight passed)
 
         timer = phases.timer()
         timer.mark(phases.JOB_CHECKS)
@@ -189,11 +187,8 @@ class Job:
                 return self.job_ended(e, run_dir, started, hc)
 
     def train(self, cfg, hc, run_dir: Path, ckpt) -> dict:
-        from lnbench.launch.process import threads
-        from lnbench.launch.process.isolate import crash_log, in_child_process, warm_up
-        from lnbench.launch.process.warm import prepare
-        from lnbench.training.recipe import train
-        from lnbench.training.tracker import job_name, run_tags, sweep_group
+        from lnbench.launch.process.warm import prepare  # noqa: PLC0415 (torch: once preflight passed)
+        from lnbench.training.recipe import train  # noqa: PLC0415 (torch: once preflight passed)
 
         timer = phases.timer()
         with timer.phase(phases.JOB_RUNTIME):

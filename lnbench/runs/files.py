@@ -64,12 +64,12 @@ def config_from_checkpoint(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        import torch  # only for such old runs: a report never imports torch otherwise
+        import torch  # noqa: PLC0415 (torch: old runs only; reports run without)
 
         # mmap: the weights are never read, only the small config beside them
         ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         return ckpt.get(CheckpointKey.CONFIG) or {}
-    except Exception:  # a damaged or foreign file: nothing recorded
+    except Exception:  # noqa: BLE001 (a damaged or foreign file, whatever torch.load raises: nothing recorded)
         return {}
 
 

@@ -70,7 +70,7 @@ def load(run_dir: Path, config: dict[str, Any]) -> dict[str, Any] | None:
         return None
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 (whatever torch.load raises on a file that is not a checkpoint)
         raise DataError(
             f"{path} cannot be read as an lnbench checkpoint ({type(e).__name__}): it is damaged or not "
             f"one. Move it away to start this run from step 0, or train in a new run directory."

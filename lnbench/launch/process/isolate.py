@@ -20,8 +20,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from lnbench import phases
+from lnbench.errors import Interrupted
 from lnbench.launch.failures import JobCrashed
 from lnbench.launch.process.guardian import die_with_parent
+from lnbench.launch.process.heap import keep_freed_memory
 from lnbench.runs import CRASH_LOG
 
 log = logging.getLogger("lnbench")
@@ -134,8 +136,6 @@ def passing_signals_on(pid: int):
 
 
 def _answer(data: bytes, status: int, received: list[int], run_dir: Path):
-    from lnbench.errors import Interrupted
-
     if data:
         kind, value = pickle.loads(data)
         if kind == "raised":
@@ -169,9 +169,7 @@ def warm_up() -> None:
     global warmed
     if warmed:
         return
-    import torch
-
-    from lnbench.launch.process.heap import keep_freed_memory
+    import torch  # noqa: PLC0415 (torch: in the warm-up only)
 
     keep_freed_memory()  # a joblib worker did not start through lnbench.cli
     torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))])

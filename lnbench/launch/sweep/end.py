@@ -28,6 +28,7 @@ from omegaconf import DictConfig
 from lnbench import phases
 from lnbench.launch.sweep.progress import SweepProgress
 from lnbench.runs import LOCK, OVERRIDES, lock_held, read_summary
+from lnbench.training.tracker import job_name
 
 log = logging.getLogger("lnbench")
 IN_USE = "in use"
@@ -44,9 +45,9 @@ class SweepEnd(Callback):
 
         if wants_report(config):
             try:  # now: at exit it is too late to import (it registers exit hooks of its own)
-                import wandb  # noqa: F401
-            except Exception:
-                pass  # start_wandb says why, at the end
+                import wandb  # noqa: F401, PLC0415 (W&B: only if a report run is asked)
+            except Exception:  # noqa: BLE001 (start_wandb says why, at the end)
+                pass
         # Hydra skips on_multirun_end when a job failed (the sweeper re-raises the first failure once
         # every job has run) or a signal stopped the sweep: the block then comes at exit, after the error.
         atexit.register(self.end)
@@ -70,7 +71,6 @@ class SweepEnd(Callback):
         timer.mark(phases.HYDRA_JOB)
         if HydraConfig.get().mode != RunMode.MULTIRUN:
             return
-        from lnbench.training.tracker import job_name
 
         prefix = f"[#{config.hydra.job.num} {job_name(config.hydra)}] "
         for h in logging.getLogger().handlers:
