@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "lnbench"
@@ -310,3 +312,13 @@ def test_a_private_module_of_another_package_is_imported_only_where_pinned():
         if any(".hydra." in f".{hit.split(': ')[1]}." for hit in private_module_imports(p.read_text()))
     ]
     assert hydras == [PACKAGE / "config/overrides.py"]  # Hydra's internals: one place
+
+
+# ---- the config layer, the run's Runtime record included, loads without torch -----------------
+def test_the_config_layer_loads_without_torch():
+    config = sorted(f"lnbench.config.{p.stem}" for p in (PACKAGE / "config").glob("*.py") if p.stem != "__init__")
+    assert "lnbench.config.runtime" in config
+    code = f"import sys\nfor m in {config!r}: __import__(m)\nprint('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False", "a module of lnbench/config imports torch: config is what a run can be"
