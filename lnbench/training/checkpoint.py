@@ -123,6 +123,17 @@ def resumed_runtime(runtime: Runtime, ckpt: dict[str, Any] | None, torch_count: 
     return runtime.with_threads(began, f"as this run began (not {now}: a resume keeps its thread count)")
 
 
+def runtime_in_effect(runtime: Runtime, ckpt: dict[str, Any] | None) -> Runtime:
+    """`runtime` with the count a resume keeps, set on torch; where nothing chose a count, torch's own, asked once
+    here: from then on the run's count is a value, passed down (the recipe's, a packed replica's)."""
+    torch_count = torch.get_num_threads()
+    runtime = resumed_runtime(runtime, ckpt, torch_count)
+    if not runtime.threads:
+        return runtime.with_threads(torch_count)
+    torch.set_num_threads(runtime.threads)
+    return runtime
+
+
 def check_same_config(saved: dict[str, Any], current: dict[str, Any], run_dir: Path) -> None:
     a, b = _flatten(saved), _flatten(current)
     diff = [k for k in sorted(a.keys() | b.keys()) if a.get(k, "<unset>") != b.get(k, "<unset>") and not _may_change(k)]

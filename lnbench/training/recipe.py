@@ -147,14 +147,10 @@ def train(
     locked: bool = False,
 ) -> dict[str, Any]:
     """Trains in `run_dir`, continuing from its checkpoint if it has one. Returns the summary; raises Diverged
-    (after writing the summary) if the loss became NaN or Inf, Interrupted on SIGTERM/SIGINT.
-
-    What a launcher (lnbench.launch.entry) has done already, it says: `locked`, it validated `cfg` and holds the
-    run directory's lock (else both are done here); `ckpt`, the checkpoint it read and checked against this
-    config (lnbench.launch.preflight does, before Hydra writes into the directory; None: there is none; by
-    default it is read here); `runtime`, the thread count, heap and follow policy it decided
-    (lnbench.launch.process.threads.decide; by default the config's own, Runtime.configured). The runtime is a
-    record (summary, provenance, checkpoint), never written into the config."""
+    (after writing the summary) if the loss became NaN or Inf, Interrupted on SIGTERM/SIGINT. A launcher
+    (lnbench.launch.entry) says what it has done: `locked`, validated `cfg` and locked `run_dir`; `ckpt`, read the
+    checkpoint (None: there is none); `runtime`, decided the threads, heap and follow policy (a record, never
+    written into the config; by default the config's own: Runtime.configured)."""
     run_dir = Path(run_dir)
     if not locked:
         validate(cfg)
@@ -165,12 +161,7 @@ def train(
         config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
         if ckpt is UNREAD:
             ckpt = checkpoint.load(run_dir, config)  # None for a new run; a resume may not change the config
-        torch_count = torch.get_num_threads()  # asked once: torch's count stands where nothing chose one
-        runtime = checkpoint.resumed_runtime(runtime or Runtime.configured(cfg), ckpt, torch_count)
-        if runtime.threads:
-            torch.set_num_threads(runtime.threads)
-        else:
-            runtime = runtime.with_threads(torch_count)
+        runtime = checkpoint.runtime_in_effect(runtime or Runtime.configured(cfg), ckpt)
         if ckpt is not None and (done := checkpoint.completed_summary(run_dir, ckpt, cfg.steps)):
             log.info("%s already completed its %d steps: nothing to do.", run_dir, cfg.steps)
             return done
@@ -215,7 +206,14 @@ class Recipe:
         # What the sinks resume from: metrics.jsonl cut to the checkpoint's lines, the same W&B run, ...
         self.sinks_resume, self.elapsed_before = sink_state_from_checkpoint(ckpt), (ckpt or {}).get(Key.ELAPSED, 0.0)
 
-    # ---- checkpoints ----
+    # ---- checkpoints (a packed replica's kernels and model state: lnbench.training.replicas) ----
+    def kernels(self) -> str | None:
+        """What runs the model's recurrence (its rounding differs in the last bits)."""
+        return getattr(self.model, "kernels", None)
+
+    def model_state(self) -> dict[str, Any]:
+        return self.model.state_dict()
+
     def load_checkpoint(self, ckpt: dict[str, Any]) -> None:
         self.model.load_state_dict(ckpt[Key.MODEL])
         self.optimizer.load_state_dict(ckpt[Key.OPTIMIZER])
@@ -225,7 +223,7 @@ class Recipe:
         self.window = [w.to(self.device) for w in ckpt[Key.WINDOW]]
         self.resumed_at = ckpt[Key.RESUMED_AT] + [self.step]
         log.info("resuming %s from its checkpoint at step %d", self.run_dir, self.step)
-        began, now = ckpt.get(Key.KERNELS), getattr(self.model, "kernels", None)
+        began, now = ckpt.get(Key.KERNELS), self.kernels()
         if began and began != now:
             log.warning(
                 "this run began on %s and continues on %s: from here its numbers differ in the last bits "
@@ -238,11 +236,11 @@ class Recipe:
         with self.timer.phase(phases.CHECKPOINTS):
             # fmt: off
             checkpoint.save(self.run_dir, {
-                Key.STEP: self.step, Key.MODEL: self.model.state_dict(), Key.OPTIMIZER: self.optimizer.state_dict(),
+                Key.STEP: self.step, Key.MODEL: self.model_state(), Key.OPTIMIZER: self.optimizer.state_dict(),
                 Key.SCHEDULER: self.scheduler.state_dict(), Key.BEST: self.best, Key.VAL: self.val,
                 Key.WINDOW: self.window, Key.SINKS: self.tracker.state(), Key.ELAPSED: self.tracker.elapsed(),
                 Key.RESUMED_AT: self.resumed_at, Key.CONFIG: self.config,
-                Key.KERNELS: getattr(self.model, "kernels", None), Key.THREADS: self.runtime.threads,
+                Key.KERNELS: self.kernels(), Key.THREADS: self.runtime.threads,
             })
             # fmt: on
 
@@ -338,13 +336,8 @@ class Recipe:
         timer = self.timer
         with timer.phase(phases.RUN_TRACKER):
             self.tracker = self.start_tracker(name, group, tags)
-        self.follow = free_cores.follower(
-            self.cfg,
-            self.runtime,
-            self.model,
-            self.spec,
-            lambda: [t.to(self.device) for t in self.dataset.train_batch(self.step)],
-        )
+        batch = [t.to(self.device) for t in self.dataset.train_batch(self.step)] if self.runtime.follow else None
+        self.follow = free_cores.follower(self.cfg, self.runtime, self.model, self.spec, lambda: batch)
         primary = tasks.primary_metric(self.spec)
         with timer.phase(phases.RUN_PROVENANCE):
             summary = Summary(
@@ -354,7 +347,7 @@ class Recipe:
                 primary_metric=primary,
                 baseline=self.spec.baseline,
                 threads=self.runtime.threads,
-                provenance=provenance.collect(str(self.device), getattr(self.model, "kernels", None), self.runtime),
+                provenance=provenance.collect(str(self.device), self.kernels(), self.runtime),
             )
         start_step, loop_start = self.step, time.perf_counter()
         self.model.train()
