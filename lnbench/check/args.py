@@ -284,8 +284,8 @@ def check_overrides(args: Args) -> None:
     not a sweep of failed jobs per preset."""
     if not args.overrides:
         return
-    from lnbench.config.schema import register_configs
-    from lnbench.launch.preflight import preflight
+    from lnbench.config.schema import register_configs  # noqa: PLC0415 (Hydra: only to check a sweep)
+    from lnbench.launch.preflight import preflight  # noqa: PLC0415 (Hydra: only to check a sweep)
 
     register_configs()
     for preset in args.presets:
