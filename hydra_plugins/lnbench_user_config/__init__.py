@@ -11,10 +11,8 @@ the config whether or not it says `# @package _global_` (UserFolderSource), each
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
-from typing import Any
 
 from hydra.core.config_search_path import ConfigSearchPath
 from hydra.core.object_type import ObjectType
@@ -23,6 +21,7 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 from omegaconf import OmegaConf
 
 import lnbench
+from lnbench.config.overrides import applied_where_it_exists
 
 PROVIDER = "lnbench-user"
 SCHEME = "lnbench-user"  # UserFolderSource's: the folder as Hydra's file source reads it, with local/'s package
@@ -89,61 +88,14 @@ class UserFolderSource(ConfigSource):
         return sorted(set(files))
 
 
-def applied_where_it_exists() -> None:
-    """Your defaults file is merged into the config key by key where the config has the key, ignored elsewhere
-    (lnbench.config.user_folder.applicable): a dataset's data_dir is no error for a dataset that reads no files.
-
-    Hydra merges each file of the defaults list whole, and a key a schema lacks is an error; it has no hook for
-    this. So its composition step is wrapped, in every process that composes (the CLI, each joblib worker, each
-    submitit job: Hydra imports this plugin in each): where the defaults list holds a file of ours from local/,
-    the config is composed once without it, that file is cut down to the keys that config has, and Hydra composes
-    as ever with the cut file. Other Hydra apps never hold one (LnbenchUserConfig): for them nothing changes.
-    tests/install/test_user_config.py fails if Hydra's private method changes."""
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-
-    original = ConfigLoaderImpl._compose_config_from_defaults_list
-    if getattr(original, "lnbench_user_config", False):
-        return
-
-    def compose(self: Any, defaults: list, repo: Any) -> Any:
-        mine = {}
-        for d in defaults:
-            path = d.config_path or ""
-            if path.startswith("local/") and (loaded := repo.load_config(config_path=path)) is not None:
-                if loaded.provider == PROVIDER:
-                    mine[path] = loaded
-        if not mine:
-            return original(self, defaults, repo)
-        from lnbench.config.user_folder import applicable
-
-        reference = original(self, [d for d in defaults if d.config_path not in mine], repo)
-        folder = user_config_dir()
-        cut = {
-            path: dataclasses.replace(
-                loaded, config=applicable(loaded.config, reference, str(folder / f"{path}.yaml") if folder else path)
-            )
-            for path, loaded in mine.items()
-        }
-        return original(self, defaults, _Cut(repo, cut))
-
-    compose.lnbench_user_config = True  # type: ignore[attr-defined]
-    ConfigLoaderImpl._compose_config_from_defaults_list = compose
+def user_file(path: str) -> str:
+    """The file a config path of ours (`local/default`) was read from, for what lnbench says of it."""
+    folder = user_config_dir()
+    return str(folder / f"{path}.yaml") if folder is not None else path
 
 
-class _Cut:
-    """Hydra's config repository, with our local/ files cut to the keys the config has."""
-
-    def __init__(self, repo: Any, cut: dict[str, Any]):
-        self._repo, self._cut = repo, cut
-
-    def load_config(self, config_path: str) -> Any:
-        return self._cut.get(config_path) or self._repo.load_config(config_path=config_path)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._repo, name)
-
-
-applied_where_it_exists()
+# Your defaults file, applied key by key where the config has the key (lnbench.config.overrides says how).
+applied_where_it_exists(PROVIDER, user_file)
 
 
 def sources(overrides: list[str]) -> str:

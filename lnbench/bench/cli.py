@@ -65,6 +65,8 @@ from pathlib import Path
 from typing import Optional
 
 import torch
+from rich.console import Console
+from rich.table import Table
 
 from lnbench.atomic import unwritable, write_bytes
 from lnbench.bench.bandwidth import mlp_bandwidth_rows
@@ -72,6 +74,8 @@ from lnbench.bench.kernels import bench_mlp, bench_rnn, fast_rnn_models, rnn_pre
 from lnbench.bench.runs import runner_overhead_rows, sweep_rows, train_rows
 from lnbench.bench.throughput import print_rows as print_throughput
 from lnbench.bench.throughput import throughput_rows
+from lnbench.config import user_folder
+from lnbench.errors import ConfigError
 from lnbench.nn.fast import native
 from lnbench.training.provenance import cpu_model
 
@@ -204,7 +208,7 @@ def wanted(args: argparse.Namespace, name: str) -> bool:
 
 
 def _parse_presets(text: str) -> list[str]:
-    from lnbench.check.args import claim_presets
+    from lnbench.check.args import claim_presets  # noqa: PLC0415 (check's modules: when asked)
 
     names, known = [n.strip() for n in text.split(",") if n.strip()], claim_presets()
     if bad := [n for n in names if n not in known] or (not names and ["(none)"]):
@@ -222,9 +226,6 @@ def _git_commit() -> Optional[str]:
 
 
 def _print_table(rows: list[dict], meta: dict) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(
         title=f"lnbench bench: ms per training step (fwd+bwd) on {meta['cpu']} ({meta['isa']}), "
         f"{meta['threads']} threads, {meta['device']}, {meta['dtype']}; lnbench's kernels: {meta['kernels']}"
@@ -292,9 +293,6 @@ def checked_args(argv: list[str] | None) -> argparse.Namespace:
     if args.device.type not in ("cpu", "cuda"):
         raise Refused(f"--device={args.device} is not allowed: use cpu, cuda or cuda:N")
     args.json = args.json or Path("bench-results") / f"bench-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
-    from lnbench.config import user_folder
-    from lnbench.errors import ConfigError
-
     try:  # the runs it times compose with your own defaults: a broken file is said now, not by each sample sweep
         user_folder.check([])
     except ConfigError as e:
@@ -385,7 +383,7 @@ def timed_rows(args: argparse.Namespace) -> tuple[list[dict], int]:
         log("sweep wall time (fig6_mnist, joblib vs basic launcher):")
         rows += sweep_rows(1 if args.quick else 2, args.sweep_epochs or (0.25 if args.quick else None), log)
     if wanted(args, "throughput"):
-        from lnbench.check.args import claim_presets
+        from lnbench.check.args import claim_presets  # noqa: PLC0415 (check's modules: when asked)
 
         log("check throughput per claim preset (sampled jobs at 1 and more steps, extrapolated):")
         presets = args.throughput_presets or claim_presets()

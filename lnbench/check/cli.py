@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lnbench import report
 from lnbench.atomic import write_bytes
 from lnbench.check import rounds
 
@@ -75,7 +76,6 @@ def run_sweep(cmd: list[str]) -> int:
 
 def judge_preset(args: Args, directory: Path, figures: bool = True):
     """The preset's report (written), or None if its sweep left no runs."""
-    from lnbench import report
 
     runs = report.load_runs(directory) if directory.is_dir() else []
     if not runs:
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + md)
     print(f"{args.out / 'check.md'}\n{args.out / 'check.html'}")
     if any(o.startswith("logger.wandb.report=") for o in args.overrides):  # the pages as a W&B artifact too
-        from lnbench.report.wandb_page import log_check_pages  # Hydra and W&B: only when asked
+        from lnbench.report.wandb_page import log_check_pages  # noqa: PLC0415 (Hydra and W&B: only when asked)
 
         print(f"W&B {log_check_pages(args.out, args.overrides) or 'not logged (see the warning above)'}")
     # A preset that produced no verdict at all (its sweep could not run) is a failed check, not a quiet gap.

@@ -25,9 +25,11 @@ import yaml
 
 from lnbench import report
 from lnbench.check.rounds import JUDGING_SEED0, design_record
+from lnbench.claims.judge import DESIGN_FILE
 from lnbench.claims.nulls import SHAPES
 from lnbench.claims.plan import JudgingPlan, plan_judging
 from lnbench.config.choices import Stage
+from lnbench.runs import HYDRA, HYDRA_CONFIG, HYDRA_RECORD, METRICS, OVERRIDES, SUMMARY
 
 LRS = (1e-4, 1e-3, 1e-2)
 BASELINE = 2.3  # the trivial predictor's loss
@@ -73,19 +75,19 @@ def job(
 ) -> None:
     """One job; loss None: its validation loss is `final` too."""
     loss = final if loss is None else loss
-    (path / ".hydra").mkdir(parents=True)
+    (path / HYDRA).mkdir(parents=True)
     overrides = [f"model={model}", f"seed={seed}"] + ([f"optim.lr={lr}"] if stage == Stage.tune else [])
-    (path / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    (path / OVERRIDES).write_text(yaml.safe_dump(overrides))
     config = {"seed": seed, "optim": {"lr": lr}, "claims": claims, "tune": ["optim.lr"], "stage": str(stage)}
-    (path / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
-    (path / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"runtime": {"choices": {"model": model}}}}))
+    (path / HYDRA_CONFIG).write_text(yaml.safe_dump(config))
+    (path / HYDRA_RECORD).write_text(yaml.safe_dump({"hydra": {"runtime": {"choices": {"model": model}}}}))
     value = final if status == "completed" else float("nan")
     record = {"step": 10, "split": "val", "time": 1.0, "error": value, "loss": loss}
-    (path / "metrics.jsonl").write_text(json.dumps(record) + "\n")
+    (path / METRICS).write_text(json.dumps(record) + "\n")
     summary = {"status": status, "primary_metric": "error", "steps": 10, "baseline": BASELINE, "time_per_step": 0.01}
     if status == "completed":
         summary["final_val"] = {"error": final, "loss": loss}
-    (path / "summary.json").write_text(json.dumps(summary))
+    (path / SUMMARY).write_text(json.dumps(summary))
 
 
 def write(root: Path, sweep: Sweep) -> Path:
@@ -113,9 +115,9 @@ def write(root: Path, sweep: Sweep) -> Path:
                 loss=_loss(sweep, line),
             )
     if sweep.plan:
-        (root / "judging.json").write_text(json.dumps({**sweep.plan.record(), "first_seed": JUDGING_SEED0}))
+        (root / DESIGN_FILE).write_text(json.dumps({**sweep.plan.record(), "first_seed": JUDGING_SEED0}))
     elif sweep.looks:
-        (root / "judging.json").write_text(json.dumps(design_record(sweep.looks)))
+        (root / DESIGN_FILE).write_text(json.dumps(design_record(sweep.looks)))
     return root
 
 

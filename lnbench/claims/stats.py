@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy import optimize
 from scipy import stats as st
 
 ALPHA = 0.05  # two-sided: a 95% interval, 2.5% per side
@@ -212,9 +213,7 @@ def mde(sd: float, n: int, level: float = ALPHA, power: float = POWER) -> float 
     if n < 2 or not sd > 0 or not math.isfinite(sd):
         return None
     df, crit = n - 1, st.t.ppf(1 - level / 2, n - 1)
-    from scipy.optimize import brentq
-
-    nc = brentq(lambda c: st.nct.sf(crit, df, c) - power, 0.0, 1e3)
+    nc = optimize.brentq(lambda c: st.nct.sf(crit, df, c) - power, 0.0, 1e3)
     return float(nc * sd / math.sqrt(n))
 
 

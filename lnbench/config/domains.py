@@ -16,6 +16,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from lnbench.nn.normalizers import NormConfig
+
 DOMAIN = "lnbench_domain"  # the key of a field's metadata
 
 
@@ -121,3 +123,13 @@ def outside_domain(values: list[tuple[str, Any, Any]]) -> list[str]:
         elif not domain.holds(value):
             out.append(f"{key}={value!r} is not allowed: {domain.text()}.")
     return out
+
+
+@dataclass
+class NormSchema(NormConfig):
+    """The normalizer's config (lnbench.nn.normalizers.NormConfig, below the config layer, which this module
+    sits in) as the model schemas type it, with its numbers' domains; NormConfig's defaults, the one copy."""
+
+    eps: float = ranged(NormConfig.eps, low=0, low_open=True)
+    momentum: float = ranged(NormConfig.momentum, low=0, high=1)  # BN's running statistics: 0 keeps, 1 replaces
+    groups: int = ranged(NormConfig.groups, low=1)

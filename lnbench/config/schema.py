@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
+from hydra.utils import get_class
 from omegaconf import MISSING, OmegaConf
 
 from lnbench import CONF_DIR
 from lnbench.config.choices import Impl, Placement, Stage
-from lnbench.config.domains import ranged, text
-from lnbench.nn.normalizers import NormConfig
+from lnbench.config.domains import NormSchema, ranged, text
+from lnbench.config.presets import preset_names, read_preset
 
 
 class CellKind(str, Enum):
@@ -48,7 +49,7 @@ SIZES = "a model's sizes and counts are integers >= 1"
 class MLPConfig:
     _target_: str = "lnbench.models.MLP"
     hidden_sizes: list[int] = ranged(factory=lambda: [1000, 1000], low=1, each=True, why=SIZES)
-    norm: NormConfig = field(default_factory=NormConfig)
+    norm: NormSchema = field(default_factory=NormSchema)
 
 
 @dataclass
@@ -58,7 +59,7 @@ class SequenceModelConfig:
     hidden_size: int = ranged(128, low=1, why=SIZES)
     num_layers: int = ranged(1, low=1, why=SIZES)
     embed_size: Optional[int] = ranged(None, low=1, why=SIZES)
-    norm: NormConfig = field(default_factory=NormConfig)
+    norm: NormSchema = field(default_factory=NormSchema)
     impl: Impl = Impl.auto
 
 
@@ -70,7 +71,7 @@ class TransformerConfig:
     num_heads: int = ranged(4, low=1, why=SIZES)
     ff_size: int = ranged(512, low=1, why=SIZES)
     placement: Placement = Placement.pre
-    norm: NormConfig = field(default_factory=NormConfig)
+    norm: NormSchema = field(default_factory=NormSchema)
 
 
 @dataclass
@@ -85,14 +86,14 @@ class DRAWConfig:
     read_size: int = ranged(2, low=1, why=SIZES)
     write_size: int = ranged(5, low=1, why=SIZES)
     cell: CellKind = CellKind.lstm_norm_c
-    norm: NormConfig = field(default_factory=NormConfig)
+    norm: NormSchema = field(default_factory=NormSchema)
 
 
 @dataclass
 class ConvNetConfig:
     _target_: str = "lnbench.models.conv.ConvNet"
     channels: list[int] = ranged(factory=lambda: [16, 32], low=1, each=True, why=SIZES)
-    norm: NormConfig = field(default_factory=NormConfig)
+    norm: NormSchema = field(default_factory=NormSchema)
 
 
 @dataclass
@@ -105,7 +106,7 @@ class ResNetConfig:
         2, low=1, why=SIZES
     )  # max-pooling after the stride-2 stem: 28 x 28 images -> 7 x 7 maps in the blocks
     fixup: bool = False
-    norm: NormConfig = field(default_factory=NormConfig)
+    norm: NormSchema = field(default_factory=NormSchema)
 
 
 # ---- dataset ----------------------------------------------------------------------------------
@@ -347,12 +348,10 @@ SCHEMAS = {
 def presets(group: str, conf_dir: Path | str = CONF_DIR) -> dict[str, Optional[str]]:
     """{preset: the schema it is built on (`base_mlp`, ...)} for the presets in conf/<group>, read from each
     preset's defaults list: the one list of preset names (tests, Makefile, bench, error messages ask here)."""
-    import yaml
-
     found = {}
-    for path in sorted((Path(conf_dir) / group).glob("*.yaml")):
-        defaults = (yaml.safe_load(path.read_text()) or {}).get("defaults") or []
-        found[path.stem] = next(
+    for name in preset_names(group, conf_dir):
+        defaults = read_preset(group, name, conf_dir).get("defaults") or []
+        found[name] = next(
             (d.lstrip("/") for d in defaults if isinstance(d, str) and d.lstrip("/") in SCHEMAS[group]), None
         )
     return found
@@ -366,7 +365,6 @@ def model_presets(*schemas: str, conf_dir: Path | str = CONF_DIR) -> list[str]:
 def presets_of_kind(group: str, attribute: str, kind: str) -> list[str]:
     """The presets of `group` whose class (its schema's `_target_`) has `attribute` == `kind`: e.g. the
     models that take sequences (`accepts`), the datasets that give flat inputs (`kind`)."""
-    from hydra.utils import get_class
 
     return [
         name

@@ -12,14 +12,22 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 import typing
 from pathlib import Path
 from typing import Any
 
+import yaml
+from omegaconf import DictConfig, OmegaConf
+
+from hydra_plugins.lnbench_user_config import user_config_dir
+from lnbench import CONF_DIR
+from lnbench.config.schema import SCHEMAS, TrainConfig
+from lnbench.config.validate import did_you_mean
 from lnbench.errors import ConfigError
 
-LOCAL = "local"  # the group of your defaults files (conf/train.yaml: `optional local@_global_: default`)
+LOCAL = "local"  # the group of your defaults files (conf/train.yaml: `optional local: default`)
 GROUPS = ("model", "dataset", "optim", "schedule")  # typed by one of several schemas (lnbench.config.schema.SCHEMAS)
 FREE = ("hydra", "claims", "tune", "imports", "defaults")  # whose content no lnbench schema types
 
@@ -28,8 +36,6 @@ _said: set[str] = set()
 
 
 def folder() -> Path | None:
-    from hydra_plugins.lnbench_user_config import user_config_dir
-
     return user_config_dir()
 
 
@@ -83,16 +89,12 @@ def check(overrides: list[str]) -> None:
 def your_presets(where: Path) -> list[Path]:
     """The YAML files of your folder in the groups Hydra would read them as (model/, hydra/launcher/, ...): only
     those, so that a folder with much else in it (LNBENCH_CONFIG_DIR=$HOME) is not walked."""
-    from lnbench import CONF_DIR
-
     groups = sorted({d.name for d in CONF_DIR.iterdir() if d.is_dir()} | {"hydra"})
     return [p for group in groups if (where / group).is_dir() for p in sorted((where / group).glob("**/*.yaml"))]
 
 
 def check_file(path: Path, where: Path, keys: bool = True) -> None:
     """The file is YAML and a mapping (or empty); with `keys`, each of its keys is one some config has."""
-    import yaml
-
     try:
         tree = yaml.compose(path.read_text())
     except yaml.YAMLError as e:
@@ -118,8 +120,6 @@ def yaml_problem(error: Exception) -> str:
 
 
 def _check_keys(node: Any, prefix: str, path: Path, known: dict[str, Any]) -> None:
-    import yaml
-
     for key_node, value in node.value:
         key = f"{prefix}{key_node.value}"
         line = key_node.start_mark.line + 1
@@ -151,8 +151,6 @@ def _under_free(key: str, known: dict[str, Any]) -> bool:
 
 
 def _near(key: str, known: dict[str, Any]) -> str:
-    from lnbench.config.validate import did_you_mean
-
     parent = key.rpartition(".")[0]
     siblings = [k.rpartition(".")[2] for k in known if k.rpartition(".")[0] == parent]
     return did_you_mean(key.rpartition(".")[2], siblings)
@@ -160,10 +158,6 @@ def _near(key: str, known: dict[str, Any]) -> str:
 
 def located(message: str, key: str) -> str | None:
     """ "FILE, line N" of `key` in your defaults file that Hydra's `message` names (In 'local/NAME': ...)."""
-    import re
-
-    import yaml
-
     found, where = re.match(r"In '(local/[^']+)'", message), folder()
     if not found or where is None:
         return None
@@ -184,9 +178,6 @@ def located(message: str, key: str) -> str | None:
 def known_keys(where: Path | None) -> dict[str, Any]:
     """Every key some lnbench config has -> dict (a node of keys), bool, Any (free below) or object (a value):
     TrainConfig's, each group's over all its schemas and your own presets, each sink's."""
-    from lnbench import CONF_DIR
-    from lnbench.config.schema import SCHEMAS, TrainConfig
-
     known: dict[str, Any] = {}
     _fields(TrainConfig, "", known)
     for group in GROUPS:
@@ -221,8 +212,6 @@ def _yaml_files(where: Path | None, group: str) -> list[Path]:
 
 
 def _keys_of(preset: Path, prefix: str, known: dict[str, Any]) -> None:
-    import yaml
-
     try:
         data = yaml.safe_load(preset.read_text()) or {}
     except (OSError, yaml.YAMLError):
@@ -237,7 +226,6 @@ def applicable(mine: Any, reference: Any, file: str) -> Any:
     """`mine` (your defaults file, loaded) without the keys the config composed without it (`reference`) does not
     have: a key under a schema's node that it lacks, or a logger entry for a sink that is not on. Ignored keys are
     kept for say_ignored."""
-    from omegaconf import DictConfig, OmegaConf
 
     def plain(value: Any) -> Any:
         return OmegaConf.to_container(value, resolve=False) if OmegaConf.is_config(value) else value
@@ -266,8 +254,6 @@ def applicable(mine: Any, reference: Any, file: str) -> Any:
 
 def _leaves(value: Any, key: str) -> list[str]:
     """The keys as the file spells them: logger.wandb.entity, not logger.wandb."""
-    from omegaconf import DictConfig
-
     if isinstance(value, DictConfig) and not value._is_none() and len(value):
         return [leaf for k in value.keys() for leaf in _leaves(value._get_node(k), f"{key}.{k}")]
     return [key]
@@ -275,8 +261,6 @@ def _leaves(value: Any, key: str) -> list[str]:
 
 def _open(node: Any) -> bool:
     """A node that takes new keys (no schema behind it): logger's entries, hydra.job.env_set, ..."""
-    from omegaconf import DictConfig, OmegaConf
-
     return isinstance(node, DictConfig) and OmegaConf.get_type(node) in (dict, None) and not node._get_flag("struct")
 
 

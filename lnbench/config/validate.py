@@ -12,12 +12,15 @@ import inspect
 import math
 from typing import Any, Iterable
 
-from omegaconf import OmegaConf
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.nodes import BooleanNode
 
 from lnbench import CONF_DIR
 from lnbench.config import overrides as hydra_args
 from lnbench.config.choices import RECORD_SINK, Stage
 from lnbench.config.domains import DOMAIN, outside_domain
+from lnbench.config.presets import preset_names
 from lnbench.errors import ConfigError
 from lnbench.nn.normalizers import NORMALIZERS, normalizer
 
@@ -37,13 +40,13 @@ def validate_logger(logger: Any) -> None:
                     else f"each logger entry is a metric sink's config with a _target_, and {key!r} has none. "
                 )
                 + f"Choose sinks with logger=NAME or a list, logger=[wandb,csv] (the files in {CONF_DIR / 'logger'}: "
-                f"{', '.join(sorted(p.stem for p in (CONF_DIR / 'logger').glob('*.yaml')))})."
+                f"{', '.join(preset_names('logger'))})."
             )
         try:  # before anything is built: a sink's class that cannot be found is a typo too
             # importlib, not hydra.utils.get_object: that one logs its own error before raising
             module, _, name = str(node._target_).rpartition(".")
             sink = getattr(importlib.import_module(module), name)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 (whatever importing it raised: the user's typo, said as one)
             raise ConfigError(
                 f"logger.{key}._target_={node._target_} is not allowed: it cannot be imported "
                 f"({type(e).__name__}: {' '.join(str(e).split())[:200]}). Give the sink's class as module.Class."
@@ -81,8 +84,6 @@ FREE_FORM: tuple[str, ...] = ("claims",)
 def check_keys(cfg: Any, prefix: str = "") -> None:
     """Refuses a key its node's schema does not declare (e.g. `+foo=1`, `+model.foo=1`, `+optim.momentum=0.9`
     with Adam): the schema is the whitelist, so a misspelt key cannot silently do nothing."""
-
-    from omegaconf import DictConfig
 
     if not prefix and "logger" in cfg:
         validate_logger(cfg.logger)  # an open node: its entries are checked as sinks' configs
@@ -150,8 +151,6 @@ def validate(cfg: Any) -> None:
 def check_domains(cfg: Any, prefix: str = "") -> None:
     """Every key against its domain, as its schema declares it (lnbench.config.domains): the key highest in the
     config first (`seed`, not the dataset.seed it sets). `prefix`: where `cfg` sits in the run's config."""
-    from omegaconf import DictConfig
-
     found: list[tuple[str, Any, Any]] = []
 
     def walk(node: Any, data: Any, prefix: str) -> None:
@@ -216,27 +215,16 @@ def _check_combinations(cfg: Any) -> None:
 
 
 def _check_sweep_record(cfg: Any) -> None:
-    """What `lnbench report` reads of a sweep (never training): each tuned key is a key of the config, each claim
-    one lnbench.claims.spec can judge. Refused here, or the report of the runs would fail after all the work."""
-    from lnbench.claims.spec import ClaimError, parse_claim
-
+    """What `lnbench report` reads of a sweep (never training): each tuned key is a key of the config. (Its claims:
+    lnbench.launch.preflight.check_claims, with lnbench.claims' parser.) Refused here, or the report of the runs
+    would fail after all the work."""
     for key in cfg.tune:
-        if (
-            key not in ("model", "dataset", "optim", "schedule")
-            and OmegaConf.select(cfg, key, default=_ABSENT) is _ABSENT
-        ):
+        groups = ("model", "dataset", "optim", "schedule")
+        if key not in groups and OmegaConf.select(cfg, key, default=_ABSENT) is _ABSENT:
             raise ConfigError(
                 f"tune=[{','.join(cfg.tune)}] is not allowed: {key} is not a key of this config. tune lists the swept "
                 f"keys a report chooses on validation, e.g. tune=[optim.lr].{did_you_mean(key, _keys(cfg))}"
             )
-    for i, raw in enumerate(OmegaConf.to_container(cfg.claims, resolve=True)):
-        try:
-            parse_claim(raw)
-        except (ClaimError, TypeError) as e:
-            raise ConfigError(
-                f"claims[{i}]={raw} is not allowed: {e} A claim is declared in an experiment preset "
-                "(docs/verdicts.md; conf/experiment/*.yaml)."
-            ) from None
 
 
 _ABSENT = object()
@@ -249,9 +237,6 @@ def _keys(cfg: Any) -> list[str]:
 def check_typed(overrides: list[str], cfg: Any) -> None:
     """What the command line gives a key, before OmegaConf converts it: a flag (a bool key) takes true or false
     (OmegaConf would store `threads_follow=2` as true), and `stage` is lnbench check's to set (its rounds' files)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from omegaconf.nodes import BooleanNode
-
     for o in OverridesParser.create().parse_overrides(overrides):
         key = o.key_or_group
         if key == "stage":

@@ -21,7 +21,7 @@ from lnbench.config.schema import SCHEMAS, TrainConfig, presets
 from lnbench.config.validate import check_typed, validate
 from lnbench.errors import UserError
 from lnbench.launch import user_modules
-from lnbench.launch.preflight import build_check, resume_overrides
+from lnbench.launch.preflight import build_check, check_claims, resume_overrides
 
 # Keys whose domain is a set of names or paths, not a range or a type: a value outside it.
 NAMED = {
@@ -118,6 +118,7 @@ def refusal(selection: list[str], key: str, text: str) -> str | None:
         return str(e).splitlines()[0]
     try:
         check_typed([override], cfg)
+        check_claims(cfg)
         user_modules.load(cfg.imports)
         validate(cfg)
         build_check(cfg)
