@@ -306,9 +306,14 @@ def check_overrides(args: Args) -> None:
     before its first job (lnbench.launch.preflight), and each job validated, values included: a typo or a bad value
     is one error now, not a sweep of failed jobs per preset. A job the preset itself refuses (BN at batch 1) is not
     the overrides' fault: it fails alone, as it would without them."""
+    from lnbench.config import user_folder  # noqa: PLC0415 (Hydra: only to check the sweeps)
     from lnbench.config.schema import register_configs  # noqa: PLC0415 (Hydra: only to check the sweeps)
     from lnbench.launch.preflight import preflight  # noqa: PLC0415 (Hydra: only to check the sweeps)
 
+    try:  # your own defaults, once: what is wrong there is no preset's
+        user_folder.check(args.overrides)
+    except UserError as e:
+        raise CheckError(str(e)) from None
     register_configs()
     for preset in args.presets:
         try:
