@@ -6,6 +6,7 @@
 # none of the others. Logs and results.json go to $OUT (7 files at most); a summary table is printed last.
 #
 #   scripts/gpu/run.sh             on the GPU machine ($OUT set by the device tool; .whl carried)
+#   ONLY="pytest options" scripts/gpu/run.sh   those sections only (a short rerun after a fix)
 #   scripts/gpu/run.sh --dry-run   here, on the CPU: the same sections on tiny shapes, the tests' own code on
 #                                  device=cpu, the Triton kernels under TRITON_INTERPRET=1 (needs triton installed),
 #                                  each time box CAP_SCALE (6) times as long
@@ -44,6 +45,9 @@ BUDGET=$((BUDGET * SCALE))
 section() {
   local name=$1 cap=$(($2 * SCALE)) reserve=$(($3 * SCALE))
   shift 3
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then
+    return
+  fi
   local left=$((START + BUDGET - $(date +%s) - reserve))
   local limit=$((cap < left ? cap : left))
   if [ "$limit" -lt 5 ]; then
