@@ -11,9 +11,7 @@ lnbench's C++ kernels for the LN/BN LSTM and GRU and the un-normalized GRU (`imp
 them, the same layer on torch's ops alone (`impl=ops`, what runs without a C++ compiler) or for the
 un-normalized GRU torch's GRU (`impl=torch`, what `model.impl=torch` runs), and with `--ref` also the
 reference Python loop (`impl=ref`). The baseline is `torch.nn.LSTM` / `torch.nn.GRU` at the same shape,
-timed in the same run. On CUDA (`--device cuda`; TF32 off, as a run on CUDA computes) the baseline is cuDNN's,
-the LN-LSTM runs lnbench's Triton kernels (`impl=triton`) beside torch's ops, the other normalized cells torch's
-ops; docs/performance.md, "GPU".
+timed in the same run. On CUDA (`--device cuda`, no TF32) the LN-LSTM has `impl=triton` (docs/performance.md, "GPU").
 
 Timing: every measured candidate of one shape runs in turn, A B C, B C A, C A B, ... (this machine is
 shared and noisy, so a slow spell hits all of them; the order rotates because a step's time depends on
@@ -72,7 +70,7 @@ from rich.table import Table
 
 from lnbench.atomic import unwritable, write_bytes
 from lnbench.bench.bandwidth import mlp_bandwidth_rows
-from lnbench.bench.device import gpu_meta, own_kernels
+from lnbench.bench.device import gpu_meta, measured_on, own_kernels
 from lnbench.bench.kernels import bench_mlp, bench_rnn, fast_rnn_models, rnn_presets
 from lnbench.bench.runs import runner_overhead_rows, sweep_rows, train_rows
 from lnbench.bench.throughput import print_rows as print_throughput
@@ -229,11 +227,9 @@ def _git_commit() -> Optional[str]:
 
 
 def _print_table(rows: list[dict], meta: dict) -> None:
-    on = f"{meta['gpu']} (torch {meta['torch']}, CUDA {meta['cuda']}, no TF32)" if meta.get("gpu") else None
-    on = on or f"{meta['cpu']} ({meta['isa']}), {meta['threads']} threads"
     table = Table(
-        title=f"lnbench bench: ms per training step (fwd+bwd) on {on}, {meta['device']}, {meta['dtype']}; "
-        f"lnbench's kernels: {meta['kernels']}"
+        title=f"lnbench bench: ms per training step (fwd+bwd) on {measured_on(meta)}, {meta['device']}, "
+        f"{meta['dtype']}; lnbench's kernels: {meta['kernels']}"
     )
     for col in ("model", "impl", "B", "T", "H", "median ms", "IQR", "min", "samples/s", "mem MB", "baseline", "ratio"):
         table.add_column(col, justify="left" if col in ("model", "impl", "baseline") else "right")

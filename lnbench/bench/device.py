@@ -43,3 +43,10 @@ def _driver_version() -> Optional[str]:
         return out.stdout.strip().splitlines()[0] or None
     except (OSError, subprocess.SubprocessError, IndexError):
         return None
+
+
+def measured_on(meta: dict) -> str:
+    """The machine a bench table names: the GPU (and torch, CUDA) on CUDA, else the CPU, its ISA and threads."""
+    if meta.get("gpu"):
+        return f"{meta['gpu']} (torch {meta['torch']}, CUDA {meta['cuda']}, no TF32)"
+    return f"{meta['cpu']} ({meta['isa']}), {meta['threads']} threads"
