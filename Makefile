@@ -14,6 +14,12 @@ LOCK ?= requirements.lock
 CONSTRAIN := $(if $(LOCK),-c $(LOCK),)
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
+# Triton for the test of lnbench's GPU kernels under its interpreter (tests/nn/test_triton_lstm.py), beside a CPU build
+# of torch only (a CUDA build brings the Triton it was built with), and in a folder of its own that only that test's
+# subprocess puts on its path: on the venv's path, torch._dynamo would import it in every process, whose exit then
+# prints the bindings' leak warnings on stderr (two CLI tests read stderr's last line).
+TRITON ?= triton==3.9.0
+TRITON_SITE := $(VENV)/triton-site
 
 .PHONY: setup run lint test test-slow test-install smoke bench check clean slurm-up test-slurm lock
 
@@ -23,6 +29,8 @@ $(VENV)/.installed: pyproject.toml setup.py $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),) $(CONSTRAIN) "$(TORCH)"
 	$(BIN)/pip install -q $(CONSTRAIN) -e ".[test,joblib,slurm]"
+	if $(BIN)/python -c "import sys, torch; sys.exit(torch.version.cuda is not None)"; then \
+		$(BIN)/pip install -q --no-deps --upgrade --target $(TRITON_SITE) "$(TRITON)"; fi
 	@# lnbench's C++ kernels, built once for this machine's ISA (~20 s; without a compiler: a warning, torch's ops).
 	$(BIN)/python -m lnbench.nn.fast.native
 	@touch $@

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 
@@ -30,6 +31,9 @@ NO_CONF = (
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    # torch.cuda.is_available() through NVML, not the CUDA runtime: a runtime call starts CUDA in this process, and a
+    # sweep forks its jobs from it (lnbench.launch.process.isolate), in whose children CUDA then fails to initialize.
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     from lnbench.launch.process.closed_pipe import quiet_when_closed
 
     quiet_when_closed()

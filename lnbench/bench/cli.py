@@ -11,7 +11,7 @@ lnbench's C++ kernels for the LN/BN LSTM and GRU and the un-normalized GRU (`imp
 them, the same layer on torch's ops alone (`impl=ops`, what runs without a C++ compiler) or for the
 un-normalized GRU torch's GRU (`impl=torch`, what `model.impl=torch` runs), and with `--ref` also the
 reference Python loop (`impl=ref`). The baseline is `torch.nn.LSTM` / `torch.nn.GRU` at the same shape,
-timed in the same run.
+timed in the same run. On CUDA (`--device cuda`, no TF32) the LN-LSTM has `impl=triton` (docs/performance.md, "GPU").
 
 Timing: every measured candidate of one shape runs in turn, A B C, B C A, C A B, ... (this machine is
 shared and noisy, so a slow spell hits all of them; the order rotates because a step's time depends on
@@ -70,13 +70,14 @@ from rich.table import Table
 
 from lnbench.atomic import unwritable, write_bytes
 from lnbench.bench.bandwidth import mlp_bandwidth_rows
+from lnbench.bench.device import gpu_meta, measured_on, own_kernels
 from lnbench.bench.kernels import bench_mlp, bench_rnn, fast_rnn_models, rnn_presets
 from lnbench.bench.runs import runner_overhead_rows, sweep_rows, train_rows
 from lnbench.bench.throughput import print_rows as print_throughput
 from lnbench.bench.throughput import throughput_rows
 from lnbench.config import user_folder
 from lnbench.errors import ConfigError
-from lnbench.nn.fast import native
+from lnbench.training.device import cuda_settings
 from lnbench.training.provenance import cpu_model
 
 DEFAULT_SHAPES = [(32, 100, 256), (4, 100, 256), (128, 100, 256), (32, 400, 256), (32, 100, 1000), (100, 784, 100)]
@@ -227,8 +228,8 @@ def _git_commit() -> Optional[str]:
 
 def _print_table(rows: list[dict], meta: dict) -> None:
     table = Table(
-        title=f"lnbench bench: ms per training step (fwd+bwd) on {meta['cpu']} ({meta['isa']}), "
-        f"{meta['threads']} threads, {meta['device']}, {meta['dtype']}; lnbench's kernels: {meta['kernels']}"
+        title=f"lnbench bench: ms per training step (fwd+bwd) on {measured_on(meta)}, {meta['device']}, "
+        f"{meta['dtype']}; lnbench's kernels: {meta['kernels']}"
     )
     for col in ("model", "impl", "B", "T", "H", "median ms", "IQR", "min", "samples/s", "mem MB", "baseline", "ratio"):
         table.add_column(col, justify="left" if col in ("model", "impl", "baseline") else "right")
@@ -314,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lnbench: error: {e}.", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
+    cuda_settings(args.device)  # float32 without TF32, as a run on CUDA computes
     t0 = time.perf_counter()
     rows, reps = timed_rows(args)
     meta = {
@@ -324,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": platform.machine(),
         "cpu": cpu_model(),
         "isa": torch.backends.cpu.get_cpu_capability(),
-        "kernels": native.status(),
+        "kernels": own_kernels(args.device),
+        **gpu_meta(args.device),
         "cpu_count": os.cpu_count(),
         "load_avg": round(os.getloadavg()[0], 2),
         "threads": args.threads,

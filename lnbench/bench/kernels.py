@@ -16,7 +16,8 @@ from lnbench.config.presets import read_preset
 from lnbench.config.schema import SequenceModelConfig, model_presets
 from lnbench.data.base import DataSpec
 from lnbench.models import MLP
-from lnbench.nn.fast.layers import NativeGRULayer, TorchKernelLayer, fast_layer
+from lnbench.nn.fast import triton_lstm
+from lnbench.nn.fast.layers import NativeGRULayer, NormalizedLayer, TorchKernelLayer, fast_layer
 from lnbench.nn.norm import as_norm_config
 from lnbench.nn.rnn import CELLS, RecurrentLayer
 
@@ -86,20 +87,26 @@ def _rnn_layer(model: str, impl: str, F: int, H: int, T: int, device, dtype) -> 
     return layer
 
 
-def _impls_for(model: str, with_ref: bool) -> list[str]:
-    """How a model runs the preset's cell, first as SequenceModel picks it: "torch" (torch's fused kernel),
-    "native" (lnbench's C++ kernels, then beside it "ops", the same layer on torch's ops only, or for the
-    un-normalized GRU "torch", torch's GRU) or "ops"; and "ref" with --ref or when that is the only way."""
-
+def _impls_for(model: str, with_ref: bool, device=torch.device("cpu")) -> list[str]:
+    """How a model runs the preset's cell on `device`, first as SequenceModel picks it: "torch" (torch's fused
+    kernel; cuDNN on CUDA), "native" (lnbench's C++ kernels, CPU) or "triton" (lnbench's Triton kernels, the LN-LSTM
+    on CUDA), then beside it "ops", the same layer on torch's ops only, or for the un-normalized GRU "torch",
+    torch's GRU; or "ops"; and "ref" with --ref or when that is the only way."""
     layer = fast_layer(_preset_cell(model, 4, 4, 2))
+    probe = torch.zeros(1, device=device)
     if layer is None:
         impls = []
     elif isinstance(layer, NativeGRULayer):
-        impls = ["native", "torch"] if layer.native(torch.zeros(1)) else ["torch"]
+        impls = ["native", "torch"] if layer.native(probe) else ["torch"]
     elif isinstance(layer, TorchKernelLayer):
         impls = ["torch"]
+    elif layer.native(probe):
+        impls = ["native", "ops"]
+    elif isinstance(layer, NormalizedLayer) and layer.use_native and triton_lstm.runs_on(probe):
+        triton_cell = layer.cell.nz.fast_kernel == "layer" and rnn_presets()[model][0] == "lstm"
+        impls = ["triton", "ops"] if triton_cell else ["ops"]
     else:
-        impls = ["native", "ops"] if layer.native(torch.zeros(1)) else ["ops"]
+        impls = ["ops"]
     return impls + (["ref"] if with_ref or not impls else [])
 
 
@@ -131,10 +138,13 @@ def bench_rnn(
             base_name = f"nn.{family.upper()}"
             cands = [_rnn_candidate(base_name, "torch", base_mod, x, device, baseline=True)]
             for m in fam_models:
-                for impl in _impls_for(m, with_ref):
+                for impl in _impls_for(m, with_ref, device):
                     if rnn_presets()[m][1]["kind"] == "batch" and B < 2:
                         continue  # BN cannot train at batch 1
-                    cands.append(_rnn_candidate(m, impl, _rnn_layer(m, impl, F, H, T, device, dtype), x, device))
+                    layer = _rnn_layer(m, impl, F, H, T, device, dtype)
+                    if impl == "triton" and not layer.triton(x):  # its first launch failed (logged): ops only
+                        continue
+                    cands.append(_rnn_candidate(m, impl, layer, x, device))
             log(f"  B={B} T={T} H={H}: {', '.join(c.name + '/' + c.impl for c in cands)}")
             times = time_interleaved(cands, reps, warmup, device)
             base_ts = times[base_name + "/torch"]

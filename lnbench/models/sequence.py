@@ -11,6 +11,7 @@ from lnbench.config.choices import Impl
 from lnbench.data.base import DataSpec
 from lnbench.errors import ConfigError
 from lnbench.models.mlp import check_compatible
+from lnbench.nn.fast.kernel_path import KernelPath
 from lnbench.nn.fast.layers import fast_layer, layer_path
 from lnbench.nn.norm import NormConfig, as_norm_config
 from lnbench.nn.rnn import CELLS, RecurrentLayer
@@ -66,10 +67,15 @@ class SequenceModel(nn.Module):
         return fast or RecurrentLayer(cell)
 
     @property
-    def kernels(self) -> str:
-        """What runs the recurrence, for the run's provenance (their rounding differs in the last bits)."""
+    def kernel_paths(self) -> list[KernelPath]:
+        """What runs the recurrence of each layer, once each (their rounding differs in the last bits)."""
         p = next(self.parameters())
-        return ", ".join(dict.fromkeys(layer_path(layer, p) for layer in self.layers))
+        return list(dict.fromkeys(layer_path(layer, p) for layer in self.layers))
+
+    @property
+    def kernels(self) -> str:
+        """`kernel_paths` as the run's provenance and checkpoint name them."""
+        return ", ".join(str(path) for path in self.kernel_paths)
 
     @contextmanager
     def reference_path(self) -> Iterator[None]:

@@ -85,7 +85,8 @@ def restore_rng(state: dict[str, Any]) -> None:
     np.random.set_state(("MT19937", np.array(state["numpy"]["key"], dtype=np.uint32), *state["numpy"]["rest"]))
     torch.set_rng_state(state["torch"])
     if state.get("cuda") and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        for i, gpu in enumerate(state["cuda"][: torch.cuda.device_count()]):  # a machine with fewer GPUs: theirs
+            torch.cuda.set_rng_state(gpu, i)
 
 
 def rng_state() -> dict[str, Any]:
@@ -95,7 +96,9 @@ def rng_state() -> dict[str, Any]:
         "python": random.getstate(),
         "numpy": {"key": key.tolist(), "rest": [int(rest[0]), int(rest[1]), float(rest[2])]},
         "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        # Only where this process has used CUDA: asking an unused GPU would start a CUDA context (hundreds of MB
+        # of its memory, a second or so) in every CPU run on a GPU machine; its generator is then as seeded.
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else [],
     }
 
 

@@ -4,17 +4,17 @@ its numbers cannot depend on the count.
 Why: with two threads on two cores and a neighbour holding one of them, every parallel region waits for the
 thread the neighbour displaced, and a step costs more than on one thread alone (docs/performance.md, issue 33).
 
-Where: only where a step gives the same bits on every count it may run on. Two checks decide, before the
-first step: the model is one whose numbers can (`same_bits_on_any_count`: a recurrent model on torch's fused
-LSTM/GRU kernel or lnbench's C++ kernels, whose rows and columns are computed whole by one thread, on the
-CPU, without gradient clipping, whose global norm torch sums in chunks by thread); and a probe: the first
-batch's loss and every gradient, computed on each candidate count, equal bit for bit those on the count
-chosen before the run. The probe is needed: torch's matrix products split their sums by thread at some
-shapes and not at others (pmnist's head weight gradient, 10 x 128 over a batch of 64, differs on 1 and 2
-threads; Tiny Shakespeare's does not). Evaluations run on the count chosen before the run, whose shapes the
-probe did not see. Elsewhere the count stays as chosen (the run's Runtime: lnbench.config.runtime).
-tests/training/test_free_cores.py trains each recurrent claim preset on 1 and 2 threads and compares every
-number with what the checks say.
+Where: only where a step gives the same bits on every count it may run on. Two checks decide, before the first step:
+the model is one whose numbers can (`same_bits_on_any_count`: a recurrent model each of whose layers runs a path
+that says so (lnbench.nn.fast.kernel_path.KernelPath: torch's fused LSTM/GRU kernel or lnbench's C++ kernels, whose
+rows and columns are computed whole by one thread), on the CPU, without gradient clipping, whose global norm torch
+sums in chunks by thread); and a probe: the first batch's loss and every gradient, computed on each candidate count,
+equal bit for bit those on the count chosen before the run. The probe is needed: torch's matrix products split their
+sums by thread at some shapes and not at others (pmnist's head weight gradient, 10 x 128 over a batch of 64, differs
+on 1 and 2 threads; Tiny Shakespeare's does not). Evaluations run on the count chosen before the run, whose shapes
+the probe did not see. Elsewhere the count stays as chosen (the run's Runtime: lnbench.config.runtime).
+tests/training/test_free_cores.py trains each recurrent claim preset on 1 and 2 threads and compares every number
+with what the checks say.
 
 Opt-in, since it adapts to the load, and recorded: the summary's `threads_followed` says which counts ran
 how many steps, and when the count changed.
@@ -41,10 +41,6 @@ from lnbench.training import tasks
 log = logging.getLogger("lnbench")
 
 SAMPLE_S = 1.0
-# The recurrent kernels a run may follow on, as lnbench.models.sequence names them in `kernels`: lnbench's (a row
-# or a column computed whole by one thread, on any count) and torch's fused LSTM/GRU (the same bits on 1 and 2
-# threads in the presets' training steps, not at every shape: the probe checks each run).
-INVARIANT_KERNELS = ("torch's fused kernel", "native (")
 MAX_CHANGES_KEPT = 100
 
 
@@ -54,14 +50,14 @@ def same_bits_on_any_count(cfg, model) -> tuple[bool, str]:
         return False, "the model is not on the CPU"
     if cfg.clip_grad_norm is not None:
         return False, "clip_grad_norm sums the gradients' norm in thread-sized chunks"
-    kernels = getattr(model, "kernels", None)
-    if not kernels:
+    paths = getattr(model, "kernel_paths", None)  # each layer's KernelPath (lnbench.models.sequence)
+    if not paths:
         return False, f"{type(model).__name__}'s ops (matrix products, layer norm's gradient sums) split sums by thread"
-    paths = [p.strip() for p in kernels.split(", ")]
-    other = [p for p in paths if not p.startswith(INVARIANT_KERNELS)]
-    if other:
+    # lnbench's C++ kernels (a row or a column computed whole by one thread, on any count) and torch's fused LSTM/GRU
+    # (the same bits on 1 and 2 threads in the presets' training steps, not at every shape: the probe checks each run)
+    if other := [str(p) for p in paths if not p.same_bits_on_any_count]:
         return False, f"its recurrence runs on {', '.join(other)}"
-    return True, f"its recurrence runs on {kernels}"
+    return True, f"its recurrence runs on {', '.join(map(str, paths))}"
 
 
 def _cpu_ticks(cores: list[int]) -> Optional[int]:

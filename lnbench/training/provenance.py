@@ -15,13 +15,14 @@ import sys
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
 from lnbench.config.runtime import Runtime
+from lnbench.nn.fast.kernel_path import KernelPath
 
-PACKAGES = ("lnbench", "torch", "hydra-core", "omegaconf", "wandb")
+PACKAGES = ("lnbench", "torch", "hydra-core", "omegaconf", "wandb", "triton")
 # How the launcher set up the process, recorded where set: how idle OpenMP threads wait, a preloaded
 # allocator, malloc's own settings, a lowered ISA for torch's kernels (and lnbench's)
 RUNTIME_ENV = (
@@ -32,14 +33,20 @@ RUNTIME_ENV = (
     "MALLOC_ARENA_MAX",
     "ATEN_CPU_CAPABILITY",
     "LNBENCH_NATIVE",
+    "LNBENCH_TRITON",
+    "LNBENCH_CUDA_GRAPHS",
 )
 SOURCE = Path(__file__).resolve().parents[2]  # the checkout's root when lnbench runs from one
 
 
-def collect(device: str | None = None, kernels: str | None = None, runtime: Runtime | None = None) -> dict[str, Any]:
+def collect(
+    device: str | None = None, kernels: Sequence[KernelPath] | None = None, runtime: Runtime | None = None
+) -> dict[str, Any]:
     """Flat keys (the W&B summary shows them as provenance/<key>); values a JSON file can hold. `kernels`:
-    what runs the model's recurrence (lnbench.models.sequence), which decides its last bits; `runtime`: the
-    run's thread count and how it was decided (lnbench.config.runtime), since it decides them too, and its heap."""
+    what runs the model's recurrence (lnbench.models.sequence's kernel_paths), which decides its last bits, and
+    whether those bits are the same on any thread count; `runtime`: the run's thread count and how it was decided
+    (lnbench.config.runtime), since it decides them too, and its heap. On CUDA: the GPU, and the math modes that
+    decide its bits (lnbench.training.device.cuda_settings)."""
     info: dict[str, Any] = {**git_state(SOURCE)}
     info.update({f"{name.replace('-', '_')}_version": version(name) for name in PACKAGES})
     info.update(
@@ -55,11 +62,16 @@ def collect(device: str | None = None, kernels: str | None = None, runtime: Runt
     if runtime is not None and runtime.keeps_freed_memory:
         info["malloc"] = "keeps freed memory (lnbench.launch.process.heap)"
     if kernels is not None:
-        info["kernels"] = kernels
+        info["kernels"] = ", ".join(map(str, kernels))
+        info["kernels_same_bits_on_any_thread_count"] = all(k.same_bits_on_any_count for k in kernels)
     if device is not None:
         info["device"] = device
         if device.startswith("cuda") and torch.cuda.is_available():
             info["gpu"] = torch.cuda.get_device_name(torch.device(device))
+            info["cuda_version"] = torch.version.cuda
+            info["cudnn_version"] = torch.backends.cudnn.version()
+            info["cuda_tf32"] = torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32
+            info["cudnn_deterministic"] = torch.backends.cudnn.deterministic
     return info
 
 

@@ -25,11 +25,12 @@ from lnbench import phases
 from lnbench.config.runtime import Runtime
 from lnbench.config.validate import validate
 from lnbench.data import cache as data_cache
-from lnbench.errors import ConfigError, Diverged, Interrupted, refused_while_building
+from lnbench.errors import Diverged, Interrupted, refused_while_building
 from lnbench.nn.norm import normalizer
 from lnbench.runs import CheckpointKey as Key
 from lnbench.runs import RunLock, Summary, write_config
 from lnbench.training import checkpoint, free_cores, provenance, tasks
+from lnbench.training.device import cuda_settings, resolve_device
 from lnbench.training.flags import suspect
 from lnbench.training.sinks import sink_state_from_checkpoint
 from lnbench.training.tracker import Tracker, end_of_run_block
@@ -41,19 +42,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(
-            f"device={name} is not allowed here: torch sees no CUDA device. Use device=cpu or device=auto."
-        )
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError(f"device={name} is not allowed here: MPS is not available. Use device=cpu or device=auto.")
-    return device
 
 
 # ---- the recipe's steps: each takes only its own config subtree ---------------------------------
@@ -158,6 +146,7 @@ def train(
     with nullcontext() if locked else RunLock(run_dir):  # one process per run directory
         timer, start = phases.Timer.from_env(run_dir), time.perf_counter()
         device = resolve_device(str(cfg.device))
+        cuda_settings(device)
         config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
         if ckpt is UNREAD:
             ckpt = checkpoint.load(run_dir, config)  # None for a new run; a resume may not change the config
@@ -210,6 +199,10 @@ class Recipe:
     def kernels(self) -> str | None:
         """What runs the model's recurrence (its rounding differs in the last bits)."""
         return getattr(self.model, "kernels", None)
+
+    def kernel_paths(self):
+        """The same as values (lnbench.nn.fast.kernel_path.KernelPath, one per layer), for the provenance."""
+        return getattr(self.model, "kernel_paths", None)
 
     def model_state(self) -> dict[str, Any]:
         return self.model.state_dict()
@@ -347,7 +340,7 @@ class Recipe:
                 primary_metric=primary,
                 baseline=self.spec.baseline,
                 threads=self.runtime.threads,
-                provenance=provenance.collect(str(self.device), self.kernels(), self.runtime),
+                provenance=provenance.collect(str(self.device), self.kernel_paths(), self.runtime),
             )
         start_step, loop_start = self.step, time.perf_counter()
         self.model.train()

@@ -26,12 +26,14 @@ from omegaconf import DictConfig, OmegaConf
 from lnbench import phases
 from lnbench.config.runtime import Runtime
 from lnbench.errors import Diverged, Interrupted, UserError
+from lnbench.nn.fast.kernel_path import KernelPath
 from lnbench.runs import TRAIN_LOG, Summary, write_config
 from lnbench.runs import CheckpointKey as Key
 from lnbench.training import checkpoint, provenance, tasks
+from lnbench.training.device import cuda_settings, resolve_device
 from lnbench.training.flags import suspect
 from lnbench.training.pack import NotPackable, Pack, check_packable, hyperparameters, shared_optimizer
-from lnbench.training.recipe import Recipe, evaluate, fmt, resolve_device, seed_everything, setup_data
+from lnbench.training.recipe import Recipe, evaluate, fmt, seed_everything, setup_data
 from lnbench.training.tracker import Tracker, end_of_run_block
 
 log = logging.getLogger("lnbench")
@@ -71,6 +73,11 @@ class Replica(Recipe):
 
     def kernels(self) -> str:
         return KERNELS
+
+    def kernel_path(self) -> KernelPath:
+        """As the provenance names it: torch's ops on the CPU split their sums by thread; on a GPU no CPU thread
+        computes a number of it."""
+        return KernelPath(KERNELS, "", self.device.type != "cpu")
 
     def model_state(self) -> dict[str, Any]:
         return {k: v.clone() for k, v in self.model.state_dict().items()}  # a view would save the whole stack
@@ -126,7 +133,7 @@ class Replica(Recipe):
             primary_metric=tasks.primary_metric(self.spec),
             baseline=self.spec.baseline,
             threads=self.runtime.threads,
-            provenance=provenance.collect(str(self.device), self.kernels(), self.runtime),
+            provenance=provenance.collect(str(self.device), [self.kernel_path()], self.runtime),
         )
         self.summary.extra["packed"] = size  # trained as one of this many replicas (time_per_step is the pack's)
         self.start_step = self.step
@@ -202,6 +209,7 @@ def train_pack(jobs: list[PackJob], runtime: Runtime | None = None) -> list[tupl
     configs = [OmegaConf.to_container(j.cfg, resolve=True, enum_to_str=True) for j in jobs]
     check_packable(configs, [Path(j.run_dir) for j in jobs])
     device = resolve_device(str(jobs[0].cfg.device))
+    cuda_settings(device)  # as a solo run on CUDA computes (lnbench.training.device)
     outcomes: list[tuple[str, Any] | None] = [None] * len(jobs)
     ckpts: dict[int, dict[str, Any] | None] = {}
     for i, (job, config) in enumerate(zip(jobs, configs)):

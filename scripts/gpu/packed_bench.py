@@ -39,6 +39,8 @@ from hydra import compose as hydra_compose  # noqa: E402
 from hydra import initialize_config_dir  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
+from lnbench import phases  # noqa: E402
+from lnbench.config.runtime import Runtime  # noqa: E402
 from lnbench.config.schema import register_configs  # noqa: E402
 from lnbench.launch.entry import CONF_DIR  # noqa: E402
 from lnbench.training import recipe  # noqa: E402
@@ -102,7 +104,8 @@ def configs(workload: str, k: int, device: str, data: Path):
 
 def solo_step_s(cfg, device: torch.device, folder: Path, min_s: float) -> float:
     recipe.seed_everything(cfg.seed)
-    r = recipe.Recipe(cfg, folder, device, OmegaConf.to_container(cfg, resolve=True, enum_to_str=True), None)
+    config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    r = recipe.Recipe(cfg, folder, device, config, None, Runtime.configured(cfg), phases.Timer())
     state = {"step": 0}
 
     def step():
@@ -114,7 +117,13 @@ def solo_step_s(cfg, device: torch.device, folder: Path, min_s: float) -> float:
 
 def packed_step_s(cfgs, device: torch.device, folder: Path, min_s: float) -> dict[str, float]:
     replicas = [
-        Replica(PackJob(c, folder / str(i)), device, OmegaConf.to_container(c, resolve=True, enum_to_str=True), None)
+        Replica(
+            PackJob(c, folder / str(i)),
+            device,
+            OmegaConf.to_container(c, resolve=True, enum_to_str=True),
+            None,
+            Runtime.configured(c),
+        )
         for i, c in enumerate(cfgs)
     ]
     pack = make_pack(replicas, device)

@@ -54,3 +54,14 @@ def test_a_forked_jobs_bug_comes_back_with_the_childs_traceback(tmp_path):
     with pytest.raises(TypeError) as e:
         isolate.in_child_process(tmp_path, broken_model)
     assert "in broken_model" in e.value.child_traceback and "return len(sizes)" in e.value.child_traceback
+
+
+def test_a_process_that_started_cuda_runs_the_job_itself(tmp_path, monkeypatch, caplog):
+    """A child forked from a process with a CUDA context cannot use CUDA: the job then runs in this process."""
+    import os
+
+    monkeypatch.setattr(isolate, "cuda_started", lambda: True)
+    assert isolate.in_child_process(tmp_path, os.getpid) == os.getpid()
+    assert "started CUDA" in caplog.text
+    monkeypatch.setattr(isolate, "cuda_started", lambda: False)
+    assert isolate.in_child_process(tmp_path, os.getpid) != os.getpid()

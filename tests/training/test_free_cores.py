@@ -96,6 +96,23 @@ def test_runs_whose_numbers_depend_on_the_count_may_not_follow():
     assert not may and "reference loop" in why
 
 
+def test_the_verdict_asks_each_layers_kernel_path_not_its_name(monkeypatch):
+    """same_bits_on_any_count reads each path's declared property (lnbench.nn.fast.kernel_path), whatever it is
+    called: a path named like lnbench's own kernels that says its numbers follow the thread count is refused."""
+    from lnbench.models.sequence import SequenceModel
+    from lnbench.nn.fast.kernel_path import KernelPath
+
+    cfg = compose_train(["model=ln_lstm", "dataset=adding"])
+    model = setup_model(cfg.model, setup_data(cfg.dataset).spec, torch.device("cpu"))
+    posing = KernelPath("native", "AVX512 build", False)
+    monkeypatch.setattr(SequenceModel, "kernel_paths", property(lambda self: [posing]))
+    may, why = free_cores.same_bits_on_any_count(cfg, model)
+    assert not may and "native (AVX512 build)" in why
+    honest = KernelPath("some kernel", "", True)
+    monkeypatch.setattr(SequenceModel, "kernel_paths", property(lambda self: [honest]))
+    assert free_cores.same_bits_on_any_count(cfg, model) == (True, "its recurrence runs on some kernel")
+
+
 @two_cores
 def test_the_summary_and_the_log_say_when_the_count_changed(tmp_path, monkeypatch, caplog):
     cfg = preset_cfg("seq_len_sweep", "bn_lstm", "steps=12")

@@ -58,6 +58,12 @@ def in_child_process(run_dir: Path, fn, *args, **kwargs):
     StopSignals takes it, so that a job asked to stop while it starts still checkpoints.
     """
     warm_up()
+    if cuda_started():
+        log.warning(
+            "this process has started CUDA, and a forked child could not use it: the job runs in this process "
+            "(a crash of it ends the sweep's process too)"
+        )
+        return fn(*args, **kwargs)
     read_end, write_end = os.pipe()
     native_end, native_write = os.pipe()  # the child's faulthandler output, for its crash.log
     for h in [*logging.getLogger().handlers, *log.handlers]:  # or the child writes their buffers again
@@ -86,6 +92,14 @@ def in_child_process(run_dir: Path, fn, *args, **kwargs):
             f.write(native)
     with timer.phase(phases.JOB_UNPICKLED):
         return _answer(data, status, received, run_dir)
+
+
+def cuda_started() -> bool:
+    """Whether this process holds a CUDA context: CUDA cannot be used in a child forked after that (it fails to
+    initialize there), so the job then runs here. lnbench's launcher never starts it (lnbench.cli: availability
+    through NVML; lnbench.data.memory: the GPU's free memory through NVML)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.cuda.is_initialized()
 
 
 def _child(read_end: int, write_end: int, fn, args, kwargs) -> None:

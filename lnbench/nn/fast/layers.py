@@ -11,20 +11,26 @@ It returns None where it has no fast path; the caller then runs the reference lo
 - Layer norm and BN_t (`NormalizedLayer`): lnbench's C++ kernels, the whole layer in one call each way
   (W_x x and N_x included); or, without them, the input side (W_x x, its normalizer, the gate bias) for all
   steps at once under ordinary autograd, then the recurrence inside ONE autograd.Function with a
-  hand-written backward through time on torch's ops (lnbench.nn.fast.recurrence).
+  hand-written backward through time on torch's ops (lnbench.nn.fast.recurrence). On CUDA the LN-LSTM's
+  recurrence runs lnbench's Triton kernels instead (lnbench.nn.fast.triton_lstm), where they run.
+
+What runs a layer on given tensors is a value, `layer_path(layer, x) -> KernelPath` (lnbench.nn.fast.kernel_path).
 
 Supported: LSTMCell / GRUCell with norm none, weight, layer or batch. The backward is once-differentiable.
 """
 
 from __future__ import annotations
 
+import logging
+import warnings
 from typing import Optional
 
 import torch
 from torch import _VF, Tensor, nn
 from torch.nn import functional as F
 
-from lnbench.nn.fast import native
+from lnbench.nn.fast import native, triton_graphs, triton_lstm
+from lnbench.nn.fast.kernel_path import FUSED, NATIVE, REFERENCE, TORCH_OPS, TRITON, KernelPath, on_device
 from lnbench.nn.fast.recurrence import (
     GRURecurrence,
     LSTMRecurrence,
@@ -36,18 +42,44 @@ from lnbench.nn.fast.step_norms import ColumnLayerNorm, NativeNorms, StepNorm, n
 from lnbench.nn.norm import normalizer
 from lnbench.nn.rnn import GRUCell, LSTMCell, RecurrentLayer, State
 
+log = logging.getLogger("lnbench")
+# TorchKernelLayer hands cuDNN the cell's own weights (four tensors, so that the state_dict stays the cell's): cuDNN
+# copies them into its packed buffer at every call (one pass over the weights) and torch warns at each call.
+warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous chunk of memory")
+
 
 class NormalizedLayer(nn.Module):
     """`RecurrentLayer(cell)` for LN and BN_t cells, the recurrence in one autograd.Function: in lnbench's C++
     kernels where `use_native` and they are built (lnbench.nn.fast.native), else in torch ops."""
 
-    def __init__(self, cell: nn.Module, use_native: bool = True):
+    def __init__(self, cell: nn.Module, use_native: bool = True, graphs: Optional[bool] = None):
         super().__init__()
         self.cell, self.use_native = cell, use_native
+        self.graphs = graphs  # the Triton LN-LSTM's training steps as CUDA graphs; None: LNBENCH_CUDA_GRAPHS decides
 
     def native(self, x: Tensor) -> bool:
         """Whether the C++ kernels run this layer on x (they compute W_x x and W_h h with no Linear bias)."""
         return self.use_native and not self.cell.nz.linear_bias and native_runs(x)
+
+    def triton(self, x: Tensor) -> bool:
+        """Whether lnbench's Triton kernels run this layer's recurrence on x: the LN-LSTM on CUDA, float32, once a
+        first small launch (compile) gave the torch-op loop's numbers on this device (triton_lstm.works)."""
+        cell = self.cell
+        ok = self.use_native and isinstance(cell, LSTMCell) and cell.nz.fast_kernel == "layer"
+        ok = ok and cell.nz.norm_bias and cell.norm_h.bias is not None and cell.norm_c.bias is not None
+        return ok and triton_lstm.runs_on(x) and triton_lstm.works(x.device, cell.hidden_size)
+
+    def graphed(self, x: Tensor) -> bool:
+        """Whether the Triton LN-LSTM's training steps replay CUDA graphs of its loops (lnbench.nn.fast.triton_graphs:
+        the same kernels in the same order, so the same bits, with fewer launches from Python)."""
+        return x.is_cuda and (self.graphs if self.graphs is not None else triton_graphs.enabled())
+
+    def path(self, x: Tensor) -> KernelPath:
+        if self.native(x):
+            return KernelPath(NATIVE, f"{native.isa()} build", True)
+        if self.triton(x):
+            return KernelPath(TRITON, "CUDA graphs", True) if self.graphed(x) else on_device(TRITON, x.device.type)
+        return on_device(TORCH_OPS, x.device.type)
 
     def forward(self, x: Tensor, state: Optional[State] = None) -> tuple[Tensor, State]:
         cell = self.cell
@@ -74,11 +106,13 @@ class NormalizedLayer(nn.Module):
             norms, fn = NativeNorms(cell, T), NativeLSTMRecurrence
         elif self.native(x):  # the GRU
             return native_gru(cell, x, state)
+        elif isinstance(cell, LSTMCell) and self.triton(x):
+            return self._triton_lstm(x, state)
         elif isinstance(cell, LSTMCell):
             xp = self._project_lstm(x)
             h0, c0 = cell.initial_state(B, xp) if state is None else state
             args = (xp, h0, c0, Wh, *_wb(cell.norm_h), *_wb(cell.norm_c))
-            two = torch.tensor(2.0, dtype=xp.dtype, device=xp.device)
+            two = xp.new_full((), 2.0)  # a fill, not a copy from the host: capturable in a CUDA graph
             kernel = cell.nz.fast_kernel
             norms = (
                 StepNorm(cell.norm_h, kernel, T, lstm_scale(cell.hidden_size, xp)),
@@ -94,6 +128,21 @@ class NormalizedLayer(nn.Module):
         need_grad = torch.is_grad_enabled() and any(a is not None and a.requires_grad for a in args)
         out, *final = fn.apply(norms, need_grad, *args)
         return out, tuple(final)
+
+    def _triton_lstm(self, x: Tensor, state: Optional[State]) -> tuple[Tensor, State]:
+        cell = self.cell
+        xp = self._project_lstm(x)
+        h0, c0 = cell.initial_state(x.shape[1], xp) if state is None else state
+        args = (xp, h0, c0, cell.weight_h.weight, *_wb(cell.norm_h), *_wb(cell.norm_c))
+        eps = (cell.norm_h.eps, cell.norm_c.eps)
+        need_grad = torch.is_grad_enabled() and any(a.requires_grad for a in args)
+        if need_grad and self.graphed(x):
+            T, B = x.shape[:2]
+            if (graphs := triton_graphs.graphs_for(T, B, cell.hidden_size, eps, x.device)) is not None:
+                out, h, c = triton_graphs.GraphedTritonLSTMRecurrence.apply(graphs, *args)
+                return out, (h, c)
+        out, h, c = triton_lstm.TritonLSTMRecurrence.apply(need_grad, *args, *eps)
+        return out, (h, c)
 
     def _project_lstm(self, x: Tensor) -> Tensor:
         """cell.project_input(x); for LN the gate bias b is folded into LN's own bias (one pass less)."""
@@ -165,7 +214,7 @@ class TorchKernelLayer(nn.Module):
             c0 = h0 if state is None else state[1].unsqueeze(0)
             out, h, c = _VF.lstm(x, (h0, c0), weights, True, 1, 0.0, self.training, False, False)
             return out, (h[0], c[0])
-        s = self.sign.to(x.dtype)
+        s = self.sign.to(x.device, x.dtype)  # SequenceModel keeps its layers in a plain list: .to(device) skips them
         weights = [weights[0] * s[:, None], weights[1] * s[:, None], weights[2] * s, weights[3] * s]
         out, h = _VF.gru(x, h0, weights, True, 1, 0.0, self.training, False, False)
         return out, (h[0],)
@@ -211,13 +260,15 @@ def fast_layer(cell: nn.Module, use_native: bool = True) -> Optional[nn.Module]:
     return NormalizedLayer(cell, use_native)
 
 
-def layer_path(layer: nn.Module, like: Tensor) -> str:
-    """What computes `layer` on tensors like `like`: "torch's fused kernel", lnbench's C++ kernels
-    ("native (AVX512 build)"), "torch ops" or "reference loop"."""
-    if isinstance(layer, NativeGRULayer):
-        return native.status() if layer.native(like) else "torch's fused kernel"
+def layer_path(layer: nn.Module, like: Tensor) -> KernelPath:
+    """What computes `layer` on tensors like `like` (str() of it as provenance has always named it): "torch's fused
+    kernel", lnbench's C++ kernels ("native (AVX512 build)"), lnbench's Triton kernels ("triton (CUDA)"), "torch ops"
+    or "reference loop"; the device added on a GPU."""
+    device = like.device.type
+    if isinstance(layer, NativeGRULayer) and layer.native(like):
+        return KernelPath(NATIVE, f"{native.isa()} build", True)
     if isinstance(layer, TorchKernelLayer):
-        return "torch's fused kernel"
+        return on_device(FUSED, device, cpu_same_bits=True)
     if isinstance(layer, NormalizedLayer):
-        return native.status() if layer.native(like) else "torch ops"
-    return "reference loop"
+        return layer.path(like)
+    return on_device(REFERENCE, device)
