@@ -36,4 +36,5 @@ def cuda_settings(device: torch.device) -> None:
         torch.backends.cudnn.allow_tf32 = False
         torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
-        torch.cuda.set_device(device)  # so that a kernel launched without a device argument lands on the run's
+        if device.index is not None:  # `cuda` alone is the current device already (set_device refuses it)
+            torch.cuda.set_device(device)  # so that a kernel launched without a device argument lands on the run's

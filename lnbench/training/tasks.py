@@ -33,7 +33,7 @@ def loss_and_metrics(spec: DataSpec, out: Tensor, y: Tensor) -> tuple[Tensor, Te
     """
     if spec.task == "regress":
         loss = F.mse_loss(out.float(), y.float())
-        return loss, torch.stack([loss, loss]).detach(), torch.tensor(y.numel())
+        return loss, torch.stack([loss, loss]).detach(), torch.tensor(y.numel(), device=y.device)
     if spec.task == "bound":
         return variational_bound(out, y)
     logits = out.reshape(-1, out.shape[-1])
@@ -56,4 +56,4 @@ def variational_bound(out: tuple[Tensor, Tensor], y: Tensor) -> tuple[Tensor, Te
     recon = F.binary_cross_entropy_with_logits(logits.float(), y.float(), reduction="none").sum(-1)
     bound = (recon + kl.float()).mean()
     values = torch.stack([bound, bound, recon.mean(), kl.float().mean()]).detach()
-    return bound, values, torch.tensor(len(y))
+    return bound, values, torch.tensor(len(y), device=y.device)

@@ -52,3 +52,19 @@ def test_a_cuda_sweep_forks_jobs_that_use_cuda(tmp_path):
     for job in ("0", "1"):
         summary = summary_of(out / job)
         assert summary["status"] == "completed" and summary["provenance"]["device"] == DEVICE
+
+
+def test_a_packed_sweep_on_cuda_completes_every_replica(tmp_path):
+    """hydra/launcher=packed on the GPU: 3 seeds as one pack, each an ordinary completed run whose numbers are its
+    own (an evaluation once summed a CUDA metric with a count kept on the CPU, and every replica failed)."""
+    out = tmp_path / "sweep"
+    done = run_cli(
+        "train", "-m", "hydra/launcher=packed", "model=ln_lstm", "model.hidden_size=8", "dataset=adding",
+        "dataset.seq_len=8", "dataset.val_size=16", "dataset.test_size=16", "dataset.batch_size=8", "steps=3",
+        "eval_every=3", "seed=0,1,2", f"device={DEVICE}", "progress=false", "logger=none", f"hydra.sweep.dir={out}",
+        cwd=REPO, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    summaries = [summary_of(out / job) for job in ("0", "1", "2")]
+    assert all(s["status"] == "completed" and s["packed"] == 3 for s in summaries)
+    assert len({s["test"]["mse"] for s in summaries}) == 3  # three seeds, three models
