@@ -30,6 +30,7 @@ from lnbench.runs import CRASH_LOG
 
 log = logging.getLogger("lnbench")
 CONF_DIR = str(lnbench.CONF_DIR)  # Hydra takes config_path as a string
+VERSION_BASE = "1.3"  # hydra.main's; lnbench check's in-process sweeps set the same (lnbench.check.inprocess)
 
 
 def main(args: list[str]) -> int:
@@ -65,7 +66,7 @@ def hydra_app(plan: Plan):
     import hydra
 
     sys.argv = ["lnbench train", *plan.args]  # Hydra reads sys.argv itself, and names the program from it
-    app = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="train")(Job(plan))
+    app = hydra.main(version_base=VERSION_BASE, config_path=CONF_DIR, config_name="train")(Job(plan))
     return lambda: app() or 0
 
 

@@ -347,9 +347,11 @@ def test_check_page_lists_every_verdict_with_its_interval_and_a_link(tmp_path):
 def test_check_fails_when_a_preset_gives_no_verdict(tmp_path, monkeypatch):
     from lnbench.check import cli as check
 
-    def no_runs(args, preset):
-        return check.Outcome(preset, tmp_path / preset, 1.0, (0.0, 0.0), 1, [], "the sweep left no runs")
+    class NoRuns:  # a runner whose preset's sweep left no runs
+        def run(self, checks, done):
+            for c in checks:
+                done(check.Outcome(c.preset, tmp_path / c.preset, 1.0, (0.0, 0.0), 1, [], "the sweep left no runs"))
 
-    monkeypatch.setattr(check, "run_preset", no_runs)
+    monkeypatch.setattr(check, "make_runner", lambda args: (NoRuns(), 1))
     assert check.main(["pmnist", "--out", str(tmp_path)]) == 1
     assert "no verdict: the sweep left no runs" in (tmp_path / "check.md").read_text()

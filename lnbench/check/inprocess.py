@@ -1,0 +1,129 @@
+"""`lnbench train -m ARGS` as lnbench check runs it on a warm pool (lnbench.launch.process.pool): the sweep composed
+in the check's own process by Hydra, as `lnbench train` would compose it (the same overrides, the same
+`hydra.mode=MULTIRUN`, Hydra's basic sweeper writing multirun.yaml and listing the jobs, the sweep's callbacks
+called at its start and end), its jobs then run by the pool's workers as Hydra's joblib launcher runs them. So
+the run directories and their `.hydra/` records are the ones a sweep of its own leaves, and `lnbench status`,
+`lnbench report` and a rerun read them as before; only the processes differ: one Hydra and one pool for the
+whole check, not a Hydra, a preflight and a loky pool per round.
+
+The jobs' checks before the first job (lnbench.launch.preflight) are not repeated per round: the check ran
+them once over the user's overrides with every preset (lnbench.check.args.check_overrides), and a round's other
+overrides are the check's own. A job whose config cannot be composed fails alone, with its reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+from hydra import version
+from hydra._internal.callbacks import Callbacks
+from hydra._internal.hydra import Hydra
+from hydra._internal.utils import (
+    create_automatic_config_search_path,
+    detect_calling_file_or_module_from_task_function,
+    detect_task_name,
+)
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.plugins import Plugins
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobStatus, setup_globals
+from hydra.types import HydraContext, RunMode
+from omegaconf import OmegaConf
+
+from lnbench.config import overrides as hydra_args
+from lnbench.config.hydra_errors import composing
+from lnbench.config.renamed import rewrite_and_say
+from lnbench.config.schema import register_configs
+from lnbench.config.validate import validate_sweep
+from lnbench.errors import UserError
+from lnbench.launch.entry import CONF_DIR, VERSION_BASE, Job
+from lnbench.launch.preflight import Plan, hydra_value
+from lnbench.launch.process.pool import JOBLIB, SweepContext
+from lnbench.launch.sweep import stop as sweep_stop
+
+_keys = count()
+
+
+@dataclass
+class Sweep:
+    """One sweep composed here, its jobs to run on the pool, and its callbacks to end it with."""
+
+    out_dir: Path
+    context: SweepContext
+    jobs: list[tuple[int, list[str]]]  # (job number, overrides)
+    callbacks: Any
+    failed: list[str] = field(default_factory=list)  # one line per job that did not complete
+
+    def end(self) -> int:
+        """The sweep's end, as `lnbench train -m` ends: its callbacks' end (the end-of-sweep block) and its exit
+        code (1 where a job failed, as Hydra's sweeper raises the first failure)."""
+        self.callbacks.on_multirun_end(config=self.context.config, config_name="train")
+        sweep_stop.clear(self.out_dir)
+        return 1 if self.failed else 0
+
+
+class SweepRefused(Exception):
+    """The sweep's overrides do not compose (exit 2 of `lnbench train`): the message says why."""
+
+
+class InProcessHydra:
+    """One Hydra for all the sweeps of a check, made as `lnbench train`'s hydra.main makes its own."""
+
+    def __init__(self):
+        register_configs()
+        version.setbase(VERSION_BASE)
+        calling_file, calling_module = detect_calling_file_or_module_from_task_function(Job(None))
+        search_path = create_automatic_config_search_path(calling_file, calling_module, CONF_DIR)
+        GlobalHydra.instance().clear()
+        self.hydra = Hydra.create_main_hydra2(
+            task_name=detect_task_name(calling_file, calling_module), config_search_path=search_path
+        )
+
+    def sweep(self, args: list[str]) -> Sweep:
+        """`lnbench train ARGS` (ARGS with -m and hydra.sweep.dir=...), composed; its jobs not run yet."""
+        args = [a for a in args if a in ("-m", "--multirun")] + [a for a in args if a not in ("-m", "--multirun")]
+        args = rewrite_and_say(args)
+        given = [a.split("=", 1)[1] for a in args if a.startswith("hydra.sweep.dir=")]
+        if not given:
+            raise SweepRefused("a sweep of lnbench check names its directory (hydra.sweep.dir=...)")
+        out_dir = Path(given[-1])
+        plan = Plan([*args, f"hydra.sweep.dir={hydra_value(str(out_dir))}"], True, out_dir, "in-process")
+        task_function = Job(plan)
+        overrides = [*hydra_args.parse(plan.args).overrides, "hydra.mode=MULTIRUN"]  # as Hydra's _run_app adds
+        setup_globals()
+        try:
+            with composing(overrides):
+                cfg = self.hydra.compose_config("train", overrides, run_mode=RunMode.MULTIRUN)
+            validate_sweep(cfg)
+        except UserError as e:
+            raise SweepRefused(str(e)) from None
+        sweep_stop.clear(out_dir)  # as lnbench train: a rerun of a stopped sweep starts afresh
+        callbacks = Callbacks(cfg)
+        callbacks.on_multirun_start(config=cfg, config_name="train")
+        context = HydraContext(config_loader=self.hydra.config_loader, callbacks=callbacks)
+        sweeper = Plugins.instance().instantiate_sweeper(config=cfg, hydra_context=context, task_function=task_function)
+        listed = ListedJobs()
+        sweeper.launcher = listed
+        # Each job's config is composed by the worker that runs it (as joblib's workers do): composing each
+        # here first too would cost ~0.1 s a job in this process.
+        sweeper.validate_batch_is_legal = lambda batch: None
+        task_overrides = OmegaConf.to_container(cfg.hydra.overrides.task, resolve=False)
+        sweeper.sweep(arguments=task_overrides)  # writes multirun.yaml; the jobs go to `listed`
+        ids = JOBLIB if str(cfg.hydra.launcher._target_).endswith("JoblibLauncher") else "basic"
+        state = Singleton.get_state()
+        sweep = SweepContext(f"{next(_keys)}:{out_dir}", context, cfg, task_function, state, ids, VERSION_BASE)
+        return Sweep(out_dir, sweep, listed.jobs, callbacks)
+
+
+class ListedJobs:
+    """Stands in for the sweep's launcher: keeps the jobs Hydra's sweeper hands it, for the pool to run."""
+
+    def __init__(self):
+        self.jobs: list[tuple[int, list[str]]] = []
+
+    def launch(self, job_overrides, initial_job_idx: int):
+        self.jobs += [(initial_job_idx + i, list(o)) for i, o in enumerate(job_overrides)]
+        return [JobReturn(status=JobStatus.COMPLETED) for _ in job_overrides]
