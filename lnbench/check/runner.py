@@ -89,7 +89,6 @@ class Ticket:
     sweep: Any = field(compare=False)
     idx: int = field(compare=False)
     overrides: list[str] = field(compare=False)
-    cost: float = field(compare=False)  # predicted worker-seconds
 
 
 class PoolRunner:
@@ -111,12 +110,15 @@ class PoolRunner:
         return sum(self.measured) / len(self.measured) if self.measured else DEFAULT_JOB_S
 
     def queued_s(self) -> float:
-        """Worker-seconds of the jobs queued or running (a running one: its predicted cost less its time so far)."""
-        now = time.time()
-        queued = sum(t.cost for t in self.queue)
+        """Worker-seconds of the jobs queued or running (a running one: its predicted cost less its time so far),
+        each at its preset's job cost as measured now."""
+        now, cost = time.time(), {}
+        for t in [*self.queue, *self.running.values()]:
+            cost.setdefault(id(t.active), self.job_s(t.active.check))
+        queued = sum(cost[id(t.active)] for t in self.queue)
         for w in self.pool.busy if self.pool else ():
             t = self.running.get(w.pid)
-            queued += max(0.0, t.cost - (now - w.started)) if t else 0.0
+            queued += max(0.0, cost[id(t.active)] - (now - w.started)) if t else 0.0
         return queued
 
     # ---- the loop ------------------------------------------------------------------------------------
@@ -171,7 +173,6 @@ class PoolRunner:
 
     def _enqueue(self, a: Active) -> int:
         """The jobs of a preset's new round queued; how many."""
-        cost = self.job_s(a.check)
         a.left = 0
         for s in a.sweeps:
             if isinstance(s, int):
@@ -179,7 +180,7 @@ class PoolRunner:
             for n, (idx, overrides) in enumerate(s.jobs):
                 probe = a.rounds == 1 and n == 0 and not a.check.job_s  # its first job measures the preset early
                 priority = (0 if probe else 1, a.order, next(self.seq))
-                heapq.heappush(self.queue, Ticket(priority, a, s, idx, overrides, cost))
+                heapq.heappush(self.queue, Ticket(priority, a, s, idx, overrides))
                 a.left += 1
         return a.left
 
