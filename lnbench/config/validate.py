@@ -240,6 +240,8 @@ def validate_sweep(master: Any) -> None:
             "hydra.launcher.n_jobs=0 is not allowed: it is how many jobs joblib runs at once. Give an "
             "integer >= 1, or -1 for one job per core (-2 for all cores but one)."
         )
+    if str(launcher.get("_target_", "")).endswith(".PackedLauncher"):
+        check_pack_size(launcher.get("size"))
     if not str(OmegaConf.select(master, "hydra.sweeper._target_", default="")).endswith(".BasicSweeper"):
         return
     params = OmegaConf.select(master, "hydra.sweeper.params", default=None) or {}
@@ -252,3 +254,13 @@ def validate_sweep(master: Any) -> None:
                 f"{' and '.join(twice)} more than once, so the sweep would run the same job twice. Give each value "
                 "once."
             )
+
+
+def check_pack_size(size: Any) -> int:
+    """hydra.launcher.size of the packed launcher (lnbench.launch.sweep.pack): the most replicas one pack trains."""
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ConfigError(
+            f"hydra.launcher.size={size!r} is not allowed: it is the most replicas one pack trains, an integer >= 1 "
+            f"(1 trains every job alone, as the basic launcher does)."
+        )
+    return size

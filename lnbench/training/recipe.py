@@ -212,7 +212,14 @@ class Recipe:
         self.sinks_resume, self.elapsed_before = sink_state_from_checkpoint(ckpt), (ckpt or {}).get("elapsed", 0.0)
         self.eval_time = self.checkpoint_time = self.test_time = 0.0
 
-    # ---- checkpoints ----
+    # ---- checkpoints (a packed replica's kernels and model state: lnbench.training.replicas) ----
+    def kernels(self) -> str | None:
+        """What runs the model's recurrence (its rounding differs in the last bits)."""
+        return getattr(self.model, "kernels", None)
+
+    def model_state(self) -> dict[str, Any]:
+        return self.model.state_dict()
+
     def load_checkpoint(self, ckpt: dict[str, Any]) -> None:
         self.model.load_state_dict(ckpt["model"])
         self.optimizer.load_state_dict(ckpt["optimizer"])
@@ -222,7 +229,7 @@ class Recipe:
         self.window = [w.to(self.device) for w in ckpt["window"]]
         self.resumed_at = ckpt["resumed_at"] + [self.step]
         log.info("resuming %s from its checkpoint at step %d", self.run_dir, self.step)
-        began, now = ckpt.get("kernels"), getattr(self.model, "kernels", None)
+        began, now = ckpt.get("kernels"), self.kernels()
         if began and began != now:
             log.warning(
                 "this run began on %s and continues on %s: from here its numbers differ in the last bits "
@@ -235,10 +242,10 @@ class Recipe:
         t0 = time.perf_counter()
         # fmt: off
         checkpoint.save(self.run_dir, {
-            "step": self.step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "step": self.step, "model": self.model_state(), "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(), "best": self.best, "val": self.val, "window": self.window,
             "sinks": self.tracker.state(), "elapsed": self.tracker.elapsed(), "resumed_at": self.resumed_at,
-            "config": self.config, "kernels": getattr(self.model, "kernels", None), "threads": self.threads,
+            "config": self.config, "kernels": self.kernels(), "threads": self.threads,
         })
         # fmt: on
         self.checkpoint_time += time.perf_counter() - t0
@@ -352,7 +359,7 @@ class Recipe:
             primary_metric=primary,
             baseline=self.spec.baseline,
             threads=torch.get_num_threads(),
-            provenance=provenance.collect(str(self.device), getattr(self.model, "kernels", None), threads_why),
+            provenance=provenance.collect(str(self.device), self.kernels(), threads_why),
         )
         phases.record("run: provenance", t0)
         start_step, loop_start = self.step, time.perf_counter()

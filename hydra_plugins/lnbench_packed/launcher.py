@@ -1,0 +1,27 @@
+"""`hydra/launcher=packed` (conf/hydra/launcher/packed.yaml): the jobs of a sweep that differ only in seed and
+optimizer scalars train as packs of replicas in one process. Only the class lives here, where Hydra looks for
+plugins; lnbench.launch.sweep.pack does the work, imported on first use so that Hydra's scan of its plugins stays
+fast."""
+
+from typing import Any, Optional, Sequence
+
+from hydra.core.utils import JobReturn
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig
+
+
+class PackedLauncher(Launcher):
+    def __init__(self, size: Any = 64, **params: Any) -> None:
+        self.size, self.params = size, params
+        self.config: Optional[DictConfig] = None
+        self.hydra_context: Optional[HydraContext] = None
+        self.task_function: Optional[TaskFunction] = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from lnbench.launch.sweep import pack  # noqa: PLC0415 (torch and Hydra's run_job: only once a sweep launches)
+
+        return pack.launch(self, job_overrides, initial_job_idx)
