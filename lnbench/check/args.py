@@ -302,7 +302,7 @@ def check_design(args: Args) -> None:
             continue
         try:
             raw = json.loads(path.read_text())
-            had, planned = raw.get("looks"), "claims" in raw
+            had, planned = raw.get("looks"), bool(raw.get("planned", "claims" in raw))
         except (OSError, ValueError, AttributeError):
             raise CheckError(
                 f"{path} is not the design lnbench check wrote (a JSON object with `looks`): the looks this sweep "

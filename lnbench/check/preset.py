@@ -101,10 +101,10 @@ class PresetCheck:
             design = self.design(rep)
             for r, n in enumerate(design.rounds):
                 ids = self._still_open(rep, design, n, first=r == 0)
-                seeds = list(range(rounds.JUDGING_SEED0, rounds.JUDGING_SEED0 + n))
-                cells = rounds.judge_cells(rep, rounds.needed(rep, ids), seeds) if ids else []
                 if not ids:
                     break
+                seeds = list(range(rounds.JUDGING_SEED0, rounds.JUDGING_SEED0 + n))
+                cells = rounds.judge_cells(rep, rounds.needed(rep, ids), seeds)
                 if not cells:  # a rerun: this round's seeds have all run
                     continue
                 self._queued(cells)

@@ -144,6 +144,19 @@ def test_a_bad_budget_is_one_paragraph_exit_2_and_nothing_written(text, tmp_path
     assert len(err.splitlines()) == 1 and not (tmp_path / "out").exists()
 
 
+def test_looks_by_hand_are_declared_and_a_rerun_with_the_same_looks_goes_on(tmp_path):
+    tuning_sweep(tmp_path)
+    Runner(tmp_path).drive(preset_check(tmp_path, Budget(None, 2), "--judging-seeds", "3", "--max-seeds", "6"))
+    declared = json.loads((tmp_path / DESIGN_FILE).read_text())
+    assert declared["planned"] is False and declared["looks"] == [3, 6] and set(declared["claims"]) == {"c_beats_a"}
+    args = check.parse_args(["ln_gain_init", "--judging-seeds", "3", "--max-seeds", "6", "--out", str(tmp_path)])
+    (tmp_path / "ln_gain_init").mkdir()
+    (tmp_path / "ln_gain_init" / DESIGN_FILE).write_text(json.dumps(declared))
+    check.check_design(args)  # the same looks: no refusal
+    with pytest.raises(check.CheckError, match="was judged in looks of \\[3, 6\\]"):
+        check.check_design(check.parse_args(["ln_gain_init", "--judging-seeds", "3", "--out", str(tmp_path)]))
+
+
 def test_a_plan_is_kept_and_looks_by_hand_are_refused_over_it(tmp_path, capsys):
     (tmp_path / "pmnist").mkdir()
     (tmp_path / "pmnist" / DESIGN_FILE).write_text(json.dumps({"planned": True, "claims": {}, "rounds": []}))
