@@ -82,6 +82,10 @@ class InProcessHydra:
             task_name=detect_task_name(calling_file, calling_module), config_search_path=search_path
         )
 
+    def close(self) -> None:
+        """Hydra's global state let go (a later Hydra in this process starts afresh)."""
+        GlobalHydra.instance().clear()
+
     def sweep(self, args: list[str]) -> Sweep:
         """`lnbench train ARGS` (ARGS with -m and hydra.sweep.dir=...), composed; its jobs not run yet."""
         args = [a for a in args if a in ("-m", "--multirun")] + [a for a in args if a not in ("-m", "--multirun")]

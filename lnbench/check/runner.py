@@ -149,6 +149,8 @@ class PoolRunner:
         finally:
             helper.shutdown(wait=True)
             self.pool.close()
+            if self.hydra is not None:
+                self.hydra.close()
 
     def _advance(self, a: Active, ended: list | None) -> Outcome | None:
         """In the helper thread: the round that ended (its sweeps' ends and exit codes) sent to the preset, and its

@@ -60,9 +60,10 @@ def pool_and_hydra():
     from lnbench.launch.process.pool import WarmPool, joblib_env, joblib_workers
 
     workers = joblib_workers(None)
-    pool = WarmPool(workers, joblib_env(workers))
-    yield pool, InProcessHydra()
+    pool, hydra = WarmPool(workers, joblib_env(workers)), InProcessHydra()
+    yield pool, hydra
     pool.close()
+    hydra.close()
 
 
 def test_a_warm_pools_jobs_leave_a_sweeps_records_and_compute_a_cold_jobs_numbers(tmp_path, pool_and_hydra):
@@ -104,3 +105,4 @@ def test_a_stop_reaches_the_job_a_warm_worker_runs_which_checkpoints(tmp_path, p
     assert [(t, r.status) for t, r in results] == [("long", "interrupted")]
     assert json.loads((tmp_path / "0" / "summary.json").read_text())["status"] == "interrupted"
     assert (tmp_path / "0" / "checkpoint.pt").is_file() and worker in pool.idle  # the worker takes the next job
+    sweep.end()
