@@ -69,7 +69,7 @@ def refused_while_building(key: str, node: Any) -> Iterator[None]:
     memory a constructor cannot get for the sizes given. A TypeError raised in a model's or a dataset's code
     (lnbench's or a user's) is a bug in that code, not a value to change.
     """
-    from hydra.errors import InstantiationException
+    from hydra.errors import InstantiationException  # noqa: PLC0415 (Hydra-free layers import errors)
 
     try:
         yield
@@ -116,13 +116,13 @@ def _not_importable(error: BaseException, node: Any) -> bool:
 def _out_of_memory(error: BaseException) -> bool:
     """An allocation the machine cannot serve. torch's CPU allocator raises a plain RuntimeError, told apart
     by its message only; CUDA's has a type."""
-    import torch
+    import torch  # noqa: PLC0415 (torch-free layers import errors)
 
     return isinstance(error, (MemoryError, torch.OutOfMemoryError)) or "can't allocate memory" in str(error)
 
 
 def _refused(key: str, node: Any, error: BaseException) -> ConfigError:
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf  # noqa: PLC0415 (light layers import errors)
 
     values = OmegaConf.to_container(node, resolve=True, enum_to_str=True) if OmegaConf.is_config(node) else dict(node)
     target = values.pop("_target_", key)

@@ -51,12 +51,16 @@ def test_the_recipes_named_steps_are_importable():
     assert not missing and all(f"`{s}`" in README for s in RECIPE_STEPS), missing
 
 
-def test_old_flat_names_still_work_for_users_modules():
+def test_old_flat_names_still_work_for_users_modules_and_say_when_they_go(monkeypatch):
     from lnbench.nn.normalizers import register
-    from lnbench.options import register as old_register
-    from lnbench.train import train as old_train
     from lnbench.training.recipe import train
 
+    for shim in ("lnbench.options", "lnbench.train"):
+        monkeypatch.delitem(sys.modules, shim, raising=False)  # imported afresh: the warning comes at import
+    with pytest.warns(DeprecationWarning, match=r"lnbench\.options is deprecated .* removed in lnbench 0\.4"):
+        from lnbench.options import register as old_register
+    with pytest.warns(DeprecationWarning, match=r"lnbench\.train is deprecated .* removed in lnbench 0\.4"):
+        from lnbench.train import train as old_train
     assert old_register is register and old_train is train
 
 

@@ -21,14 +21,14 @@ if HydraSlurmLauncher is not None:
     class SlurmLauncher(HydraSlurmLauncher):
         def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
             """In the sweep's process: submit the jobs not queued or completed already, wait for all of them."""
-            from lnbench.launch.slurm import launcher as slurm
+            from lnbench.launch.slurm import launcher as slurm  # noqa: PLC0415 (Hydra scans its plugins at every start)
 
             return slurm.launch(self, job_overrides, initial_job_idx)
 
         def __call__(self, *args: Any, **kwargs: Any) -> JobReturn:
             """In the job's process on a node: run the job; after a stop signal, leave or requeue
             (lnbench.launch.slurm.launcher)."""
-            from lnbench.launch.slurm import launcher as slurm
+            from lnbench.launch.slurm import launcher as slurm  # noqa: PLC0415 (Hydra scans its plugins at every start)
 
             # zero-argument super(): Hydra's plugin scan may run this module again in the job's process, which
             # rebinds the module's name SlurmLauncher to a new class that this instance is not one of.

@@ -65,6 +65,8 @@ from pathlib import Path
 from typing import Optional
 
 import torch
+from rich.console import Console
+from rich.table import Table
 
 from lnbench.bench.bandwidth import mlp_bandwidth_rows
 from lnbench.bench.kernels import bench_mlp, bench_rnn, fast_rnn_models, rnn_presets
@@ -203,7 +205,7 @@ def wanted(args: argparse.Namespace, name: str) -> bool:
 
 
 def _parse_presets(text: str) -> list[str]:
-    from lnbench.check.args import claim_presets
+    from lnbench.check.args import claim_presets  # noqa: PLC0415 (check's modules: when asked)
 
     names, known = [n.strip() for n in text.split(",") if n.strip()], claim_presets()
     if bad := [n for n in names if n not in known] or (not names and ["(none)"]):
@@ -221,9 +223,6 @@ def _git_commit() -> Optional[str]:
 
 
 def _print_table(rows: list[dict], meta: dict) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(
         title=f"lnbench bench: ms per training step (fwd+bwd) on {meta['cpu']} ({meta['isa']}), "
         f"{meta['threads']} threads, {meta['device']}, {meta['dtype']}; lnbench's kernels: {meta['kernels']}"
@@ -366,7 +365,7 @@ def timed_rows(args: argparse.Namespace) -> tuple[list[dict], int]:
         log("sweep wall time (fig6_mnist, joblib vs basic launcher):")
         rows += sweep_rows(1 if args.quick else 2, args.sweep_epochs or (0.25 if args.quick else None), log)
     if wanted(args, "throughput"):
-        from lnbench.check.args import claim_presets
+        from lnbench.check.args import claim_presets  # noqa: PLC0415 (check's modules: when asked)
 
         log("check throughput per claim preset (sampled jobs at 1 and more steps, extrapolated):")
         presets = args.throughput_presets or claim_presets()

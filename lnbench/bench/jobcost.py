@@ -1,11 +1,13 @@
 """Where a sweep job's time goes, read back from the phases its processes recorded ($LNBENCH_PHASES,
-lnbench.phases): ms per phase per job and its share of the job, and the sweep's own start and end.
+lnbench.phases, whose names this module reads): ms per phase per job and its share of the job, and the sweep's own
+start and end.
 
-A job's time is a joblib worker's (or the basic launcher's process's) from the start of composing its config
-to the start of composing the next one's, so launcher overhead between jobs (the result sent back, the next job
-pickled, sent and unpickled) counts as the job's; the last job of each worker is measured to the end of its
-run_job. Phases in [brackets] are spans that hold others: what they hold is subtracted, their remainder is
-named "(rest)".
+A job's time is a joblib worker's (or the basic launcher's process's) from Hydra's on_job_start of the job to the
+on_job_start of the next one, so the launcher's and Hydra's work between jobs (the result sent back, the next job
+pickled, sent and unpickled, its config composed, its directory, logging and .hydra/*.yaml: Hydra gives no hook to
+time these apart) counts as the job's; the last job of each worker is measured to its on_job_end, plus the typical
+gap. Phases in [brackets] are spans that hold others: what they hold is subtracted, their remainder is named
+"(rest)".
 """
 
 from __future__ import annotations
@@ -16,68 +18,69 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-COMPOSE = "hydra: compose the job's config"
-CHILD = ("job: fork", "job: its answer, pickled")
-WORK = ("run: training steps", "run: evaluation (val)", "run: evaluation (test)")  # computing the job's numbers
-SWEEP = "sweep: "
+from lnbench import phases as P
+
+CHILD_REST = "job: child (rest)"
+TASK_REST = "job: task (rest: crash.log, lock, records)"
+AROUND_TASK = "hydra: around the task (callbacks, loggers flushed)"
+BETWEEN = "hydra and the launcher between jobs (result back, next job sent, composed, its directory, .hydra/*.yaml)"
 
 
 def read(path: Path) -> list[dict[str, Any]]:
     return [json.loads(ln) for ln in Path(path).read_text().splitlines() if ln.strip()]
 
 
+def span(r: dict[str, Any]) -> float:
+    return r["t1"] - r["t0"]
+
+
 def jobs(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """Run directory -> {phase: seconds} for every job that ran in a worker, with `total` its time."""
-    child_pids = {r["pid"] for r in records if r["phase"] == "job: fork"}
+    child_pids = {r["pid"] for r in records if r["phase"] == P.JOB_FORK}
     in_child: dict[str, list[dict]] = defaultdict(list)
     by_pid: dict[int, list[dict]] = defaultdict(list)
     for r in records:
         if r["pid"] in child_pids:
             in_child[r["job"]].append(r)
-        elif not r["phase"].startswith(SWEEP) and not r["phase"].startswith("worker:"):
+        elif not r["phase"].startswith(P.SWEEP) and r["phase"] != P.WORKER_START:
             by_pid[r["pid"]].append(r)
     out: dict[str, dict[str, float]] = {}
     gaps: list[float] = []
     for rs in by_pid.values():
         rs.sort(key=lambda r: r["t0"])
-        starts = [i for i, r in enumerate(rs) if r["phase"] == COMPOSE]
+        starts = [i for i, r in enumerate(rs) if r["phase"] == P.HYDRA_JOB]
         for k, i in enumerate(starts):
+            hydra_job = rs[i]
             seg = rs[i : starts[k + 1] if k + 1 < len(starts) else len(rs)]
-            task = next((r for r in seg if r["phase"] == "[task]"), None)
-            run_job = next((r for r in seg if r["phase"] == "[run_job]"), None)
-            if task is None or run_job is None:
+            task = next((r for r in seg if r["phase"] == P.TASK), None)
+            if task is None:
                 continue
             job = task["job"]
             ph: dict[str, float] = defaultdict(float)
             for r in seg:
                 if not r["phase"].startswith("["):
-                    ph[r["phase"]] += r["t1"] - r["t0"]
+                    ph[r["phase"]] += span(r)
             kids = in_child.get(job, [])
             for r in kids:
-                ph[r["phase"]] += r["t1"] - r["t0"]
-            fork = next((r for r in kids if r["phase"] == "job: fork"), None)
-            answered = next((r for r in seg if r["phase"] == "job: the child's exit"), None)
+                ph[r["phase"]] += span(r)
+            fork = next((r for r in kids if r["phase"] == P.JOB_FORK), None)
+            answered = next((r for r in seg if r["phase"] == P.JOB_EXIT), None)
             if fork and answered:
-                span = answered["t0"] - fork["t0"]
-                ph["job: child (rest)"] = span - sum(r["t1"] - r["t0"] for r in kids)
-            hydra_leaves = ("hydra: logging set-up", "hydra: .hydra/*.yaml written")
-            task_t = task["t1"] - task["t0"]
-            ph["hydra: run_job (rest: config copies, callbacks)"] = (
-                run_job["t1"] - run_job["t0"] - task_t - sum(ph[p] for p in hydra_leaves)
-            )
-            in_task = sum(v for p, v in ph.items() if p.startswith("job:") or p.startswith("run:"))
-            ph["job: task (rest: crash.log, lock, records)"] = task_t - in_task
+                ph[CHILD_REST] = answered["t0"] - fork["t0"] - sum(span(r) for r in kids)
+            ph[AROUND_TASK] = span(hydra_job) - span(task)
+            in_task = sum(v for p, v in ph.items() if p.startswith(("job:", "run:")))
+            ph[TASK_REST] = span(task) - in_task
             if k + 1 < len(starts):
-                gap = rs[starts[k + 1]]["t0"] - run_job["t1"]
-                ph["launcher: between jobs (result back, next job pickled, sent)"] = gap
+                gap = rs[starts[k + 1]]["t0"] - hydra_job["t1"]
+                ph[BETWEEN] = gap
                 gaps.append(gap)
             ph["total"] = sum(ph.values())
             ph["first"] = float(k == 0)  # a worker's first job: it imports what the others find loaded
             out[job] = dict(ph)
     if gaps:  # a worker's last job: the typical gap, not none
         for ph in out.values():
-            if "launcher: between jobs (result back, next job pickled, sent)" not in ph:
-                ph["launcher: between jobs (result back, next job pickled, sent)"] = statistics.median(gaps)
+            if BETWEEN not in ph:
+                ph[BETWEEN] = statistics.median(gaps)
                 ph["total"] += statistics.median(gaps)
     return out
 
@@ -86,12 +89,12 @@ def sweep_phases(records: list[dict[str, Any]]) -> dict[str, float]:
     """The sweep's own phases (its process's start, preflight, Hydra's start-up, the end block) and each
     worker's start to its first job, seconds (workers: the mean)."""
     out: dict[str, float] = defaultdict(float)
-    workers = [r["t1"] - r["t0"] for r in records if r["phase"].startswith("worker:")]
+    workers = [span(r) for r in records if r["phase"] == P.WORKER_START]
     for r in records:
-        if r["phase"].startswith(SWEEP):
+        if r["phase"].startswith(P.SWEEP):
             out[r["phase"]] += r["t1"] - r["t0"]
     if workers:
-        out["worker: start to its first job (mean)"] = statistics.mean(workers)
+        out[f"{P.WORKER_START} (mean)"] = statistics.mean(workers)
     return dict(out)
 
 
@@ -116,7 +119,7 @@ def table(per_job: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
     mean = {p: statistics.mean(ph.get(p, 0.0) for ph in per_job.values()) for p in names}
     total = statistics.mean(ph["total"] for ph in per_job.values())
     rows = [{"phase": p, "ms": mean[p] * 1e3, "share": mean[p] / total} for p in sorted(names, key=lambda p: -mean[p])]
-    work = sum(mean.get(p, 0.0) for p in WORK)
+    work = sum(mean.get(p, 0.0) for p in P.WORK)
     rows += [
         {"phase": "total per job", "ms": total * 1e3, "share": 1.0},
         {"phase": "work (training steps, evaluations)", "ms": work * 1e3, "share": work / total},

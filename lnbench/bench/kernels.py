@@ -8,9 +8,17 @@ import statistics
 from typing import Callable
 
 import torch
+from omegaconf import OmegaConf
 from torch import nn
 
 from lnbench.bench.timing import Candidate, summarize, time_interleaved
+from lnbench.config.presets import read_preset
+from lnbench.config.schema import SequenceModelConfig, model_presets
+from lnbench.data.base import DataSpec
+from lnbench.models import MLP
+from lnbench.nn.fast.layers import NativeGRULayer, TorchKernelLayer, fast_layer
+from lnbench.nn.norm import as_norm_config
+from lnbench.nn.rnn import CELLS, RecurrentLayer
 
 
 def _saved_mb(fn: Callable[[], torch.Tensor]) -> float:
@@ -49,14 +57,10 @@ def _mem_mb(fn: Callable[[], torch.Tensor], device: torch.device) -> float:
 def rnn_presets() -> dict[str, tuple[str, dict]]:
     """{preset: (cell, norm)} for every recurrent model preset of conf/model, read from its YAML over the
     schema's defaults, so the bench times the cells the presets train (issue 11: no second list)."""
-    import yaml
-    from omegaconf import OmegaConf
-
-    from lnbench.config.schema import CONF_DIR, SequenceModelConfig, model_presets
 
     found = {}
     for name in model_presets("base_sequence"):
-        own = yaml.safe_load((CONF_DIR / "model" / f"{name}.yaml").read_text()) or {}
+        own = read_preset("model", name)
         own.pop("defaults", None)
         cfg = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SequenceModelConfig), own), enum_to_str=True)
         found[name] = (cfg["cell"], cfg["norm"])
@@ -64,9 +68,6 @@ def rnn_presets() -> dict[str, tuple[str, dict]]:
 
 
 def _preset_cell(model: str, F: int, H: int, T: int) -> nn.Module:
-    from lnbench.nn.norm import as_norm_config
-    from lnbench.nn.rnn import CELLS
-
     cell, norm = rnn_presets()[model]
     return CELLS[cell](F, H, as_norm_config(dict(norm)), time_steps=T)
 
@@ -78,9 +79,6 @@ def fast_rnn_models() -> list[str]:
 
 
 def _rnn_layer(model: str, impl: str, F: int, H: int, T: int, device, dtype) -> nn.Module:
-    from lnbench.nn.fast.layers import fast_layer
-    from lnbench.nn.rnn import RecurrentLayer
-
     cell = _preset_cell(model, F, H, T).to(device=device, dtype=dtype)
     layer = RecurrentLayer(cell) if impl == "ref" else fast_layer(cell, use_native=impl not in ("ops", "torch"))
     if layer is None:
@@ -92,7 +90,6 @@ def _impls_for(model: str, with_ref: bool) -> list[str]:
     """How a model runs the preset's cell, first as SequenceModel picks it: "torch" (torch's fused kernel),
     "native" (lnbench's C++ kernels, then beside it "ops", the same layer on torch's ops only, or for the
     un-normalized GRU "torch", torch's GRU) or "ops"; and "ref" with --ref or when that is the only way."""
-    from lnbench.nn.fast.layers import NativeGRULayer, TorchKernelLayer, fast_layer
 
     layer = fast_layer(_preset_cell(model, 4, 4, 2))
     if layer is None:
@@ -170,8 +167,6 @@ def bench_rnn(
 # --------------------------------------------------------------------------------------------------
 def mlp_model(norm: str, device, dtype) -> nn.Module:
     """The MLP presets' model (784-1000-1000-10) with normalizer `norm`, built by lnbench's own class."""
-    from lnbench.data.base import DataSpec
-    from lnbench.models import MLP
 
     spec = DataSpec(kind="flat", task="classify", num_outputs=10, input_size=784)
     return MLP(spec, [1000, 1000], {"kind": norm}).to(device=device, dtype=dtype)

@@ -14,8 +14,13 @@ from pathlib import Path
 from typing import Optional
 
 import torch
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
 
 from lnbench.bench.timing import summarize, sync
+from lnbench.config.schema import CONF_DIR, register_configs
+from lnbench.errors import UserError
+from lnbench.training.recipe import seed_everything, setup_model, setup_optimizer, train, train_step
 
 # What the runner's overhead is measured on: the default run, and Figure 6's MLP where MNIST is found.
 OVERHEAD_RUNS = {
@@ -27,11 +32,6 @@ OVERHEAD_RUNS = {
 def runner_overhead_rows(reps: int, steps: int, device: torch.device, log) -> list[dict]:
     """A `lnbench train` step (logging, metrics file, checkpoints, progress) against the same model,
     optimizer and batches in a bare loop, interleaved run by run. The ratio should stay within 1.1."""
-    from hydra import compose, initialize_config_dir
-
-    from lnbench.config.schema import CONF_DIR, register_configs
-    from lnbench.errors import UserError
-    from lnbench.training.recipe import train
 
     register_configs()
     rows = []
@@ -50,10 +50,8 @@ def runner_overhead_rows(reps: int, steps: int, device: torch.device, log) -> li
                 ],
             )
         try:
-            from hydra.utils import instantiate
-
             dataset = instantiate(cfg.dataset, _convert_="all")
-        except Exception as e:  # noqa: BLE001 - Hydra wraps the dataset's own refusal (no MNIST files here)
+        except Exception as e:  # Hydra wraps the dataset's own refusal (no MNIST files here)
             cause = e if isinstance(e, UserError) else e.__cause__
             if not isinstance(cause, UserError):
                 raise
@@ -91,7 +89,6 @@ def runner_overhead_rows(reps: int, steps: int, device: torch.device, log) -> li
 
 def bare_loop_ms(cfg, dataset, steps: int, device: torch.device) -> float:
     """ms per step of the run's model, optimizer and batches in a loop with nothing else."""
-    from lnbench.training.recipe import seed_everything, setup_model, setup_optimizer, train_step
 
     seed_everything(cfg.seed)
     model = setup_model(cfg.model, dataset.spec, device)
@@ -121,10 +118,6 @@ TRAIN_RUNS = {
 def train_rows(shape: tuple[int, int, int], reps: int, steps: int, device: torch.device, log) -> list[dict]:
     """`lnbench train` on the adding task at `shape` (batch, seq_len, hidden), every run of TRAIN_RUNS in
     turn, `reps` rounds: ms per training step from each run's summary (evaluation and checkpoints apart)."""
-    from hydra import compose, initialize_config_dir
-
-    from lnbench.config.schema import CONF_DIR, register_configs
-    from lnbench.training.recipe import train
 
     register_configs()
     B, T, H = shape

@@ -27,7 +27,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hydra import compose, initialize_config_dir
+from rich.console import Console
+from rich.table import Table
+
+from lnbench import phases
 from lnbench.bench import jobcost
+from lnbench.config import overrides as hydra_args
+from lnbench.config.overrides import expand
+from lnbench.config.presets import read_experiment, sweeper_params
+from lnbench.config.runtime import usable_cores
+from lnbench.config.schema import CONF_DIR, register_configs
 from lnbench.runs import read_summary
 
 COMPOSE_AT_MOST = 64  # jobs of a preset composed for their steps; a bigger sweep is scaled from these
@@ -36,7 +46,6 @@ COMPOSE_AT_MOST = 64  # jobs of a preset composed for their steps; a bigger swee
 def sample_overrides(params: dict[str, str], jobs: int) -> tuple[list[str], int]:
     """Overrides that cut a preset's sweep to at least `jobs` jobs (where it has them): its axes in order, each
     cut to the values that bring the product up to `jobs`, the rest to their first value; (overrides, jobs)."""
-    from lnbench.config import overrides as hydra_args
 
     axes = hydra_args.axes([f"{k}={v}" for k, v in params.items()])
     out, n = [], 1
@@ -50,11 +59,6 @@ def sample_overrides(params: dict[str, str], jobs: int) -> tuple[list[str], int]
 
 def preset_jobs(preset: str) -> list[dict[str, float]]:
     """(steps, evaluations) of each job of the preset's full sweep, from its composed config."""
-    from hydra import compose, initialize_config_dir
-
-    from lnbench.config.overrides import expand
-    from lnbench.config.presets import read_experiment, sweeper_params
-    from lnbench.config.schema import CONF_DIR, register_configs
 
     register_configs()
     params = sweeper_params(read_experiment(preset))
@@ -71,16 +75,16 @@ def preset_jobs(preset: str) -> list[dict[str, float]]:
 
 def run_sample(preset: str, overrides: list[str], steps: int, folder: Path) -> tuple[float, dict]:
     """The sample's sweep at `steps` steps: (wall seconds, its jobs' phases)."""
-    phases = folder / f"phases-{steps}.jsonl"
+    phases_file = folder / f"phases-{steps}.jsonl"
     cmd = [sys.executable, "-m", "lnbench.cli", "train", "-m", f"+experiment={preset}", *overrides]
     cmd += ["hydra/launcher=joblib", "logger=none", "progress=false", f"steps={steps}", f"eval_every={steps}"]
     cmd += [f"hydra.sweep.dir={folder / f'sweep-{steps}'}"]
-    env = {**os.environ, "LNBENCH_PHASES": str(phases), "WANDB_MODE": "disabled"}
+    env = {**os.environ, phases.ENV: str(phases_file), "WANDB_MODE": "disabled"}
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     # Jobs the preset itself makes fail (batch_size_sweep's BN at batch 1) are left out; the rest tell the costs.
-    done = {job: ph for job, ph in jobcost.jobs(jobcost.read(phases)).items() if completed(job)}
+    done = {job: ph for job, ph in jobcost.jobs(jobcost.read(phases_file)).items() if completed(job)}
     if not done:
         said = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
         raise RuntimeError(said[-1][-300:] if said else f"exit {proc.returncode}, no job completed")
@@ -99,9 +103,6 @@ def mean(per_job: dict, phase: str) -> float:
 
 
 def throughput_rows(presets: list[str], jobs: int, steps: int, log) -> list[dict[str, Any]]:
-    from lnbench.config.presets import read_experiment, sweeper_params
-    from lnbench.launch.process.threads import usable_cores
-
     workers = len(usable_cores())  # joblib's n_jobs=-1, as lnbench check runs it
     rows = []
     for preset in presets:
@@ -127,8 +128,8 @@ def throughput_rows(presets: list[str], jobs: int, steps: int, log) -> list[dict
 def predict(preset: str, n: int, workers: int, wall1: float, at1: dict, at_s: dict, steps: int, full: list) -> dict:
     """The row: the measured costs (seconds of a worker) and the full sweep predicted from them."""
     s1, ss = jobcost.steady(at1), jobcost.steady(at_s)
-    step = max(0.0, (mean(ss, "run: training steps") - mean(s1, "run: training steps")) / max(steps - 1, 1))
-    val, test = mean(s1, "run: evaluation (val)"), mean(s1, "run: evaluation (test)")
+    step = max(0.0, (mean(ss, phases.TRAINING_STEPS) - mean(s1, phases.TRAINING_STEPS)) / max(steps - 1, 1))
+    val, test = mean(s1, phases.EVAL_VAL), mean(s1, phases.EVAL_TEST)
     fixed = mean(s1, "total") - step - val - test
     # the sweep's own: what its wall time holds beyond its jobs at a further job's cost (so each worker's first
     # job's imports count here, once per worker)
@@ -164,9 +165,6 @@ HOW = (
 
 
 def print_rows(rows: list[dict], jobs: int, steps: int) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     if not rows:
         return
     table = Table(title="lnbench check throughput per claim preset (predicted from sampled jobs)")

@@ -130,7 +130,7 @@ class _Parser(argparse.ArgumentParser):
         raise CheckError(f"{message} (`lnbench check --help` lists the options).")
 
     def format_help(self) -> str:
-        from lnbench.claims import plan  # scipy: not for the check's errors
+        from lnbench.claims import plan  # noqa: PLC0415 (scipy: only for the help's defaults)
 
         defaults = " ".join(f"{k}={v}" for k, v in DEFAULTS.items())
         return USAGE.format(
@@ -335,8 +335,8 @@ def check_overrides(args: Args) -> None:
     not a sweep of failed jobs per preset."""
     if not args.overrides:
         return
-    from lnbench.config.schema import register_configs
-    from lnbench.launch.preflight import preflight
+    from lnbench.config.schema import register_configs  # noqa: PLC0415 (Hydra: only to check a sweep)
+    from lnbench.launch.preflight import preflight  # noqa: PLC0415 (Hydra: only to check a sweep)
 
     register_configs()
     for preset in args.presets:

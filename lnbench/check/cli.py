@@ -45,9 +45,9 @@ from lnbench.config import overrides as hydra_args
 def make_runner(args: Args):
     """The warm pool under the basic and joblib launchers (every round in this process's pool); under any other
     (SLURM, submitit) each round a `lnbench train -m` of its own. Returns (runner, workers: jobs run at once)."""
-    from lnbench.check.runner import PoolRunner, SubprocessRunner
-    from lnbench.launch.process.pool import joblib_env, joblib_workers
-    from lnbench.launch.process.threads import usable_cores
+    from lnbench.check.runner import PoolRunner, SubprocessRunner  # noqa: PLC0415 (Hydra, the pool: once checked)
+    from lnbench.launch.process.pool import joblib_env, joblib_workers  # noqa: PLC0415 (Hydra)
+    from lnbench.launch.process.threads import usable_cores  # noqa: PLC0415 (with the above)
 
     given = hydra_args.axes([a for a in sweep_overrides(args, args.presets[0]) if a != "-m"])
     value = {k: v[-1].split("=", 1)[1] for k, v in given.items()}
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + md)
     print(f"{args.out / 'check.md'}\n{args.out / 'check.html'}")
     if any(o.startswith("logger.wandb.report=") for o in args.overrides):  # the pages as a W&B artifact too
-        from lnbench.report.wandb_page import log_check_pages  # Hydra and W&B: only when asked
+        from lnbench.report.wandb_page import log_check_pages  # noqa: PLC0415 (Hydra and W&B: only when asked)
 
         print(f"W&B {log_check_pages(args.out, args.overrides) or 'not logged (see the warning above)'}")
     # A preset that produced no verdict at all (its sweep could not run) is a failed check, not a quiet gap.

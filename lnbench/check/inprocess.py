@@ -13,25 +13,20 @@ overrides are the check's own. A job whose config cannot be composed fails alone
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from itertools import count
 from pathlib import Path
 from typing import Any
 
-from hydra import version
-from hydra._internal.callbacks import Callbacks
-from hydra._internal.hydra import Hydra
-from hydra._internal.utils import (
-    create_automatic_config_search_path,
-    detect_calling_file_or_module_from_task_function,
-    detect_task_name,
-)
+from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.plugins import Plugins
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, setup_globals
 from hydra.types import HydraContext, RunMode
-from omegaconf import OmegaConf
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
 
 from lnbench.config import overrides as hydra_args
 from lnbench.config.hydra_errors import composing
@@ -70,17 +65,14 @@ class SweepRefused(Exception):
 
 
 class InProcessHydra:
-    """One Hydra for all the sweeps of a check, made as `lnbench train`'s hydra.main makes its own."""
+    """One Hydra for all the sweeps of a check, initialised on lnbench's config folder as `lnbench train`'s
+    hydra.main initialises its own (the same version base; the job's name, `train`, is conf/train.yaml's)."""
 
     def __init__(self):
         register_configs()
-        version.setbase(VERSION_BASE)
-        calling_file, calling_module = detect_calling_file_or_module_from_task_function(Job(None))
-        search_path = create_automatic_config_search_path(calling_file, calling_module, CONF_DIR)
         GlobalHydra.instance().clear()
-        self.hydra = Hydra.create_main_hydra2(
-            task_name=detect_task_name(calling_file, calling_module), config_search_path=search_path
-        )
+        initialize_config_dir(config_dir=CONF_DIR, version_base=VERSION_BASE, job_name="train")
+        self.loader = GlobalHydra.instance().config_loader()
 
     def close(self) -> None:
         """Hydra's global state let go (a later Hydra in this process starts afresh)."""
@@ -100,14 +92,14 @@ class InProcessHydra:
         setup_globals()
         try:
             with composing(overrides):
-                cfg = self.hydra.compose_config("train", overrides, run_mode=RunMode.MULTIRUN)
+                cfg = self.loader.load_configuration("train", overrides, run_mode=RunMode.MULTIRUN)
             validate_sweep(cfg)
         except UserError as e:
             raise SweepRefused(str(e)) from None
         sweep_stop.clear(out_dir)  # as lnbench train: a rerun of a stopped sweep starts afresh
-        callbacks = Callbacks(cfg)
+        callbacks = SweepCallbacks(cfg)
         callbacks.on_multirun_start(config=cfg, config_name="train")
-        context = HydraContext(config_loader=self.hydra.config_loader, callbacks=callbacks)
+        context = HydraContext(config_loader=self.loader, callbacks=callbacks)
         sweeper = Plugins.instance().instantiate_sweeper(config=cfg, hydra_context=context, task_function=task_function)
         listed = ListedJobs()
         sweeper.launcher = listed
@@ -120,6 +112,33 @@ class InProcessHydra:
         state = Singleton.get_state()
         sweep = SweepContext(f"{next(_keys)}:{out_dir}", context, cfg, task_function, state, ids, VERSION_BASE)
         return Sweep(out_dir, sweep, listed.jobs, callbacks)
+
+
+class SweepCallbacks:
+    """The sweep's callbacks (`hydra.callbacks`, lnbench's SweepEnd among them), called as Hydra's own Callbacks
+    calls them: in order at a start, in reverse at an end, a callback's exception a warning."""
+
+    def __init__(self, config: DictConfig):
+        self.callbacks = [instantiate(c) for c in (OmegaConf.select(config, "hydra.callbacks") or {}).values()]
+
+    def _notify(self, name: str, reverse: bool = False, **kwargs) -> None:
+        for c in reversed(self.callbacks) if reverse else self.callbacks:
+            try:
+                getattr(c, name)(**kwargs)
+            except Exception as e:  # noqa: BLE001 - as Hydra: a callback's failure is said, the sweep goes on
+                warnings.warn(f"Callback {type(c).__name__}.{name} raised {type(e).__name__}: {e}", stacklevel=2)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        self._notify("on_multirun_start", config=config, **kwargs)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        self._notify("on_multirun_end", reverse=True, config=config, **kwargs)
+
+    def on_job_start(self, config: DictConfig, **kwargs) -> None:
+        self._notify("on_job_start", config=config, **kwargs)
+
+    def on_job_end(self, config: DictConfig, job_return, **kwargs) -> None:
+        self._notify("on_job_end", reverse=True, config=config, job_return=job_return, **kwargs)
 
 
 class ListedJobs:

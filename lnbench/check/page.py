@@ -15,18 +15,21 @@ from lnbench.atomic import write_files
 from lnbench.claims import family as familylib
 from lnbench.claims import verdicts as verdictlib
 from lnbench.claims.decision import ClaimVerdict
+from lnbench.config.choices import Stage
 from lnbench.report import claims_text, render
 from lnbench.report.render import Heading, Items, Link, Page, Table
 
 COLUMNS = [
     "claim",
     "preset",
+    "estimand",
     "verdict (adjusted)",
     "unadjusted",
     claims_text.EFFECT,
     "min_effect",
+    claims_text.PAIRS,
+    claims_text.MEAN_COLUMN,
     "means (units of the measure)",
-    "P(better<than)",
     "seeds: tuning + judging",
     "chosen on validation (grid)",
     "curves",
@@ -35,7 +38,7 @@ COLUMNS = [
 
 def adjusted(outcomes: list, method: str) -> list[dict[str, Any]]:
     """Every claim of the page, adjusted over its declared family (claims of the family not on the page count
-    as not run), as its preset's report does."""
+    as not run; a claim the presets do not declare in its family is adjusted apart), as its preset's report does."""
     pairs = [(o, ClaimVerdict.from_dict(d)) for o in outcomes for d in o.verdicts]
     familylib.adjust([v for _, v in pairs], method)
     return [{**v.as_dict(), "preset": o.preset, "report": o.directory} for o, v in pairs]
@@ -47,19 +50,23 @@ def table(outcomes: list, family: list[dict[str, Any]], base) -> Table:
     for o in outcomes:
         link = Link("report", os.path.relpath(o.directory / "report" / "report.html", base))
         if not o.verdicts:
-            rows.append(["—", o.preset, "no verdict: " + (o.note or "no claims"), *["—"] * (len(COLUMNS) - 4), link])
+            rows.append(
+                ["—", o.preset, "—", "no verdict: " + (o.note or "no claims"), *["—"] * (len(COLUMNS) - 5), link]
+            )
             tones.append("")
         for d in (d for d in family if d["preset"] == o.preset):
             rows.append(
                 [
                     f"{d['id']}: {d['text']}",
                     o.preset,
+                    claims_text.estimand_text(d),
                     claims_text.verdict_text(d),
                     d["raw_verdict"],
                     claims_text.effect_text(d),
                     claims_text.margin_text(d),
+                    claims_text.pairs_text(d),
+                    claims_text.mean_text(d),
                     claims_text.lines_text(d),
-                    claims_text.p_improve_text(d),
                     claims_text.seeds_text(d),
                     claims_text.chosen_text(d),
                     link,
@@ -70,6 +77,8 @@ def table(outcomes: list, family: list[dict[str, Any]], base) -> Table:
 
 
 def header(outcomes: list, family: list[dict[str, Any]], args, seconds: float, extra: list[str]) -> list[str]:
+    estimands = {e: sum(d.get("estimand", "median") == e for d in family) for e in ("median", "mean")}
+
     def count(key: str) -> str:
         order = (verdictlib.HELD, verdictlib.CONTRADICTED, verdictlib.EQUIVALENT, verdictlib.INCONCLUSIVE)
         return ", ".join(f"{v} {n}" for v in order if (n := sum(d[key] == v for d in family))) or "none"
@@ -81,7 +90,7 @@ def header(outcomes: list, family: list[dict[str, Any]], args, seconds: float, e
         f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}; scale={args.scale:g}; "
         f"overrides: {' '.join(args.overrides) or 'none'}",
         f"verdicts (adjusted: {adjust}) of the {len(family)} claims of this page: {count('verdict')}; "
-        f"unadjusted: {count('raw_verdict')}",
+        f"unadjusted: {count('raw_verdict')}; estimands: " + ", ".join(f"{n} {e}" for e, n in estimands.items() if n),
         f"time of this invocation: {seconds / 60:.1f} min on {os.cpu_count()} cores "
         "(jobs completed earlier were skipped); "
         "1-minute load average at the start and end of each preset: "
@@ -93,10 +102,7 @@ def header(outcomes: list, family: list[dict[str, Any]], args, seconds: float, e
         f"in looks of {looks} "
         "seeds, each look spending its declared share of alpha (judging.json); more seeds only for claims still "
         "inconclusive after the adjustment",
-        "runs: "
-        + ", ".join(
-            f"{o.preset} " + "+".join(f"{o.added.get(s, 0)} {s}" for s in ("tune", "widen", "judge")) for o in outcomes
-        ),
+        "runs: " + ", ".join(f"{o.preset} " + "+".join(f"{o.added.get(s, 0)} {s}" for s in Stage) for o in outcomes),
         "statistics: " + familylib.describe_method(args.adjust) + "; effect > 0 supports the claim",
         "each preset's own report adjusts over the same declared families, so it reads the same verdicts"
         + ("" if args.adjust in ("bonferroni", "none") else " or stricter ones (claims not run count as p = 1)"),

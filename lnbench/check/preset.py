@@ -26,8 +26,9 @@ from lnbench.claims import family as familylib
 from lnbench.claims import plan as planlib
 from lnbench.claims import spec as claimlib
 from lnbench.claims import verdicts as verdictlib
-from lnbench.claims.judge import DESIGN_FILE, stage
+from lnbench.claims.judge import DESIGN_FILE
 from lnbench.config import overrides as hydra_args
+from lnbench.config.choices import Stage
 from lnbench.config.presets import read_experiment, sweeper_params
 
 Sweeps = list[list[str]]  # a round: the `lnbench train` arguments of each of its sweeps
@@ -203,7 +204,7 @@ class PresetCheck:
 
 def group_cost(g) -> float | None:
     """One more job of a (panel, line): its tuning runs' mean cost at the chosen value."""
-    runs = g.selection.runs if g.selection else [r for r in g.runs if stage(r) != "judge"]
+    runs = g.selection.runs if g.selection else [r for r in g.runs if r.stage != Stage.judge]
     return mean_cost(runs)
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 
 from lnbench.claims import spec as claimlib
-from lnbench.claims.judge import matches, stage
-from lnbench.claims.verdicts import Design
+from lnbench.claims.judge import matches
+from lnbench.claims.plan import plan_for_looks
 from lnbench.config.choices import Stage
 
 CELLS = ".cells"
@@ -141,11 +141,11 @@ def judge_cells(rep, groups: list, seeds: list[int]) -> list[Cell]:
     return out
 
 
-def design_record(looks: list[int]) -> dict[str, Any]:
+def design_record(looks: list[int], family_size: int = 1) -> dict[str, Any]:
     """judging.json, written before the first judging seed runs: the looks, the share of alpha each spends
-    (declared now, never chosen after seeing data) and the first judging seed."""
-    design = Design.declared(looks)
-    return {"looks": design.looks, "shares": [round(w, 6) for w in design.shares], "first_seed": JUDGING_SEED0}
+    (declared now, never chosen after seeing data; only where a decision is possible at the family's level:
+    lnbench/claims/plan.py), the plan's power and MDE, and the first judging seed."""
+    return {**plan_for_looks(looks, family_size).record(), "first_seed": JUDGING_SEED0}
 
 
 def judging_seeds(looks: list[int], look: int) -> list[int]:
@@ -192,5 +192,5 @@ def commands(base: list[str], directory: Path, round_name: str, cells: list[Cell
 def counts(runs: list) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in runs:
-        out[stage(r)] = out.get(stage(r), 0) + 1
+        out[r.stage] = out.get(r.stage, 0) + 1
     return out

@@ -2,8 +2,8 @@
 learning-rate grid, judging seeds at the chosen value in looks, judging.json. `lnbench report` judges them as
 it judges real ones, so the error rates measured on them are those of the whole tool, files and pages included:
 
-    python -m lnbench.check.synthetic [--sweeps N] [--ratio R] [--seed S]   # false held, end to end
-    tests/claims/test_end_to_end.py                                         # the same, fewer sweeps; -m slow: more
+    python -m lnbench.check.synthetic [--sweeps N] [--shape NAME] [--seed S]   # false held, end to end
+    tests/claims/test_end_to_end.py                                            # the same, fewer sweeps; -m slow: more
 
 A job's only number is its final validation error, with a validation loss well below the trivial
 predictor's (the lines learned) unless the sweep says otherwise.
@@ -25,6 +25,11 @@ import yaml
 
 from lnbench import report
 from lnbench.check.rounds import JUDGING_SEED0, design_record
+from lnbench.claims.judge import DESIGN_FILE
+from lnbench.claims.nulls import SHAPES
+from lnbench.claims.plan import JudgingPlan, plan_judging
+from lnbench.config.choices import Stage
+from lnbench.runs import HYDRA, HYDRA_CONFIG, HYDRA_RECORD, METRICS, OVERRIDES, SUMMARY
 
 LRS = (1e-4, 1e-3, 1e-2)
 BASELINE = 2.3  # the trivial predictor's loss
@@ -41,6 +46,7 @@ class Sweep:
     loss: dict[str, float] = field(default_factory=dict)  # final val loss per line (default: learned)
     diverged: dict[str, set[int]] = field(default_factory=dict)  # judging seeds (indices) that diverged
     on_loss: bool = False  # the numbers are the validation loss too (in the trivial predictor's units)
+    plan: JudgingPlan | None = None  # judging.json declares this plan (its looks replace `looks`)
 
 
 def claim(cid: str = "noisy_beats_quiet", better: str = "noisy", than: str = "quiet", **kw: Any) -> dict[str, Any]:
@@ -63,25 +69,25 @@ def job(
     final: float,
     claims: list,
     *,
-    stage: str = "tune",
+    stage: Stage = Stage.tune,
     status: str = "completed",
     loss: float | None = 0.5,
 ) -> None:
     """One job; loss None: its validation loss is `final` too."""
     loss = final if loss is None else loss
-    (path / ".hydra").mkdir(parents=True)
-    overrides = [f"model={model}", f"seed={seed}"] + ([f"optim.lr={lr}"] if stage == "tune" else [])
-    (path / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
-    config = {"seed": seed, "optim": {"lr": lr}, "claims": claims, "tune": ["optim.lr"], "stage": stage}
-    (path / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
-    (path / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"runtime": {"choices": {"model": model}}}}))
+    (path / HYDRA).mkdir(parents=True)
+    overrides = [f"model={model}", f"seed={seed}"] + ([f"optim.lr={lr}"] if stage == Stage.tune else [])
+    (path / OVERRIDES).write_text(yaml.safe_dump(overrides))
+    config = {"seed": seed, "optim": {"lr": lr}, "claims": claims, "tune": ["optim.lr"], "stage": str(stage)}
+    (path / HYDRA_CONFIG).write_text(yaml.safe_dump(config))
+    (path / HYDRA_RECORD).write_text(yaml.safe_dump({"hydra": {"runtime": {"choices": {"model": model}}}}))
     value = final if status == "completed" else float("nan")
     record = {"step": 10, "split": "val", "time": 1.0, "error": value, "loss": loss}
-    (path / "metrics.jsonl").write_text(json.dumps(record) + "\n")
+    (path / METRICS).write_text(json.dumps(record) + "\n")
     summary = {"status": status, "primary_metric": "error", "steps": 10, "baseline": BASELINE, "time_per_step": 0.01}
     if status == "completed":
         summary["final_val"] = {"error": final, "loss": loss}
-    (path / "summary.json").write_text(json.dumps(summary))
+    (path / SUMMARY).write_text(json.dumps(summary))
 
 
 def write(root: Path, sweep: Sweep) -> Path:
@@ -91,7 +97,7 @@ def write(root: Path, sweep: Sweep) -> Path:
             for seed, v in enumerate(values[i]):
                 job(root / f"{line}_lr{lr:g}_s{seed}", line, seed, lr, float(v), sweep.claims, loss=_loss(sweep, line))
     chosen = {line: LRS[int(np.argmin(values.mean(-1)))] for line, values in sweep.tune.items()}
-    looks = sweep.looks or [len(next(iter(sweep.judge.values())))]
+    looks = list(sweep.plan.looks) if sweep.plan else sweep.looks or [len(next(iter(sweep.judge.values())))]
     for line, values in sweep.judge.items():
         for k, v in enumerate(values):
             look = next(j for j, n in enumerate(looks) if k < n)
@@ -104,12 +110,14 @@ def write(root: Path, sweep: Sweep) -> Path:
                 chosen[line],
                 float(v),
                 sweep.claims,
-                stage="judge",
+                stage=Stage.judge,
                 status=status,
                 loss=_loss(sweep, line),
             )
-    if sweep.looks:
-        (root / "judging.json").write_text(json.dumps(design_record(sweep.looks)))
+    if sweep.plan:
+        (root / DESIGN_FILE).write_text(json.dumps({**sweep.plan.record(), "first_seed": JUDGING_SEED0}))
+    elif sweep.looks:
+        (root / DESIGN_FILE).write_text(json.dumps(design_record(sweep.looks)))
     return root
 
 
@@ -126,17 +134,18 @@ def tuned(
     return {line: 1.0 + shape + spread * rng.normal(size=(len(LRS), seeds)) for line in lines}
 
 
-def skewed_null(rng: np.random.Generator, ratio: float, looks: list[int], scale: float = 0.01) -> Sweep:
-    """One null sweep of the skewed scenario: `quiet` with Gaussian seeds (sd 1), `noisy` with a centered
-    exponential seed effect ratio times larger (equal means), a seed effect of sd 1 shared by both; in units of
-    `scale` around an error of 1. The claim `noisy beats quiet` is false: any held is a false one."""
-    n = looks[-1]
-    shared = rng.normal(size=n)
-    judge = {
-        "quiet": 1.0 + scale * (shared + rng.normal(size=n)),
-        "noisy": 1.0 + scale * (shared + ratio * (rng.exponential(size=n) - 1.0)),
-    }
-    return Sweep(tuned(rng, ("quiet", "noisy")), judge, [claim()], looks)
+def null_sweep(rng: np.random.Generator, shape: str, plan: JudgingPlan, scale: float = 0.01, p: float = 0.5) -> Sweep:
+    """One sweep of a null of the declared estimand: `noisy` beats `quiet` on a share p of the judging seeds
+    (P(d > 0) = 1/2 by default: the claim `noisy beats quiet` is false, any held a false one), d drawn from a
+    shape of lnbench/claims/nulls.py, in units of `scale` around an error of 1, with a seed effect both lines
+    share. Where the shape's runs diverge, the sweep's jobs diverge."""
+    n = plan.max_seeds
+    lo, hi = SHAPES[shape].above(rng, n, p)
+    quiet = 1.0 + scale * (rng.normal(size=n) + rng.normal(size=n))
+    d = np.where(np.isfinite(lo), lo, 0.0)
+    judge = {"quiet": quiet, "noisy": quiet - scale * d}
+    diverged = {"quiet": {i for i in range(n) if hi[i] == np.inf}, "noisy": {i for i in range(n) if lo[i] == -np.inf}}
+    return Sweep(tuned(rng, ("quiet", "noisy")), judge, [claim()], diverged=diverged, plan=plan)
 
 
 def judged(root: Path, *argv: str) -> list[dict[str, Any]]:
@@ -148,13 +157,14 @@ def judged(root: Path, *argv: str) -> list[dict[str, Any]]:
     return json.loads((root / report.OUT_DIR / "claims.json").read_text())
 
 
-def false_held(sweeps: int, ratio: float, looks: list[int], seed: int = 0) -> tuple[int, int]:
-    """(false helds, sweeps) of the skewed null scenario, each sweep written and judged by `lnbench report`."""
+def false_held(sweeps: int, shape: str, plan: JudgingPlan | None = None, seed: int = 0) -> tuple[int, int]:
+    """(false helds, sweeps) of the shape's null, each sweep written and judged by `lnbench report`."""
     rng = np.random.default_rng(seed)
+    plan = plan or plan_judging(family_size=1)
     held = 0
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(sweeps):
-            root = write(Path(tmp) / f"s{i}", skewed_null(rng, ratio, looks))
+            root = write(Path(tmp) / f"s{i}", null_sweep(rng, shape, plan))
             held += judged(root)[0]["verdict"] == "held"
     return held, sweeps
 
@@ -162,12 +172,13 @@ def false_held(sweeps: int, ratio: float, looks: list[int], seed: int = 0) -> tu
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m lnbench.check.synthetic", description=__doc__.split("\n\n")[0])
     p.add_argument("--sweeps", type=int, default=400)
-    p.add_argument("--ratio", type=float, action="append", help="the noisy line's seed spread (default: 5 and 10)")
+    p.add_argument("--shape", action="append", choices=list(SHAPES), help="the seeds' shape (default: a few)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    for ratio in args.ratio or [5.0, 10.0]:
-        held, n = false_held(args.sweeps, ratio, [3, 6, 9], args.seed)
-        print(f"skewed null, {ratio:g}x, looks 3/6/9: {held} of {n} sweeps read held ({held / n:.1%})")
+    plan = plan_judging(family_size=1)
+    for shape in args.shape or ["skewed 5x", "catastrophe 10%", "diverged"]:
+        held, n = false_held(args.sweeps, shape, plan, args.seed)
+        print(f"{shape}, P(d > 0) = 1/2, {plan.summary()}: {held} of {n} sweeps read held ({held / n:.1%})")
     return 0
 
 

@@ -1,12 +1,13 @@
 """One claim's verdict, typed: its p-values over its panels and looks (judge_claim), then, once the family is
 known (lnbench/claims/family.py), its adjusted verdict and the interval at the level that decided it.
 
-The interval shown is the one the decision used: the t interval of the deciding panel at the deciding look, at
-level 1 - alpha * share / factor, where share is that look's share of alpha and factor what the family
-adjustment multiplied the claim's p-value by (Bonferroni over the panels too, for a contradiction). So a
-verdict and its interval never disagree: held <=> the interval lies above +margin, contradicted <=> below
--margin, equivalent <=> inside. Where the sign test vetoed the t test, or decided alone, no interval is shown,
-only what the sign test saw.
+The interval shown is the one the decision used, for the claim's estimand: the deciding panel's interval at the
+deciding look, at level 1 - alpha * share / factor, where share is that look's share of alpha and factor what
+the family adjustment multiplied the claim's p-value by (Bonferroni over the panels too, for a contradiction).
+For the median (the default) it is the order-statistic interval of the sign test (stats.median_interval), for
+the mean the Student t interval. So a verdict and its interval never disagree: held <=> the interval lies above
++margin, contradicted <=> below -margin, equivalent <=> inside. Where the seeds judged cannot reach that level,
+no interval is shown, only what the sign tests saw.
 """
 
 from __future__ import annotations
@@ -17,8 +18,19 @@ from typing import Any
 import numpy as np
 
 from lnbench.claims import stats
-from lnbench.claims.spec import Claim
-from lnbench.claims.verdicts import CONTRADICTED, EQUIVALENT, HELD, INCONCLUSIVE, KINDS, P_KEYS, Design, Panel
+from lnbench.claims.spec import MEDIAN, Claim
+from lnbench.claims.verdicts import (
+    CONTRADICTED,
+    EQUIVALENT,
+    HELD,
+    INCONCLUSIVE,
+    KINDS,
+    P_KEYS,
+    Looks,
+    Panel,
+    pair_bounds,
+    reads,
+)
 
 ALPHA = stats.ALPHA
 
@@ -34,6 +46,7 @@ class ClaimVerdict:
     measure: str
     min_effect: Any = 0.0
     family: str = ""
+    estimand: str = MEDIAN  # median (most seeds, exact) or mean (rests on the seeds' tails)
     note: str = ""  # e.g. judged on the tuning seeds
     panels: list[dict[str, Any]] = field(default_factory=list)  # Panel.as_dict() of each
     # unadjusted: sequential over the looks (frozen at the deciding one), combined over panels
@@ -47,9 +60,16 @@ class ClaimVerdict:
     looks: list[int] = field(default_factory=list)  # the looks judged (up to the deciding one)
     decided_at: int | None = None  # the look (seeds) whose share gives the claim its p-value
     weight: float = 1.0  # that look's share of alpha
+    planned_looks: list[int] = field(default_factory=list)  # the design's looks (judging.json), or the one look
+    planned_shares: list[float] = field(default_factory=list)
+    max_seeds: int = 0  # the design's last look: the seeds the claim may reach
     # the panel shown: the one that decides (weakest for held and equivalent, strongest against)
     panel: str = ""
-    effect: float | None = None  # mean difference at the deciding look (exact pairs)
+    effect: float | None = None  # the estimand's estimate at the deciding look: median (or mean) of d
+    mean: float | None = None  # the mean of the exact pairs and its t 95% interval: a description (tails!)
+    mean_low: float | None = None
+    mean_high: float | None = None
+    tails: str = ""  # differences beyond 3 IQR, unbounded pairs: estimand mean flags its verdict with them
     n_seeds: int = 0
     sd: float | None = None
     effect_size: float | None = None
@@ -65,6 +85,7 @@ class ClaimVerdict:
     lines: dict[str, Any] = field(default_factory=dict)
     # the family (family.adjust)
     adjust: str = ""
+    adjusted_in: str = ""  # the family counted: the declared one, or the page's undeclared claims
     family_size: int = 0
     p_adjusted: float = 1.0
     verdict: str = INCONCLUSIVE
@@ -72,7 +93,7 @@ class ClaimVerdict:
     ci_low: float | None = None
     ci_high: float | None = None
     reason: str = ""
-    mde: float | None = None
+    mde: float | None = None  # median: the P(d > margin) held with 80% power by the design; mean: in sd of d
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,7 +107,7 @@ class ClaimVerdict:
 def judge_claim(
     claim: Claim,
     panels: list[Panel],
-    design: Design | None = None,
+    design: Looks | None = None,
     note: str = "",
     family_size: int = 1,
     trivial: float | None = None,
@@ -101,6 +122,7 @@ def judge_claim(
         claim.describe(),
         claim.min_effect,
         claim.family,
+        claim.estimand,
         note,
         [p.as_dict() for p in panels],
         trivial=trivial,
@@ -115,22 +137,32 @@ def judge_claim(
         _headline(v, panels, None, None)
         return v
     shares = _shares(design, shared)
+    planned = design is not None and all(n in design.looks for n in shared)
+    v.planned_looks = [int(n) for n in design.looks] if planned else list(shared)
+    v.planned_shares = [float(design.share(n)) for n in design.looks] if planned else [float(w) for w in shares]
+    v.max_seeds = v.planned_looks[-1]
     per_look = [
         stats.combine_panels(*(np.array([getattr(_at(p, n), k) for p in panels]) for k in P_KEYS)) for n in shared
     ]
     for j in range(len(shared)):  # frozen at the first look that would pass the family's first step
         ps = [float(stats.sequential([pl[i] for pl in per_look[: j + 1]], shares[: j + 1])) for i in range(3)]
         p_decide, kind = stats.decide(*ps)
-        if p_decide * family_size <= ALPHA:
+        if passes(p_decide * family_size):
             break
     v.p_held, v.p_contra, v.p_equiv = ps
     v.p_decide, v.kind, v.looks = float(p_decide), KINDS[int(kind)], shared[: j + 1]
-    spent = [per_look[i][int(kind)] / shares[i] for i in range(j + 1)]
+    with np.errstate(divide="ignore"):  # a look of share 0 decides nothing
+        spent = [per_look[i][int(kind)] / shares[i] for i in range(j + 1)]
     deciding = int(np.argmin(spent))
     v.decided_at, v.weight = shared[deciding], float(shares[deciding])
-    v.raw_verdict = v.kind if v.p_decide <= ALPHA else INCONCLUSIVE
+    v.raw_verdict = v.kind if passes(v.p_decide) else INCONCLUSIVE
     _headline(v, panels, v.kind, v.decided_at)
     return v
+
+
+def passes(p_two_sided: float) -> bool:
+    """A two-sided p-value at most alpha (binomial tails hit their level exactly: equal passes)."""
+    return p_two_sided <= ALPHA * (1 + 1e-9)
 
 
 def _where(p: Panel, panels: list[Panel]) -> str:
@@ -141,7 +173,7 @@ def _at(p: Panel, n: int):
     return next(lk for lk in p.looks if lk.n == n)
 
 
-def _shares(design: Design | None, shared: list[int]) -> np.ndarray:
+def _shares(design: Looks | None, shared: list[int]) -> np.ndarray:
     """The alpha share of each shared look: from the design when the looks are its, else one look."""
     if design and all(n in design.looks for n in shared):
         return np.array([design.share(n) for n in shared])
@@ -161,28 +193,34 @@ def _headline(v: ClaimVerdict, panels: list[Panel], kind: str | None, n: int | N
     v.unadjusted_boot95_low, v.unadjusted_boot95_high = h.unadjusted_boot95_low, h.unadjusted_boot95_high
     v.margin, v.method, v.lines = h.margin, h.method, h.lines
     v.better_mean, v.than_mean = h.better_mean, h.than_mean
-    v.effect = look.mean if look and look.mean is not None else (h.effect if look else None)
-    v.sign = look.sign if look else ""
+    if v.raw_reason or look is None:  # blocked, or no look: no effect, nothing that reads as one
+        v.sd = v.effect_size = v.p_improve = v.unadjusted_boot95_low = v.unadjusted_boot95_high = None
+        return
+    v.sign, v.tails, v.mean = look.sign, look.tails, look.mean
+    if look.mean is not None and look.se:
+        v.mean_low, v.mean_high = (float(x) for x in stats.interval(look.mean, look.se, look.df))
+    v.effect = look.median if v.estimand == MEDIAN else look.mean
 
 
 def interval_shown(v: ClaimVerdict, factor: float, verdict: str) -> tuple[float | None, float | None, float]:
-    """(low, high, two-sided level) of the interval that decided: the headline panel's t interval at the
-    deciding look, at alpha * share / factor (and / panels for a contradiction). None where no t test
-    speaks for that side (the sign test decided alone), and where the interval would disagree with the
-    verdict (the sign test vetoed a t interval beyond the margin): the sign test's counts are shown instead."""
+    """(low, high, two-sided level) of the interval that decided: the headline panel's interval for the claim's
+    estimand at the deciding look, at alpha * share / factor (and / panels for a contradiction). None where no
+    test speaks for that side, where the seeds judged cannot reach the level, and where the interval would read
+    another verdict than the one beside it: the sign tests' counts are shown instead."""
     level = ALPHA * v.weight / factor / (len(v.panels) if v.kind == CONTRADICTED else 1)
     panel = next((p for p in v.panels if p["panel"] == v.panel), None)
     look = next((lk for lk in (panel or {}).get("looks", []) if lk["n"] == v.decided_at), None)
-    if v.raw_reason or look is None or look.get("mean") is None or (v.kind or HELD) not in look.get("via_t", []):
+    if v.raw_reason or look is None or not level > 0:
         return None, None, level
-    low, high = (float(x) for x in stats.interval(look["mean"], look["se"], look["df"], 1 - level))
+    if v.estimand == MEDIAN:
+        if not panel.get("pairs"):
+            return None, None, level
+        found = stats.median_interval(*pair_bounds(panel["pairs"], v.decided_at), 1 - level)
+        if found is None:
+            return None, None, level
+        low, high = found
+    else:
+        if look.get("mean") is None or (v.kind or HELD) not in look.get("via_t", []):
+            return None, None, level
+        low, high = (float(x) for x in stats.interval(look["mean"], look["se"], look["df"], 1 - level))
     return (low, high, level) if reads(low, high, v.margin) == verdict else (None, None, level)
-
-
-def reads(low: float, high: float, margin: float) -> str:
-    """The verdict an interval reads: above +margin held, below -margin contradicted, inside equivalent."""
-    if low > margin:
-        return HELD
-    if high < -margin:
-        return CONTRADICTED
-    return EQUIVALENT if margin > 0 and -margin < low and high < margin else INCONCLUSIVE

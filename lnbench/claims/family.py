@@ -6,8 +6,12 @@ A family's size is the number of claims the presets declare in it, whether or no
 preset's report, `lnbench check` of some presets and the full check judge the same runs alike. The default
 adjustment, Bonferroni over the declared family, depends on no other claim's p-value: the same runs get the
 same verdict on every page. Holm and Benjamini-Hochberg (asked for) count the family's claims that are not
-on the page as p = 1, so a page never reads less strict than the full check, but can read stricter. A claim
-without a `family` is adjusted with the page's other undeclared claims, and the page says so.
+on the page as p = 1, so a page never reads less strict than the full check, but can read stricter.
+
+Membership is the presets': a claim counts in a declared family only if the presets declare its id there. A
+claim without a `family`, or with one the presets do not declare it in (a claim added by hand under `primary`,
+an id the presets do not know), is adjusted apart, with the page's other such claims, and the page says so: it
+never changes a declared family's size (issue 39: a page claim under an undeclared id made "primary" 24).
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from typing import Iterable
 import numpy as np
 
 import lnbench
-from lnbench.claims import stats
-from lnbench.claims.decision import ClaimVerdict, interval_shown
+from lnbench.claims import plan, stats
+from lnbench.claims.decision import ClaimVerdict, interval_shown, passes
+from lnbench.claims.spec import MEDIAN
 from lnbench.claims.verdicts import INCONCLUSIVE
 from lnbench.config.presets import experiments
 
@@ -43,32 +48,44 @@ def declared(conf_dir: Path = lnbench.CONF_DIR) -> dict[str, set[str]]:
     return out
 
 
+def membership(cid: str, fam: str, known: dict[str, set[str]]) -> str:
+    """The family a claim is adjusted in: its declared one if the presets declare its id there, else UNDECLARED."""
+    return fam if fam and cid in known.get(fam, set()) else UNDECLARED
+
+
 def sizes(members: Iterable[tuple[str, str]], conf_dir: Path = lnbench.CONF_DIR) -> dict[str, int]:
-    """family -> its size: the claims the presets declare in it, and any other claim (id, family) on the page."""
+    """family -> its size: the claims the presets declare in it; UNDECLARED: the page's claims (id, family) that
+    no preset declares in their family (they are adjusted apart, membership)."""
     known = declared(conf_dir)
-    for cid, fam in members:
-        known.setdefault(fam or UNDECLARED, set()).add(cid)
-    return {f: len(ids) for f, ids in known.items()}
+    out = {f: len(ids) for f, ids in known.items()}
+    apart = {cid for cid, fam in members if membership(cid, fam, known) == UNDECLARED}
+    return out | ({UNDECLARED: len(apart)} if apart else {})
 
 
 def adjust(
-    verdicts: list[ClaimVerdict], method: str = DEFAULT_ADJUST, family_sizes: dict[str, int] | None = None
+    verdicts: list[ClaimVerdict],
+    method: str = DEFAULT_ADJUST,
+    family_sizes: dict[str, int] | None = None,
+    known: dict[str, set[str]] | None = None,
 ) -> None:
-    """Sets each verdict's adjusted verdict, p-value, family size, the interval that decided and, if
-    inconclusive, why. raw_verdict keeps the unadjusted one."""
+    """Sets each verdict's adjusted verdict, p-value, the family it was counted in and its size, the interval
+    that decided and, if inconclusive, why. raw_verdict keeps the unadjusted one."""
+    known = declared() if known is None else known
     family_sizes = family_sizes or sizes((v.id, v.family) for v in verdicts)
-    for family in dict.fromkeys(v.family or UNDECLARED for v in verdicts):
-        members = [v for v in verdicts if (v.family or UNDECLARED) == family]
-        m = max(family_sizes.get(family, 0), len(members))
+    counted = {v.id: membership(v.id, v.family, known) for v in verdicts}
+    for fam in dict.fromkeys(counted.values()):
+        members = [v for v in verdicts if counted[v.id] == fam]
+        m = max(family_sizes.get(fam, 0), len(members))
         p = np.array([v.p_decide for v in members])
         padded = np.concatenate([p, np.ones(m - len(members))])
         for v, pa in zip(members, stats.ADJUST[method](padded)):
+            v.adjusted_in = fam
             _set(v, method, m, float(pa))
 
 
 def _set(v: ClaimVerdict, method: str, m: int, p_adjusted: float) -> None:
     v.adjust, v.family_size, v.p_adjusted = method, m, p_adjusted
-    v.verdict = v.kind if v.kind and not v.raw_reason and p_adjusted <= stats.ALPHA else INCONCLUSIVE
+    v.verdict = v.kind if v.kind and not v.raw_reason and passes(p_adjusted) else INCONCLUSIVE
     factor = (
         m
         if method == "bonferroni"
@@ -77,13 +94,33 @@ def _set(v: ClaimVerdict, method: str, m: int, p_adjusted: float) -> None:
         else (max(1.0, p_adjusted / v.p_decide) if 0 < v.p_decide < 1 and p_adjusted < 1 else m)
     )
     v.ci_low, v.ci_high, v.level = interval_shown(v, factor, v.verdict)
-    v.mde = _mde(v)
+    v.mde = _mde(v) if not v.raw_reason else None
     v.reason = "" if v.verdict != INCONCLUSIVE else why(v)
 
 
 def _mde(v: ClaimVerdict) -> float | None:
-    found = stats.mde(v.sd, v.n_seeds, v.level) if v.sd and v.n_seeds else None
-    return None if found is None else found + (v.margin or 0.0)
+    """The effect the design detects with 80% power at the family's Bonferroni level, known before the judging
+    seeds ran (never from them): for the median, the P(d > margin) (lnbench/claims/plan.py, exact); for the mean,
+    the true mean difference in standard deviations of d (a paired t test at the last look's share)."""
+    if not v.planned_looks:
+        return None
+    level = stats.ALPHA / 2 / max(1, v.family_size)
+    if v.estimand == MEDIAN:
+        return plan.detectable(v.planned_looks, v.planned_shares, level)
+    return stats.mde(1.0, v.max_seeds, 2 * level * v.planned_shares[-1])
+
+
+def mde_text(v: ClaimVerdict) -> str:
+    """'MDE: P(d > margin) 0.89 at up to 21 seeds' (or why none is possible)."""
+    if v.estimand != MEDIAN:
+        return f"MDE {v.mde:.2g} sd of the differences at {v.max_seeds} seeds" if v.mde is not None else ""
+    if v.mde is None:
+        need = plan.smallest_decisive(stats.ALPHA / 2 / max(1, v.family_size))
+        return (
+            f"no decision possible: {v.max_seeds} seeds cannot reach the family's level (a sign test needs at "
+            f"least {need} seeds, all beyond the margin)"
+        )
+    return f"MDE P(d > margin) {v.mde:.2f} at up to {v.max_seeds} seeds"
 
 
 def why(v: ClaimVerdict) -> str:
@@ -91,25 +128,26 @@ def why(v: ClaimVerdict) -> str:
     if v.raw_reason:
         return v.raw_reason
     where = f" in {v.panel}" if len(v.panels) > 1 else ""
-    known = v.mde is not None and v.effect is not None
-    mde = f"MDE {v.mde:.3g} at {v.n_seeds} seeds, effect {v.effect:.3g}" if known else ""
-    if v.ci_low is None and v.sign:
-        return f"the sign test{where} did not pass at look {v.decided_at} ({v.sign})" + (f"; {mde}" if mde else "")
+    mde = mde_text(v)
     if v.raw_verdict != INCONCLUSIVE:
         return f"{v.raw_verdict} before the family adjustment (p {v.p_decide:.2g}, adjusted {v.p_adjusted:.2g})" + (
             f"; {mde}" if mde else ""
         )
-    if mde and abs(v.effect) < v.mde:
-        return f"underpowered{where}: {mde}"
-    return f"the interval{where} includes " + (f"±{v.margin:.3g}" if v.margin else "0")
+    if v.estimand == MEDIAN or v.ci_low is None:
+        test = "the sign test" if v.estimand == MEDIAN else "the t test"
+        seen = f" ({v.sign})" if v.sign else ""
+        return f"{test}{where} did not pass at look {v.decided_at}{seen}" + (f"; {mde}" if mde else "")
+    return f"the interval{where} includes " + (f"±{v.margin:.3g}" if v.margin else "0") + (f"; {mde}" if mde else "")
 
 
 def describe_method(method: str) -> str:
     return (
-        "estimand: the mean paired difference (than - better); test: paired t on the exact pairs, gated by "
-        "the exact sign test on every pair whose order is known at the look's share of alpha (the sign test "
-        "alone where a run diverged or never reached its target; Welch without 3 common seeds); "
-        "held/contradicted: the interval shown lies beyond ±min_effect, equivalent: inside it; looks spend "
-        "their declared shares of alpha; panels: "
+        "estimand: the median paired difference d = than - better (`better` beats `than` by more than "
+        "min_effect on most seeds: P(d > min_effect) > 1/2), unless a claim declares `estimand: mean`; "
+        "test: exact sign tests on every pair (ties and pairs of unknown order count against the claim; a "
+        "diverged run is its line's worst value, a target never reached comes after every run that reached it), "
+        "two one-sided sign tests for equivalence; `estimand: mean`: the paired t test, its verdict resting on "
+        "the seeds' tails (flagged beyond 3 IQR); held/contradicted: the interval shown lies beyond ±min_effect, "
+        "equivalent: inside it; looks spend their declared shares of alpha (judging.json); panels: "
         f"intersection-union for held, Bonferroni for contradicted; family: {NAMES[method]}"
     )

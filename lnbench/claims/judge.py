@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lnbench.claims import decision, family, verdicts
+from lnbench.claims import decision, family, plan, verdicts
 from lnbench.claims import spec as claimlib
 from lnbench.claims.spec import DIVERGED, Claim, Value
+from lnbench.config.choices import Stage
 from lnbench.runs import Run
 
 DESIGN_FILE = "judging.json"  # written by lnbench check: the looks in which judging seeds were added
@@ -30,30 +32,36 @@ ON_TUNING_SEEDS = (
 )
 
 
-def stage(run: Run) -> str:
-    """tune, widen or judge (lnbench/config/schema.py `stage`; runs made before it existed: tune)."""
-    value = run.value("stage")
-    return value if value in ("widen", "judge") else "tune"
+@dataclass(frozen=True)
+class Designs:
+    """What a sweep's judging.json declares: the sweep's plan (its looks and shares) and each claim's own plan
+    where lnbench check planned claims apart (lnbench/claims/plan.py's sweep_record)."""
+
+    sweep: plan.JudgingPlan | None
+    claims: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def of(self, claim_id: str, family_size: int) -> plan.JudgingPlan | None:
+        """The plan a claim was judged under: its own record, else the sweep's. (Its MDE on the page is computed
+        for its looks and shares at the claim's declared family: lnbench/claims/family.py.)"""
+        if claim_id in self.claims:
+            return plan.JudgingPlan.from_record(self.claims[claim_id], family_size)
+        return self.sweep
 
 
-def read_design(root: Path) -> verdicts.Design | None:
+def read_design(root: Path) -> Designs | None:
     """The looks (numbers of judging seeds) lnbench check planned for this sweep and the share of alpha each
-    spends, if it wrote them (a file without shares, from before issue 30: spent linearly)."""
+    spends, if it wrote them: lnbench/claims/plan.py's records, issue 30's (looks and shares) or older ones (looks
+    only: alpha spent linearly in seeds, as it was planned)."""
     try:
         raw = json.loads((root / DESIGN_FILE).read_text())
-        looks, shares = raw.get("looks"), raw.get("shares")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError):
         return None
-    if not (isinstance(looks, list) and looks):
-        return None
-    looks = [int(n) for n in looks]
-    if isinstance(shares, list) and len(shares) == len(looks):
-        return verdicts.Design(looks, [float(w) for w in shares])
-    return verdicts.Design.linear(looks)
+    sweep, claims = plan.read_record(raw)
+    return Designs(sweep, claims) if sweep is not None or claims else None
 
 
 def judge_claims(
-    groups: list, lay, design: verdicts.Design | None, adjust: str = family.DEFAULT_ADJUST
+    groups: list, lay, design: Designs | None, adjust: str = family.DEFAULT_ADJUST
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """claims.json's entries for every claim the runs declare, adjusted over their declared families. groups and
     lay: the report's (lnbench.report.analysis), duck-typed so that the report imports the judge, never both ways."""
@@ -62,9 +70,12 @@ def judge_claims(
         claims = claimlib.claims_of(r.config for r in runs)
     except claimlib.ClaimError as e:
         return [], [str(e)]
-    declared = family.sizes((c.id, c.family) for c in claims)
+    known = family.declared()
+    sizes = family.sizes((c.id, c.family) for c in claims)
     judged = []
     for claim in claims:
+        size = sizes.get(family.membership(claim.id, claim.family, known), 1)
+        planned = design.of(claim.id, size) if design else None
         panels, on_tuning, trivial = [], False, set()
         for panel in dict.fromkeys(g.panel for g in groups):
             cells = {g.line: g for g in groups if g.panel == panel}
@@ -75,20 +86,20 @@ def judge_claims(
             better, than = (_cell(cells, line) for line in (claim.better, claim.than))
             judging = bool(better and than and better.judging and than.judging)
             on_tuning |= not judging and any(g is not None and g.selection for g in (better, than))
-            panels.append(_compare(claim, lay.title(panel), better, than, judging, design))
+            panels.append(_compare(claim, lay.title(panel), better, than, judging, planned))
             trivial |= {t for g in (better, than) if g is not None and (t := trivial_value(claim, g.runs)) is not None}
         note = ON_TUNING_SEEDS if on_tuning and panels else ""
         judged.append(
             decision.judge_claim(
                 claim,
                 panels,
-                design,
+                planned if planned and planned.looks else None,
                 note,
-                declared.get(claim.family or family.UNDECLARED, 1),
+                size,
                 trivial.pop() if len(trivial) == 1 else None,
             )
         )
-    family.adjust(judged, adjust, declared)
+    family.adjust(judged, adjust, sizes, known)
     return [v.as_dict() for v in judged], []
 
 
@@ -116,7 +127,7 @@ def _cell(cells: dict, line: Any):
     return next((g for v, g in cells.items() if claimlib.same(v, line)), None)
 
 
-def _compare(claim: Claim, title: str, better, than, judging: bool, design: verdicts.Design | None) -> verdicts.Panel:
+def _compare(claim: Claim, title: str, better, than, judging: bool, design: plan.JudgingPlan | None) -> verdicts.Panel:
     numbers, blocked = {}, []
     for name, g in (("better", better), ("than", than)):
         if g is None:
@@ -132,8 +143,16 @@ def _compare(claim: Claim, title: str, better, than, judging: bool, design: verd
         tuned, _ = _values(claim, [r for r in _tuning(than) if claimlib.declares(r.config, claim)], than.line)
         exact = [v.x for v in tuned.values() if v.exact]
         margin = claim.margin(sum(exact) / len(exact) if exact else None)
+    if judging and design is not None and not design.looks:
+        blocked.append(f"no judging seeds planned: {design.summary()}")
     p = verdicts.compare(
-        title, numbers["better"], numbers["than"], claim, design if judging else None, "; ".join(blocked), margin
+        title,
+        numbers["better"],
+        numbers["than"],
+        claim,
+        design if judging and design is not None and design.looks else None,
+        "; ".join(blocked),
+        margin,
     )
     p.lines = {str(g.line): _line_info(g, judging) for g in (better, than) if g is not None}
     p.values = {
@@ -186,7 +205,7 @@ def trivial_value(claim: Claim, runs: list[Run]) -> float | None:
 
 
 def _tuning(g) -> list[Run]:
-    return [r for r in g.runs if stage(r) != "judge"]
+    return [r for r in g.runs if r.stage != Stage.judge]
 
 
 def _values(claim: Claim, runs: list[Run], line: Any) -> tuple[dict[Any, Value], list[str]]:

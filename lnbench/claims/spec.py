@@ -17,6 +17,9 @@ A preset declares the paper's claims under `claims:` (they travel in every job's
                                 #   on the tuning runs at the chosen value, fixed before any judging seed)
         family: primary         # the family adjusted together (primary: the paper's own; control; beyond)
         # eval_seq_len: 160     # a test metric at this test length (a preset's test_seq_lens)
+        # estimand: median      # median (default): `better` beats `than` by more than the margin on most
+                                #   seeds, exact sign tests; mean: the mean difference, a t test whose verdict
+                                #   rests on the seeds' tails (flagged where a seed lies beyond 3 IQR)
 """
 
 from __future__ import annotations
@@ -27,6 +30,11 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 MEASURES = ("final", "best", "at", "auc", "to_target")
+MEDIAN, MEAN = "median", "mean"
+ESTIMANDS = {
+    MEDIAN: "most seeds: P(d > margin) > 1/2, the median paired difference (exact sign tests)",
+    MEAN: "the mean paired difference (paired t test): rests on the seeds' tails",
+}
 SPLITS = ("train", "val", "test")
 X_KEYS = ("step", "epoch", "time")
 
@@ -50,6 +58,7 @@ class Claim:
     min_effect: float | str = 0.0  # a number in the measure's units, or "N%" of the `than` line's mean
     eval_seq_len: int | None = None  # test metrics only: the run's test at this length (test_seq_lens)
     family: str = ""  # declared in the preset (primary, control, beyond); "": the page's undeclared claims
+    estimand: str = MEDIAN  # what a verdict is about (ESTIMANDS)
 
     @property
     def split(self) -> str:
@@ -100,6 +109,11 @@ def parse_claim(raw: dict[str, Any]) -> Claim:
         raise ClaimError(
             f"claim {cid}: metric={claim.metric!r} is not split/name with split one of {', '.join(SPLITS)} "
             "(e.g. val/error)."
+        )
+    if claim.estimand not in ESTIMANDS:
+        raise ClaimError(
+            f"claim {cid}: estimand={claim.estimand!r} is not one of {', '.join(ESTIMANDS)} (median, the default: "
+            "better on most seeds, exact; mean: the mean difference, resting on the seeds' tails)."
         )
     if claim.measure not in MEASURES:
         raise ClaimError(f"claim {cid}: measure={claim.measure!r} is not one of {', '.join(MEASURES)}.")

@@ -4,14 +4,17 @@ batched. `lnbench report` calls them on one comparison; the simulations of docs/
 those of the code that judges.
 
 d holds paired differences value(than) - value(better): positive supports the claim. margin >= 0 is the
-claim's `min_effect`. Each comparison gives three one-sided p-values:
+claim's `min_effect`. Each comparison gives three one-sided p-values, for one of two estimands:
 
-    held    H0: mean(d) <= margin     small: better by more than the margin
-    contra  H0: mean(d) >= -margin    small: worse by more than the margin
-    equiv   H0: |mean(d)| >= margin   small: inside +-margin (two one-sided tests, TOST)
+- the median (the default, `estimand: median`): held when P(d > margin) > 1/2, `better` beats `than` by more
+  than the margin on most seeds; sign_tests(), exact whatever the seeds' distribution; its interval is
+  median_interval() (order statistics);
+- the mean (`estimand: mean`): held when mean(d) > margin; paired_t() (Student), exact only for Gaussian
+  differences, and no test on a handful of seeds is exact for a mean whatever the distribution (Bahadur and
+  Savage): a mean rests on the seeds' tails, which tails() flags.
 
-A decision at two-sided level a is made when 2p <= a: for held and contra that is the (1 - a) Student t
-interval lying beyond +-margin, for equiv that interval lying inside +-margin (decide()).
+A decision at two-sided level a is made when 2p <= a: for held and contra that is the (1 - a) interval lying
+beyond +-margin, for equiv that interval lying inside +-margin (decide()).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy import optimize
 from scipy import stats as st
 
 ALPHA = 0.05  # two-sided: a 95% interval, 2.5% per side
@@ -66,26 +70,58 @@ def _t_tests(mean, se, df, margin):
     return tuple(np.where(undecidable, 1.0, p) for p in (p_held, p_contra, p_equiv))
 
 
-def sign_test(lo, hi, margin=0.0):
-    """(p_held, p_contra, p_equiv) of paired differences known only as bounds lo <= d <= hi (a run that never
-    reached a target, a run that diverged): the exact binomial sign test on the pairs whose side of the
-    margin is known; the others are left out (a tie). It cannot show equivalence: p_equiv is 1."""
+def sign_tests(lo, hi, margin=0.0):
+    """(p_held, p_contra, p_equiv) of the default estimand, the median paired difference: exact binomial sign
+    tests on pairs known as bounds lo <= d <= hi (..., n), whatever the seeds' distribution.
+
+        held    H0: P(d > margin) <= 1/2     the pairs with lo > margin count for it
+        contra  H0: P(d < -margin) <= 1/2    the pairs with hi < -margin count for it
+        equiv   H0: P(d > -margin) <= 1/2 or P(d < margin) <= 1/2   (two one-sided sign tests)
+
+    Every pair counts in n: a tie (d exactly at the margin) and a pair whose order is unknown (both runs
+    diverged: lo = -inf, hi = +inf) count against every side, so each test stays exact (at worst conservative)
+    for its H0. A diverged run is a bound like any other (d = -inf where `better` diverged): a rank, no special
+    case. With margin 0 nothing is equivalent: p_equiv is 1."""
     lo, hi = np.asarray(lo, float), np.asarray(hi, float)
-    up, down = (lo > margin).sum(-1), (hi < margin).sum(-1)
-    p_held = st.binom.sf(up - 1, up + down, 0.5)
-    up_c, down_c = (lo > -margin).sum(-1), (hi < -margin).sum(-1)
-    p_contra = st.binom.sf(down_c - 1, up_c + down_c, 0.5)
-    return p_held, p_contra, np.ones_like(p_held)
+    n = lo.shape[-1]
+    m = np.asarray(margin, float)[..., None]  # a number, or one per comparison of the leading axes
+
+    def tail(count):
+        return st.binom.sf(count - 1, n, 0.5)
+
+    p_held, p_contra = tail((lo > m).sum(-1)), tail((hi < -m).sum(-1))
+    p_equiv = np.maximum(tail((lo > -m).sum(-1)), tail((hi < m).sum(-1)))
+    return p_held, p_contra, np.where(np.asarray(margin) > 0, p_equiv, 1.0)
 
 
-def sign_gate(p_test, p_sign, share):
-    """p_test where the exact sign test on the same pairs agrees at the look's own share of alpha (one side:
-    ALPHA / 2 * share, never divided by the family), else 1. The t test alone is not valid at 3-9 seeds when
-    one line's seeds are skewed (a mean carried by the seeds that happened to be lucky); the sign test is
-    exact for the median whatever the distribution, so a decision needs both: better on average and in
-    (nearly) every seed. The gated p is never below p_test, so it stays a valid p-value wherever p_test is."""
-    agrees = np.asarray(p_sign, float) <= ALPHA / 2 * np.asarray(share, float) * (1 + 1e-9)
-    return np.where(agrees, p_test, 1.0)
+def median_interval(lo, hi, level=1 - ALPHA) -> tuple[float, float] | None:
+    """The distribution-free interval of the median of d at this two-sided level: (the j-th smallest lo, the
+    j-th largest hi), j the largest with P(Binomial(n, 1/2) <= j - 1) <= (1 - level) / 2. Its end lies above the
+    margin exactly when the sign test of held passes at (1 - level) / 2 (and below -margin for contradicted,
+    inside for equivalent): the interval and the verdict cannot disagree. None where n pairs cannot reach the
+    level (0.5**n > (1 - level) / 2)."""
+    lo, hi = np.sort(np.asarray(lo, float)), np.sort(np.asarray(hi, float))
+    n = len(lo)
+    below = st.binom.cdf(np.arange(n), n, 0.5)  # below[j - 1] = P(B <= j - 1)
+    ok = np.nonzero(below <= (1 - level) / 2 * (1 + 1e-9))[0]
+    if not len(ok):
+        return None
+    j = int(ok[-1]) + 1
+    return float(lo[j - 1]), float(hi[n - j])
+
+
+TAIL_IQR = 3.0  # Tukey's far-out fence
+
+
+def tails(d) -> np.ndarray:
+    """The indices of differences beyond TAIL_IQR interquartile ranges outside the quartiles: seeds a mean rests
+    on. With identical quartiles, any difference off them."""
+    d = np.asarray(d, float)
+    if len(d) < 4:
+        return np.zeros(0, int)
+    q1, q3 = np.percentile(d, [25, 75])
+    fence = TAIL_IQR * (q3 - q1)
+    return np.nonzero((d < q1 - fence) | (d > q3 + fence))[0]
 
 
 def interval(mean, se, df, level=1 - ALPHA):
@@ -103,23 +139,21 @@ def combine_panels(p_held, p_contra, p_equiv):
     return (np.max(p_held, -1), np.minimum(1.0, k * np.min(p_contra, -1)), np.max(p_equiv, -1))
 
 
-SPENDING_POWER = 3.0  # declared shares: alpha * t^3 (Kim-DeMets), 0.037 / 0.259 / 0.704 at 3, 6, 9 seeds
-
-
 def spending(looks: list[int], power: float = 1.0) -> np.ndarray:
     """The share of alpha each look may spend: alpha * t^power spent by information time t = n / n_max
-    (power 1: linear in the seeds a look adds, Lan-DeMets; lnbench check declares SPENDING_POWER, which keeps
-    most of alpha for the last look, the only one where the sign gate can pass). Each look is tested at its
-    share alone (Bonferroni over looks): valid whatever the correlation between looks and whatever decides to
-    stop, at the price of being conservative."""
+    (power 1: linear in the seeds a look adds, Lan-DeMets; lnbench/claims/plan.py declares its own). Each look
+    is tested at its share alone (Bonferroni over looks): valid whatever the correlation between looks and
+    whatever decides to stop, at the price of being conservative."""
     t = np.concatenate([[0.0], np.asarray(looks, float) / looks[-1]]) ** power
     return np.diff(t)
 
 
 def sequential(p_looks, weights):
     """The p-value of a design with several looks (the last axis): min over looks of p_j / w_j, capped at 1.
-    Under H0, P(some p_j <= u w_j) <= sum of u w_j = u: a valid p-value under optional stopping."""
-    return np.minimum(1.0, np.min(np.asarray(p_looks, float) / np.asarray(weights, float), -1))
+    Under H0, P(some p_j <= u w_j) <= sum of u w_j = u: a valid p-value under optional stopping. A look of share
+    0 (no decision possible there) never gives the p-value."""
+    with np.errstate(divide="ignore"):
+        return np.minimum(1.0, np.min(np.asarray(p_looks, float) / np.asarray(weights, float), -1))
 
 
 def decide(p_held, p_contra, p_equiv):
@@ -179,9 +213,7 @@ def mde(sd: float, n: int, level: float = ALPHA, power: float = POWER) -> float 
     if n < 2 or not sd > 0 or not math.isfinite(sd):
         return None
     df, crit = n - 1, st.t.ppf(1 - level / 2, n - 1)
-    from scipy.optimize import brentq
-
-    nc = brentq(lambda c: st.nct.sf(crit, df, c) - power, 0.0, 1e3)
+    nc = optimize.brentq(lambda c: st.nct.sf(crit, df, c) - power, 0.0, 1e3)
     return float(nc * sd / math.sqrt(n))
 
 

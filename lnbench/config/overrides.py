@@ -25,7 +25,7 @@ NOT_A_RUN = (
 
 def parse(args: list[str]) -> argparse.Namespace:
     """Hydra's own parse of `lnbench train <args>`: .overrides, .multirun and the flags of NOT_A_RUN."""
-    from hydra._internal.utils import get_args_parser
+    from hydra._internal.utils import get_args_parser  # noqa: PLC0415 (Hydra: report, presets run without)
 
     parsed, _ = get_args_parser().parse_known_args(args)
     return parsed
@@ -38,7 +38,7 @@ def is_a_run(parsed: argparse.Namespace) -> bool:
 def axes(overrides: list[str]) -> dict[str, list[str]]:
     """Each key's overrides, one per value (`seed=0,1` -> seed: [seed=0, seed=1]), as Hydra's basic sweeper
     reads them: a key given twice keeps its last values."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: PLC0415 (as above)
 
     found: dict[str, list[str]] = {}
     for o in OverridesParser.create().parse_overrides(overrides):
@@ -53,7 +53,7 @@ def axes(overrides: list[str]) -> dict[str, list[str]]:
 
 def sweeping(overrides: list[str]) -> dict[str, bool]:
     """Each key (or group) the overrides set -> whether they sweep it (a,b / range() / choice())."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: PLC0415 (as above)
 
     return {o.key_or_group: o.is_sweep_override() for o in OverridesParser.create().parse_overrides(overrides)}
 
@@ -65,8 +65,8 @@ def expand(overrides: list[str]) -> list[list[str]]:
 
 def unreadable(overrides: list[str]) -> str:
     """The first override Hydra's grammar cannot read ("" if every one reads)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
+    from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: PLC0415 (as above)
+    from hydra.errors import OverrideParseException  # noqa: PLC0415 (as above)
 
     parser = OverridesParser.create()
     for o in overrides:

@@ -1,7 +1,8 @@
 """The presets of conf/ and the one model of a sweep's axes (`Sweep`), and `lnbench presets`: the experiment,
 model, dataset and optimizer presets, each with its one-line description, read from conf/ (each preset's first
 comment line; an experiment's axes from its hydra.sweeper.params), so the list never goes stale and nothing is
-typed twice."""
+typed twice. The one reader of conf/<group>/*.yaml as written (`read_preset`, `preset_names`): the schemas'
+list of presets (lnbench.config.schema.presets), the claims, `lnbench check` and the bench ask here."""
 
 from __future__ import annotations
 
@@ -35,24 +36,37 @@ class Preset:
     axes: dict[str, str]  # experiments: swept key -> values
 
 
+def preset_file(group: str, name: str, conf_dir: Path | str = CONF_DIR) -> Path:
+    return Path(conf_dir) / group / f"{name}.yaml"
+
+
+def preset_names(group: str, conf_dir: Path | str = CONF_DIR) -> list[str]:
+    """The presets of conf/<group>, sorted."""
+    return sorted(p.stem for p in (Path(conf_dir) / group).glob("*.yaml"))
+
+
+def read_preset(group: str, name: str, conf_dir: Path | str = CONF_DIR) -> dict[str, Any]:
+    """conf/<group>/<name>.yaml as written (the preset's own keys, before Hydra composes it)."""
+    return yaml.safe_load(preset_file(group, name, conf_dir).read_text()) or {}
+
+
 def read_presets(conf_dir: Path) -> list[Preset]:
     found = []
     for group in GROUPS:
-        for path in sorted((conf_dir / group).glob("*.yaml")):
-            text = path.read_text()
-            found.append(Preset(group, path.stem, description(text), sweeper_params(yaml.safe_load(text))))
+        for name in preset_names(group, conf_dir):
+            text = preset_file(group, name, conf_dir).read_text()
+            found.append(Preset(group, name, description(text), sweeper_params(yaml.safe_load(text))))
     return found
 
 
 # ---- a sweep's axes: one model -----------------------------------------------------------------
-def read_experiment(name: str, conf_dir: Path = CONF_DIR) -> dict[str, Any]:
-    """conf/experiment/<name>.yaml as written (the preset's own keys, before Hydra composes it)."""
-    return yaml.safe_load((Path(conf_dir) / "experiment" / f"{name}.yaml").read_text()) or {}
+def read_experiment(name: str, conf_dir: Path | str = CONF_DIR) -> dict[str, Any]:
+    return read_preset("experiment", name, conf_dir)
 
 
-def experiments(conf_dir: Path = CONF_DIR) -> dict[str, dict[str, Any]]:
+def experiments(conf_dir: Path | str = CONF_DIR) -> dict[str, dict[str, Any]]:
     """Every experiment preset as written, by name (conf/experiment/*.yaml, sorted)."""
-    return {p.stem: read_experiment(p.stem, conf_dir) for p in sorted((Path(conf_dir) / "experiment").glob("*.yaml"))}
+    return {name: read_experiment(name, conf_dir) for name in preset_names("experiment", conf_dir)}
 
 
 def sweeper_params(config: Any) -> dict[str, str]:

@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
+from hydra.utils import get_class
 from omegaconf import MISSING, OmegaConf
 
 from lnbench import CONF_DIR
 from lnbench.config.choices import Impl, Placement, Stage
+from lnbench.config.presets import preset_names, read_preset
 from lnbench.nn.normalizers import NormConfig
 
 
@@ -323,12 +325,10 @@ SCHEMAS = {
 def presets(group: str, conf_dir: Path | str = CONF_DIR) -> dict[str, Optional[str]]:
     """{preset: the schema it is built on (`base_mlp`, ...)} for the presets in conf/<group>, read from each
     preset's defaults list: the one list of preset names (tests, Makefile, bench, error messages ask here)."""
-    import yaml
-
     found = {}
-    for path in sorted((Path(conf_dir) / group).glob("*.yaml")):
-        defaults = (yaml.safe_load(path.read_text()) or {}).get("defaults") or []
-        found[path.stem] = next(
+    for name in preset_names(group, conf_dir):
+        defaults = read_preset(group, name, conf_dir).get("defaults") or []
+        found[name] = next(
             (d.lstrip("/") for d in defaults if isinstance(d, str) and d.lstrip("/") in SCHEMAS[group]), None
         )
     return found
@@ -342,7 +342,6 @@ def model_presets(*schemas: str, conf_dir: Path | str = CONF_DIR) -> list[str]:
 def presets_of_kind(group: str, attribute: str, kind: str) -> list[str]:
     """The presets of `group` whose class (its schema's `_target_`) has `attribute` == `kind`: e.g. the
     models that take sequences (`accepts`), the datasets that give flat inputs (`kind`)."""
-    from hydra.utils import get_class
 
     return [
         name

@@ -12,11 +12,12 @@ import inspect
 import math
 from typing import Any, Iterable
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from lnbench import CONF_DIR
 from lnbench.config import overrides as hydra_args
 from lnbench.config.choices import RECORD_SINK, Stage
+from lnbench.config.presets import preset_names
 from lnbench.errors import ConfigError
 from lnbench.nn.normalizers import NORMALIZERS, normalizer
 
@@ -36,13 +37,13 @@ def validate_logger(logger: Any) -> None:
                     else f"each logger entry is a metric sink's config with a _target_, and {key!r} has none. "
                 )
                 + f"Choose sinks with logger=NAME or a list, logger=[wandb,csv] (the files in {CONF_DIR / 'logger'}: "
-                f"{', '.join(sorted(p.stem for p in (CONF_DIR / 'logger').glob('*.yaml')))})."
+                f"{', '.join(preset_names('logger'))})."
             )
         try:  # before anything is built: a sink's class that cannot be found is a typo too
             # importlib, not hydra.utils.get_object: that one logs its own error before raising
             module, _, name = str(node._target_).rpartition(".")
             sink = getattr(importlib.import_module(module), name)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 (whatever importing it raised: the user's typo, said as one)
             raise ConfigError(
                 f"logger.{key}._target_={node._target_} is not allowed: it cannot be imported "
                 f"({type(e).__name__}: {' '.join(str(e).split())[:200]}). Give the sink's class as module.Class."
@@ -85,8 +86,6 @@ FREE_FORM: tuple[str, ...] = ("claims",)
 def check_keys(cfg: Any, prefix: str = "") -> None:
     """Refuses a key its node's schema does not declare (e.g. `+foo=1`, `+model.foo=1`, `+optim.momentum=0.9`
     with Adam): the schema is the whitelist, so a misspelt key cannot silently do nothing."""
-
-    from omegaconf import DictConfig
 
     if not prefix and "logger" in cfg:
         validate_logger(cfg.logger)  # an open node: its entries are checked as sinks' configs

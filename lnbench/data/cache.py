@@ -30,12 +30,12 @@ def key(dataset_cfg: DictConfig, threads: int) -> str:
     return json.dumps([OmegaConf.to_container(dataset_cfg, resolve=True), threads], sort_keys=True, default=str)
 
 
-def kept(dataset_cfg: DictConfig) -> Any | None:
-    """The dataset kept for this config at this process's thread count, or None."""
+def kept(dataset_cfg: DictConfig, threads: int) -> Any | None:
+    """The dataset kept for this config for a job on `threads` torch threads (its runtime's), or None."""
     if not _kept:
         return None
     try:
-        return _kept.get(key(dataset_cfg, torch.get_num_threads()))
+        return _kept.get(key(dataset_cfg, threads))
     except Exception:  # noqa: BLE001 - a config that does not resolve: the job makes (and refuses) it itself
         return None
 

@@ -92,7 +92,7 @@ def load_pair(raw_dir: Path, split: str) -> tuple[np.ndarray, np.ndarray] | None
 def fetch(root: Path) -> None:
     """Both MNIST splits into root with torchvision (dataset.download=true)."""
     try:
-        import torchvision  # optional: only needed to fetch the files once
+        import torchvision  # noqa: PLC0415 (optional: only to fetch the files once)
     except ImportError:
         raise DataError(
             f"no MNIST files under {root / 'MNIST' / 'raw'} and dataset.download=true needs torchvision, "
@@ -101,7 +101,7 @@ def fetch(root: Path) -> None:
     try:
         for train in (True, False):
             torchvision.datasets.MNIST(root=str(root), train=train, download=True)
-    except Exception as e:  # network errors come in many types; all mean the same to the user
+    except Exception as e:  # noqa: BLE001 (network errors come in many types; all mean the same to the user)
         raise DataError(f"downloading MNIST into {root} failed ({e}); {HOW_TO_GET}.") from None
 
 

@@ -19,14 +19,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
+import hydra
+from hydra.core.hydra_config import HydraConfig
+
 import lnbench
 from lnbench import phases
+from lnbench.config.renamed import rewrite_and_say
+from lnbench.config.schema import register_configs
+from lnbench.config.validate import validate
 from lnbench.errors import UserError
-from lnbench.launch import failures
+from lnbench.launch import failures, user_modules
 from lnbench.launch.preflight import Plan, preflight, resume_overrides
-from lnbench.launch.process import guardian
+from lnbench.launch.process import guardian, threads
+from lnbench.launch.process.isolate import crash_log, in_child_process, warm_up
 from lnbench.launch.sweep import stop as sweep_stop
-from lnbench.runs import CRASH_LOG
+from lnbench.runs import CRASH_LOG, RunLock
+from lnbench.training.tracker import job_name, run_tags, sweep_group
 
 log = logging.getLogger("lnbench")
 CONF_DIR = str(lnbench.CONF_DIR)  # Hydra takes config_path as a string
@@ -36,21 +44,20 @@ VERSION_BASE = "1.3"  # hydra.main's; lnbench check's in-process sweeps set the 
 def main(args: list[str]) -> int:
     """`lnbench train <args>`: bad input of any kind is refused before Hydra creates a directory (exit 2, one
     paragraph); then Hydra runs the job or the sweep."""
-    from lnbench.config.renamed import rewrite_and_say
-    from lnbench.config.schema import register_configs
 
-    phases.record("sweep: process start to lnbench.cli", phases.process_start() or time.time())
+    timer = phases.timer()
+    timer.since_process_start(phases.SWEEP_START)
     register_configs()
     typed = list(args)
     # `lnbench train steps=5 -m seed=0,1`: argparse would take -m after an override for a stray argument.
     args = [a for a in args if a in ("-m", "--multirun")] + [a for a in args if a not in ("-m", "--multirun")]
     try:
-        with phases.phase("sweep: preflight"):
+        with timer.phase(phases.SWEEP_PREFLIGHT):
             args = rewrite_and_say(resume_overrides(args))  # a resumed run's saved overrides may use old keys too
             plan = preflight(args, CONF_DIR)
     except KeyboardInterrupt:
         return stopped_before_training()
-    except Exception as e:  # noqa: BLE001 - bad input (exit 2), or a bug of ours (a traceback, exit 1)
+    except Exception as e:  # bad input (exit 2), or a bug of ours (a traceback, exit 1)
         if failures.full_error():
             raise
         return failures.say(e)
@@ -63,8 +70,6 @@ def main(args: list[str]) -> int:
 
 
 def hydra_app(plan: Plan):
-    import hydra
-
     sys.argv = ["lnbench train", *plan.args]  # Hydra reads sys.argv itself, and names the program from it
     app = hydra.main(version_base=VERSION_BASE, config_path=CONF_DIR, config_name="train")(Job(plan))
     return lambda: app() or 0
@@ -83,13 +88,9 @@ def single_run(plan: Plan) -> int:
 def sweep(plan: Plan, typed: list[str]) -> int:
     """Hydra's multirun; a sweep stopped by a signal ends with one line, once its jobs' checkpoints are on disk."""
     sweep_stop.clear(plan.out_dir)
-    if phases.enabled():
-        from lnbench.launch.hydra_phases import instrument_hydra
-
-        instrument_hydra()  # the basic launcher's jobs run in this process
     with stop_handling(plan) as stop:
         try:
-            phases.mark("hydra")
+            phases.timer().mark(phases.SWEEP_HYDRA)
             code = hydra_app(plan)()
         except SystemExit as e:  # Hydra's exit 1 after a failed job
             code = e.code if isinstance(e.code, int) else 1
@@ -135,23 +136,13 @@ class Job:
     def __init__(self, plan: Plan):
         self.plan = plan
 
-    def __setstate__(self, state: dict) -> None:  # in a joblib worker: the job has arrived
-        self.__dict__.update(state)
-        if phases.enabled():
-            from lnbench.launch.hydra_phases import instrument_hydra
-
-            instrument_hydra()
-
     def __call__(self, cfg) -> dict:
-        from hydra.core.hydra_config import HydraConfig
-
         hc = HydraConfig.get()
         run_dir, started = Path(hc.runtime.output_dir), time.time()
-        phases.set_job(run_dir)
-        try:
+        timer = phases.timer()
+        timer.job = str(run_dir)
+        with timer.phase(phases.TASK):
             return self.job(cfg, hc, run_dir, started)
-        finally:
-            phases.record("[task]", started)
 
     def job(self, cfg, hc, run_dir: Path, started: float) -> dict:
         run_dir.mkdir(parents=True, exist_ok=True)  # Hydra made it; a caller of its own may not have
@@ -166,7 +157,6 @@ class Job:
 
     def run(self, cfg, hc, run_dir: Path, started: float) -> dict:
         """A single run: validated, and its existing directory locked, by lnbench.launch.preflight."""
-        from lnbench.runs import RunLock
 
         try:
             lock = self.plan.lock or RunLock(run_dir)  # a new directory: Hydra made it just now
@@ -180,12 +170,10 @@ class Job:
 
     def sweep_job(self, cfg, hc, run_dir: Path, started: float) -> dict:
         """A sweep job: validated here, in its own process, once (preflight only checked the sweep's keys)."""
-        from lnbench.config.validate import validate
-        from lnbench.launch import user_modules
-        from lnbench.runs import RunLock
-        from lnbench.training.recipe import UNREAD
+        from lnbench.training.recipe import UNREAD  # noqa: PLC0415 (torch: once preflight passed)
 
-        t0 = time.time()
+        timer = phases.timer()
+        timer.mark(phases.JOB_CHECKS)
         try:
             lock = RunLock(run_dir)
         except UserError as e:  # another process's run: not this job's to record
@@ -194,37 +182,35 @@ class Job:
             try:
                 user_modules.load(cfg.imports)
                 validate(cfg)
-                phases.record("job: lock, imports=, validate", t0)
+                timer.since(phases.JOB_CHECKS, phases.JOB_CHECKS)
                 return self.train(cfg, hc, run_dir, UNREAD)
             except BaseException as e:  # noqa: BLE001 - lnbench.launch.failures decides
                 return self.job_ended(e, run_dir, started, hc)
 
     def train(self, cfg, hc, run_dir: Path, ckpt) -> dict:
-        from lnbench.launch.process import threads
-        from lnbench.launch.process.isolate import crash_log, in_child_process, warm_up
-        from lnbench.launch.process.warm import prepare
-        from lnbench.training.recipe import run
-        from lnbench.training.tracker import job_name, run_tags, sweep_group
+        from lnbench.launch.process.warm import prepare  # noqa: PLC0415 (torch: once preflight passed)
+        from lnbench.training.recipe import train  # noqa: PLC0415 (torch: once preflight passed)
 
-        t0 = time.time()
-        n, why = threads.apply(cfg.threads, hc)  # the cores the job may use, never the load; a record, not config
-        kw = dict(
-            name=job_name(hc),
-            group=sweep_group(hc) if self.plan.multirun else None,
-            tags=run_tags(dict(hc.runtime.choices), cfg),
-            threads=(n, why),
-        )
+        timer = phases.timer()
+        with timer.phase(phases.JOB_RUNTIME):
+            runtime = threads.decide(cfg, hc)  # the cores the job may use, never the load; a record, not config
+            kw = dict(
+                name=job_name(hc),
+                group=sweep_group(hc) if self.plan.multirun else None,
+                tags=run_tags(dict(hc.runtime.choices), cfg),
+                runtime=runtime,
+                locked=True,  # validated, and its directory locked: by preflight, or by this job
+            )
         # A segfault or an OOM kill bypasses every except clause: crash.log keeps the native traceback in
         # the run's own directory, where the report looks for it; a bug's traceback is added to it.
-        phases.record("job: threads, names", t0)
         with crash_log(run_dir):
             try:
-                with phases.phase("job: warm-up (imports once per process)"):
+                with timer.phase(phases.JOB_WARM_UP):
                     warm_up()  # in here: a Ctrl-C during its imports (~1 s) is an interrupted job, not a traceback
                 if self.plan.multirun and not self.plan.isolated:
-                    prepare(cfg, n)
-                    return in_child_process(run_dir, run, cfg, run_dir, **kw)
-                return run(cfg, run_dir, ckpt=ckpt, **kw)
+                    prepare(cfg, runtime.threads)
+                    return in_child_process(run_dir, train, cfg, run_dir, **kw)
+                return train(cfg, run_dir, ckpt=ckpt, **kw)
             except BaseException as e:
                 if failures.classify(e).bug:
                     failures.keep_traceback(run_dir, e)

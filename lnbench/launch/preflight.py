@@ -20,11 +20,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hydra import initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import OmegaConf, open_dict, read_write
+
 from lnbench.config import overrides as hydra_args
 from lnbench.config.hydra_errors import composing
 from lnbench.config.presets import Sweep
-from lnbench.errors import ConfigError
-from lnbench.runs import OVERRIDES
+from lnbench.config.validate import check_keys, validate, validate_sweep
+from lnbench.errors import ConfigError, UserError
+from lnbench.launch import user_modules
+from lnbench.runs import OVERRIDES, RunLock
 
 ALL_JOBS_UP_TO = 24  # sweeps up to this many jobs compose every job before the first starts
 
@@ -59,14 +67,6 @@ def preflight(args: list[str], conf_dir: str, sweep_values: bool = False) -> Pla
     """The Plan of `lnbench train <args>`, or None for Hydra's own flags (--help, --cfg, ...). With sweep_values,
     a sweep's composed jobs are validated too, values included (lnbench check: a bad value is refused before
     any job; `lnbench train -m` lets such a job fail alone, the others run)."""
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-    from omegaconf import OmegaConf
-
-    from lnbench.config.validate import check_keys, validate, validate_sweep
-    from lnbench.launch import user_modules
 
     parsed = hydra_args.parse(args)
     if not hydra_args.is_a_run(parsed):
@@ -123,7 +123,7 @@ def launcher_kind(master) -> str:
         return "in-process"
     bases = [f"{c.__module__}.{c.__qualname__}" for c in cls.__mro__]
     if bases[0] == f"{SUBMITIT}.SlurmLauncher":
-        from lnbench.launch.slurm.launcher import PLAIN_SUBMITIT_SLURM
+        from lnbench.launch.slurm.launcher import PLAIN_SUBMITIT_SLURM  # noqa: PLC0415 (slurm extra: if chosen)
 
         logging.getLogger("lnbench").warning(PLAIN_SUBMITIT_SLURM)
     if f"{SUBMITIT}.SlurmLauncher" in bases:
@@ -141,10 +141,8 @@ def hydra_value(text: str) -> str:
 def claim(plan: Plan, cfg) -> None:
     """An existing run directory: locked, its checkpoint read and checked against `cfg` (a resume continues
     the run exactly as it began); a run that already completed is left untouched."""
-    from omegaconf import OmegaConf
 
-    from lnbench.runs import RunLock
-    from lnbench.training import checkpoint
+    from lnbench.training import checkpoint  # noqa: PLC0415 (torch: an existing run only)
 
     plan.lock = RunLock(plan.out_dir)  # refused while another process holds it
     try:
@@ -177,7 +175,6 @@ def check_output_dir(folder: Path, key: str) -> None:
 
 def without_hydra(config):
     """The job's config as the task function gets it (typed by its schema, unlike OmegaConf.masked_copy)."""
-    from omegaconf import open_dict, read_write
 
     cfg = copy.deepcopy(config)
     with read_write(cfg), open_dict(cfg):
@@ -190,7 +187,6 @@ def sweep_jobs(master) -> list[list[str]]:
     ALL_JOBS_UP_TO; of a bigger one each value of each axis once, with the first value of the others (a
     composition costs ~0.1 s; this finds every typo, at the price of two values that only clash together).
     Other sweepers: none."""
-    from omegaconf import OmegaConf
 
     if not str(OmegaConf.select(master, "hydra.sweeper._target_", default="")).endswith(".BasicSweeper"):
         return []
@@ -209,19 +205,18 @@ def build_check(cfg) -> None:
 
     Only bad input is refused here (a UserError). Any other exception is a bug: the run meets it again
     where lnbench.launch.entry reports it, with its traceback kept in the run's crash.log."""
-    import torch
+    import torch  # noqa: PLC0415 (torch: after the cheap checks)
 
-    from lnbench.errors import UserError
-    from lnbench.training.recipe import resolve_device, setup_data, setup_model, setup_optimizer
+    from lnbench.training import recipe  # noqa: PLC0415 (torch: as above)
 
-    device = resolve_device(str(cfg.device))
+    device = recipe.resolve_device(str(cfg.device))
     state = torch.random.get_rng_state()
     try:
         torch.manual_seed(cfg.seed)
-        dataset = setup_data(cfg.dataset)
+        dataset = recipe.setup_data(cfg.dataset)
         few = dataset.few_cases(2)
-        model = setup_model(cfg.model, dataset.spec, first_batch=few[0])
-        setup_optimizer(cfg.optim, cfg.schedule, model, torch.device("cpu"))
+        model = recipe.setup_model(cfg.model, dataset.spec, first_batch=few[0])
+        recipe.setup_optimizer(cfg.optim, cfg.schedule, model, torch.device("cpu"))
         check_batch_fits(model, dataset, few, device)
     except UserError:
         raise
@@ -234,10 +229,10 @@ def build_check(cfg) -> None:
 def check_batch_fits(model, dataset, few, device=None) -> None:
     """The training batch: its cases and the activations autograd keeps for their backward, measured on the
     cases `few` (a forward of the model in training mode) and scaled to dataset.batch_size."""
-    import torch
+    import torch  # noqa: PLC0415 (torch: after the cheap checks)
 
-    from lnbench.data.memory import check_fits
-    from lnbench.training import tasks
+    from lnbench.data.memory import check_fits  # noqa: PLC0415 (torch: as above)
+    from lnbench.training import tasks  # noqa: PLC0415 (torch: as above)
 
     x, y = few
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
@@ -286,7 +281,6 @@ def resume_overrides(args: list[str]) -> list[str]:
             f"resume={run_dir} is not allowed: it {why}. resume takes the directory of an earlier run "
             f"(outputs/runs/<date>/<time>, or a sweep's <dir>/<job number>)."
         )
-    from omegaconf import OmegaConf
 
     before = [str(o) for o in OmegaConf.load(saved) if not str(o).startswith(("resume=", "hydra.run.dir="))]
     after = [a for a in args if not a.startswith("resume=")]

@@ -19,6 +19,7 @@ from typing import Any
 from lnbench.claims import judge
 from lnbench.claims import spec as claimlib
 from lnbench.claims.tuning import Selection, select
+from lnbench.config.choices import Stage
 from lnbench.runs import INTERPOLATION, SOURCE_KEY, Run
 
 SEED_KEYS = ("seed",)
@@ -180,13 +181,11 @@ def tune_groups(groups: list[Group], lay: Layout, metric: str | None = None) -> 
     for g in groups if metric is not None else ():
         g.metric = metric
     for g in groups:
-        tuning = [r for r in g.runs if judge.stage(r) != "judge"]
-        judging = [r for r in g.runs if judge.stage(r) == "judge"]
+        tuning = [r for r in g.runs if r.stage != Stage.judge]
+        judging = [r for r in g.runs if r.stage == Stage.judge]
         if lay.tuned and tuning:
             g.selection = select(tuning, lay.tuned, Run.value, lambda r, m=g.metric: scored_val(r, m))
-            g.selection.widened = len(
-                {tuple(r.value(k) for k in lay.tuned) for r in tuning if judge.stage(r) == "widen"}
-            )
+            g.selection.widened = len({tuple(r.value(k) for k in lay.tuned) for r in tuning if r.stage == Stage.widen})
             at = [
                 r for r in judging if all(claimlib.same(r.value(k), v) for k, v in zip(lay.tuned, g.selection.chosen))
             ]

@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from lnbench.claims import family
+from lnbench.claims.spec import MEAN
 from lnbench.claims.verdicts import INCONCLUSIVE
 
 
@@ -18,7 +19,8 @@ def seeds_text(d: dict[str, Any]) -> str:
     tuning = min((len(x["tuning_seeds"]) for x in lines), default=0)
     judging = min((len(x["judging_seeds"]) for x in lines), default=0)
     if judging:
-        return f"{tuning} + {judging}"
+        planned = d.get("max_seeds") or 0
+        return f"{tuning} + {judging}" + (f" (of up to {planned})" if planned > judging else "")
     return f"{tuning} (the tuning seeds)" if d.get("note") else str(d.get("n_seeds", 0))
 
 
@@ -26,8 +28,17 @@ def chosen_text(d: dict[str, Any]) -> str:
     return "; ".join(f"{line}: {x['chosen']}" for line, x in (d.get("lines") or {}).items() if x.get("chosen")) or "—"
 
 
+def estimand_text(d: dict[str, Any]) -> str:
+    """'median (most seeds)' or 'mean (rests on the tails)': what the verdict is about."""
+    return "mean (rests on the tails)" if d.get("estimand") == MEAN else "median (most seeds)"
+
+
 def verdict_text(d: dict[str, Any]) -> str:
-    return d["verdict"] + (f" ({d['reason']})" if d["verdict"] == INCONCLUSIVE and d.get("reason") else "")
+    """The adjusted verdict, why if inconclusive, and for `estimand: mean` the seeds its mean rests on."""
+    if d["verdict"] == INCONCLUSIVE:
+        return d["verdict"] + (f" ({d['reason']})" if d.get("reason") else "")
+    flag = d.get("estimand") == MEAN and d.get("tails")
+    return d["verdict"] + (f" (tails flagged: {d['tails']})" if flag else "")
 
 
 def level_text(level: float) -> str:
@@ -36,20 +47,47 @@ def level_text(level: float) -> str:
     return f"{100 * (1 - level):.{digits}f}%"
 
 
+def look_text(d: dict[str, Any]) -> str:
+    """' (look 7)' where the claim was judged in looks (or frozen before its last seeds): the look that decided."""
+    n = d.get("decided_at")
+    several = len(d.get("planned_looks") or d.get("looks") or ()) > 1 or (n is not None and n < d.get("n_seeds", 0))
+    return f" (look {n})" if n is not None and several else ""
+
+
 def effect_text(d: dict[str, Any]) -> str:
-    """'+0.05 [0.01, 0.09] at 99.8% (look 9)': the mean difference at the deciding look and the interval that
-    decided, at its level; where the sign test decided or vetoed, what it saw instead. A blocked claim: none."""
+    """'median +0.05 [0.01, 0.09] at 99.8% (look 9)': the estimand's estimate at the deciding look and the
+    interval that decided, at its level; where no interval reaches that level, what the sign tests saw. A
+    blocked claim: none."""
     if d.get("raw_reason"):
         return "—"
-    if d.get("effect") is None:  # the sign test alone (every pair diverged or censored, or no spread)
-        return f"sign test: {d['sign']}" if d.get("sign") else "—"
-    text = f"{d['effect']:+.3g}"
+    name = "mean" if d.get("estimand") == MEAN else "median"
+    if d.get("effect") is None:  # a median a censored pair leaves open, or no test of a mean
+        return f"sign tests: {d['sign']}" if d.get("sign") else "—"
+    text = f"{name} {d['effect']:+.3g}"
     if d.get("ci_low") is not None:
-        text += f" [{d['ci_low']:.3g}, {d['ci_high']:.3g}] at {level_text(d['level'])}"
-        text += f" (look {d['decided_at']})" if len(d.get("looks") or ()) > 1 else ""
+        text += f" [{d['ci_low']:.3g}, {d['ci_high']:.3g}] at {level_text(d['level'])}{look_text(d)}"
     elif d.get("sign"):
-        text += f" (no t interval: sign test, {d['sign']})"
+        text += f" (no interval at {level_text(d['level'])}{look_text(d)})" if d.get("level") else ""
     return text
+
+
+def pairs_text(d: dict[str, Any]) -> str:
+    """'8 of 9 above, 0 below': the pairs beyond +min_effect and beyond -min_effect (what the sign tests count)."""
+    sign = d.get("sign") or ""
+    if d.get("raw_reason") or not sign:
+        return "—"
+    return sign.replace(" pairs above +margin,", " above,").replace(" below −margin", " below")
+
+
+def mean_text(d: dict[str, Any]) -> str:
+    """'+0.04 [-0.01, 0.09]; tails: seed 1004 (-0.93) beyond 3 IQR': the mean of the exact pairs at the deciding
+    look with its plain t 95% interval, a description that rests on the seeds' tails (which it names)."""
+    if d.get("raw_reason") or d.get("mean") is None:
+        return "—"
+    text = f"{d['mean']:+.3g}"
+    if d.get("mean_low") is not None:
+        text += f" [{d['mean_low']:.3g}, {d['mean_high']:.3g}]"
+    return text + (f"; tails: {d['tails']}" if d.get("tails") else "")
 
 
 def lines_text(d: dict[str, Any]) -> str:
@@ -72,12 +110,14 @@ def table_rows(entries: list[dict[str, Any]]) -> list[list[str]]:
             d["text"],
             f"{d['better']} vs {d['than']}",
             d["measure"],
+            estimand_text(d),
             verdict_text(d),
             d["raw_verdict"],
             effect_text(d),
             margin_text(d),
+            pairs_text(d),
+            mean_text(d),
             lines_text(d),
-            p_improve_text(d),
             seeds_text(d),
             chosen_text(d),
         ]
@@ -85,38 +125,48 @@ def table_rows(entries: list[dict[str, Any]]) -> list[list[str]]:
     ]
 
 
-def p_improve_text(d: dict[str, Any]) -> str:
-    return "—" if d.get("p_improve") is None else f"{d['p_improve']:.2f}"
-
-
 EFFECT = "effect [interval that decided, its level]"
+PAIRS = "pairs beyond ±min_effect"
+MEAN_COLUMN = "mean [t 95%] (rests on the seeds' tails)"
 NOWRAP = (EFFECT, "min_effect")
 COLUMNS = [
     "claim",
     "paper",
     "better vs than",
     "measure",
+    "estimand",
     "verdict (adjusted)",
     "unadjusted",
     EFFECT,
     "min_effect",
+    PAIRS,
+    MEAN_COLUMN,
     "means (units of the measure)",
-    "P(better<than)",
     "seeds: tuning + judging",
     "chosen (val)",
 ]
 
 
 def lines(entries: list[dict[str, Any]], adjust: str) -> list[str]:
-    fams = sorted({(d.get("family") or family.UNDECLARED, d.get("family_size", 0)) for d in entries})
+    fams = sorted(
+        {(d.get("adjusted_in") or d.get("family") or family.UNDECLARED, d.get("family_size", 0)) for d in entries}
+    )
     out = [
         "statistics: " + family.describe_method(adjust) + "; effect > 0 supports the claim; the interval shown is "
-        "the one that decided, at its level (the look's share of alpha, the family's adjustment); the bootstrap "
-        "interval in claims.json (unadjusted_boot95_*) is a plain 95% one, shown only",
-        "families: " + ", ".join(f"{f} ({n} claims declared)" for f, n in fams),
+        "the one that decided, at its level (the look's share of alpha, the family's adjustment); the mean and "
+        "its t 95% interval describe the seeds and rest on their tails; the bootstrap interval in claims.json "
+        "(unadjusted_boot95_*) is a plain 95% one, shown only",
+        "families: "
+        + ", ".join(f"{f} ({n} claim(s) {'on this page' if f == family.UNDECLARED else 'declared'})" for f, n in fams),
     ]
-    if any(f == family.UNDECLARED for f, _ in fams):
+    if any(not d.get("family") for d in entries):
         out.append("claims without a declared `family` are adjusted over this page's undeclared claims only")
+    apart = [d["id"] for d in entries if d.get("family") and d.get("adjusted_in") == family.UNDECLARED]
+    if apart:
+        out.append(
+            "adjusted apart, with this page's undeclared claims (no preset declares them in the family they name, "
+            "so they cannot change its size): " + ", ".join(apart)
+        )
     notes = sorted({d["note"] for d in entries if d.get("note")})
     out += [f"**{n}**" for n in notes]
     return out

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from lnbench.claims import family, judge
+from lnbench.config.choices import Stage
 from lnbench.report.analysis import X_AXES, Group, Layout, arrange, panel_metrics, primary_metric, tune_groups
 from lnbench.report.plots import claims_figure, figure_png, plot_curves
 from lnbench.report.render import Table
@@ -89,9 +90,9 @@ def progress_lines(root: Path, roots: list[Path], runs: list[Run]) -> list[str]:
         if len(roots) > 1
         else [(root, runs)]
     )
-    lines = [progress_line(str(r), [x for x in rs if judge.stage(x) == "tune"], sweep_total(r)) for r, rs in by_root]
-    for role in ("widen", "judge"):
-        if added := [x for x in runs if judge.stage(x) == role]:
+    lines = [progress_line(str(r), [x for x in rs if x.stage == Stage.tune], sweep_total(r)) for r, rs in by_root]
+    for role in (Stage.widen, Stage.judge):
+        if added := [x for x in runs if x.stage == role]:
             lines.append(progress_line(f"{role} runs added by lnbench check", added, None))
     return lines
 

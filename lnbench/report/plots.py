@@ -21,16 +21,16 @@ ROWS = [("train", "loss"), ("val", None)]  # each panel: training loss above its
 
 
 def _pyplot():
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 (matplotlib: only when a figure is drawn; a report's text needs none)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 (after the Agg backend is chosen)
 
     return plt
 
 
 def figure_png(fig) -> bytes:
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
@@ -121,7 +121,7 @@ def _draw_panel(ax, cell: list[Group], colors: dict, what: tuple[str, str, str],
 
 def _legend(fig, groups: list[Group], lay: Layout, colors: dict, trivial: bool) -> None:
     """One legend for every panel; the trivial predictor in it only where some panel drew it."""
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     handles = [plt.Line2D([], [], color=color, lw=2) for color in colors.values()]
     labels = [line_label(groups, line) for line in colors]
@@ -155,7 +155,7 @@ def line_label(groups: list[Group], line: Any) -> str:
 
 
 def _log_y(ax) -> None:
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter  # noqa: PLC0415 (matplotlib: only when a figure is drawn)
 
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # 0.3, not 3 x 10^-1

@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from lnbench.claims import judge
+from lnbench.config.choices import Stage
 from lnbench.report import claims_text
 from lnbench.report.analysis import Group, Layout, best_val, default_target, reach, run_problem, sort_key
 from lnbench.report.render import Table
@@ -78,8 +78,8 @@ def _runs_text(runs: list[Run], lay: Layout) -> str:
         return str(len(runs))
     parts = []
     for role, rs in (
-        ("chose", [r for r in runs if judge.stage(r) != "judge"]),
-        ("judged", [r for r in runs if judge.stage(r) == "judge"]),
+        ("chose", [r for r in runs if r.stage != Stage.judge]),
+        ("judged", [r for r in runs if r.stage == Stage.judge]),
     ):
         seeds = sorted({r.value(lay.seeds[0]) for r in rs}, key=sort_key)
         parts += [f"{role}: {lay.seeds[0]} {','.join(map(str, seeds))}"] if seeds else []

@@ -37,7 +37,7 @@ def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
     wb = config.logger.wandb
     try:
         tables, images, rep = report_contents(sweep_dir)
-    except Exception as e:  # a report that cannot be made must not hide the sweep's own results
+    except Exception as e:  # noqa: BLE001 (a report that cannot be made must not hide the sweep's own results)
         log.warning(
             "the report for W&B could not be made (%s: %s); `lnbench report %s` says more.",
             type(e).__name__,
@@ -49,8 +49,8 @@ def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
         import wandb  # noqa: PLC0415 (optional: only when W&B is on)
 
         wandb.teardown()  # at exit, W&B's own exit hook may have stopped its service already: start afresh
-    except Exception:
-        pass  # start_wandb says why W&B cannot start
+    except Exception:  # noqa: BLE001 (start_wandb says why W&B cannot start)
+        pass
     group = wb.group or sweep_group(config.hydra)
     run, mode = start_page_run(
         wb,
@@ -77,7 +77,7 @@ def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
             run.log(payload)
         log_pages(run, rep, group)
         return finish_page_run(run, mode)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 (W&B must never cost the sweep its result)
         log.warning("the W&B report run failed (%s: %s); the sweep's runs are unaffected.", type(e).__name__, e)
         return None
 
@@ -128,7 +128,7 @@ def log_check_pages(out: Path, overrides: list[str]) -> str | None:
                 artifact.add_file(str(out / name))
         run.log_artifact(artifact)
         return finish_page_run(run, mode)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 (W&B must never cost the check its pages)
         log.warning("the W&B check run failed (%s: %s); the pages are in %s.", type(e).__name__, e, out)
         return None
 

@@ -22,7 +22,7 @@ METRICS = "metrics.jsonl"  # every logged value, one JSON object per line (lnben
 CONFIG = "config.yaml"  # the config as the run resolved it when it started (environment variables as it saw them)
 CHECKPOINT = "checkpoint.pt"  # what a resume continues from (lnbench.training.checkpoint)
 CRASH_LOG = "crash.log"  # a bug's traceback, and the native one of a segfault
-LOCK = ".lock"  # held by the process that runs it (lnbench.training.checkpoint.RunLock)
+LOCK = ".lock"  # held by the process that runs it (lnbench.runs.lock.RunLock)
 TRAIN_LOG = "train.log"  # Hydra's log of the job
 HYDRA = ".hydra"  # Hydra's record of the job: overrides.yaml, config.yaml (as written), hydra.yaml
 
@@ -42,17 +42,34 @@ HYDRA_CONFIG = f"{HYDRA}/config.yaml"
 HYDRA_RECORD = f"{HYDRA}/hydra.yaml"
 
 
+class CheckpointKey:
+    """The keys of the dict checkpoint.pt holds (lnbench.training.checkpoint writes and checks it; the recipe fills
+    it). Plain strings, not an Enum: torch.load(weights_only=True) reads no class of ours."""
+
+    STEP = "step"  # the steps done, which with the seed fix the data order
+    MODEL, OPTIMIZER, SCHEDULER = "model", "optimizer", "scheduler"  # their state_dicts
+    RNG = "rng"  # torch's, numpy's and python's generators (and CUDA's)
+    BEST, VAL, WINDOW = "best", "val", "window"  # the loop's best and last val metrics, its unlogged steps
+    SINKS = "sinks"  # each metric sink's state (lnbench.training.sinks)
+    ELAPSED = "elapsed"  # the run's wall time so far
+    RESUMED_AT = "resumed_at"  # the steps the run was resumed at
+    CONFIG = "config"  # the resolved config, which a resume may not change
+    KERNELS = "kernels"  # what ran the recurrence (lnbench.models.sequence), which decides the last bits
+    THREADS = "threads"  # the thread count the run began with, which a resume keeps
+    VERSION = "version"
+
+
 def config_from_checkpoint(path: Path) -> dict[str, Any]:
     """The resolved config a checkpoint holds: the one record of it in run directories older than config.yaml."""
     if not path.is_file():
         return {}
     try:
-        import torch  # only for such old runs: a report never imports torch otherwise
+        import torch  # noqa: PLC0415 (torch: old runs only; reports run without)
 
         # mmap: the weights are never read, only the small config beside them
         ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        return ckpt.get("config") or {}
-    except Exception:  # a damaged or foreign file: nothing recorded
+        return ckpt.get(CheckpointKey.CONFIG) or {}
+    except Exception:  # noqa: BLE001 (a damaged or foreign file, whatever torch.load raises: nothing recorded)
         return {}
 
 

@@ -100,12 +100,12 @@ class Run:
         interpolations that read nothing outside it (the caller leaves ${oc.env:...} alone: this process's
         environment is not the job's)."""
         try:
-            from omegaconf import OmegaConf
+            from omegaconf import OmegaConf  # noqa: PLC0415 (Hydra: interpolations only)
 
-            import lnbench.config.schema  # noqa: F401 (registers the lnbench.* resolvers)
+            import lnbench.config.schema  # noqa: F401, PLC0415 (its resolvers; as above)
 
             return OmegaConf.select(OmegaConf.create(self.config), key)
-        except Exception:  # a reference to a key the config lacks, a resolver this version does not have
+        except Exception:  # noqa: BLE001 (a key the config lacks, a resolver this version does not have)
             return None
 
     def has(self, key: str) -> bool:
@@ -284,7 +284,7 @@ def job_axes(sweep_dir: Path | str, params: Any) -> set[str]:
     own = {str(k): str(v) for k, v in (params or {}).items()}
     try:
         return Sweep(own, recorded_sweep(sweep_dir).task).swept()
-    except Exception:  # no multirun.yaml, or one this parser cannot read: the preset's axes only
+    except Exception:  # noqa: BLE001 (no multirun.yaml, or one this parser cannot read: the preset's axes only)
         return set(own)
 
 
@@ -293,5 +293,5 @@ def sweep_total(root: Path) -> int | None:
     None if there is no multirun.yaml or it cannot be expanded."""
     try:
         return len(recorded_sweep(root).jobs())
-    except Exception:  # no record, or a sweep this parser cannot expand without the config (glob choices, ...)
+    except Exception:  # noqa: BLE001 (no record, or a sweep this parser cannot expand without the config)
         return None

@@ -5,7 +5,9 @@ on: model, optimizer and scheduler state, the RNG states of torch, numpy and pyt
 with the seed fixes the data order: a training batch is a pure function of (seed, step), see
 lnbench.data.base), the loop's running values (best and last val, the unlogged window), each metric
 sink's state (the bytes of metrics.jsonl that belong to it, later lines being cut off on resume; the W&B
-run id; ...: lnbench.training.sinks) and the resolved config (a resume may not change what the run computes).
+run id; ...: lnbench.training.sinks) and the resolved config (a resume may not change what the run computes);
+its keys are lnbench.runs.CheckpointKey. The rules of a resume are here: what the config may change
+(`MAY_CHANGE`, `check_same_config`) and the thread count it keeps (`resumed_runtime`).
 
 `StopSignals` turns SIGTERM (SLURM, `kill`) and SIGINT (Ctrl-C) into a request the loop answers at the
 end of the step with a checkpoint; a second signal stops at once. (The run lock: lnbench.runs.lock.)
@@ -28,8 +30,10 @@ import torch
 
 from lnbench.atomic import replacing
 from lnbench.config.renamed import RENAMED
+from lnbench.config.runtime import Runtime
 from lnbench.errors import ConfigError, DataError, Interrupted
 from lnbench.runs import CHECKPOINT, read_summary
+from lnbench.runs import CheckpointKey as Key
 
 FILE = CHECKPOINT
 # Keys a resume may change: they decide where and how fast the run goes, not what it computes. `threads` is
@@ -56,7 +60,7 @@ log = logging.getLogger("lnbench")
 def save(run_dir: Path, state: dict[str, Any]) -> None:
     """`state` plus the RNG states, written to a temp file and renamed over the last checkpoint."""
     with replacing(run_dir / FILE) as tmp:
-        torch.save({**state, "rng": rng_state(), "version": 1}, tmp)
+        torch.save({**state, Key.RNG: rng_state(), Key.VERSION: 1}, tmp)
 
 
 def load(run_dir: Path, config: dict[str, Any]) -> dict[str, Any] | None:
@@ -66,12 +70,12 @@ def load(run_dir: Path, config: dict[str, Any]) -> dict[str, Any] | None:
         return None
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 (whatever torch.load raises on a file that is not a checkpoint)
         raise DataError(
             f"{path} cannot be read as an lnbench checkpoint ({type(e).__name__}): it is damaged or not "
             f"one. Move it away to start this run from step 0, or train in a new run directory."
         ) from None
-    check_same_config(ckpt["config"], config, run_dir)
+    check_same_config(ckpt[Key.CONFIG], config, run_dir)
     return ckpt
 
 
@@ -97,8 +101,37 @@ def rng_state() -> dict[str, Any]:
 def completed_summary(run_dir: Path, ckpt: dict[str, Any], steps: int) -> dict[str, Any] | None:
     """The summary of a run that already completed all its steps (so re-running a sweep skips it)."""
     summary = read_summary(run_dir)
-    done = ckpt["step"] == steps and summary.get("status") == "completed" and summary.get("steps") == steps
+    done = ckpt[Key.STEP] == steps and summary.get("status") == "completed" and summary.get("steps") == steps
     return summary if done else None
+
+
+def resumed_runtime(runtime: Runtime, ckpt: dict[str, Any] | None, torch_count: int) -> Runtime:
+    """The runtime of this attempt: a resumed run keeps the thread count it began with (its checkpoint's record;
+    its config's, from versions that wrote it there), since torch's reductions round differently on other
+    counts and the resumed steps must compute what the uninterrupted run would have. `torch_count`: torch's count
+    as it stands, which a runtime that chose none runs on."""
+    began = None if ckpt is None else ckpt.get(Key.THREADS) or ckpt[Key.CONFIG].get("threads")
+    now = runtime.threads or torch_count
+    if not began or began == now:
+        return runtime
+    log.warning(
+        "threads: %d, as this run began (not %s): a resume keeps the thread count, since torch's "
+        "sums round differently on another",
+        began,
+        now,
+    )
+    return runtime.with_threads(began, f"as this run began (not {now}: a resume keeps its thread count)")
+
+
+def runtime_in_effect(runtime: Runtime, ckpt: dict[str, Any] | None) -> Runtime:
+    """`runtime` with the count a resume keeps, set on torch; where nothing chose a count, torch's own, asked once
+    here: from then on the run's count is a value, passed down (the recipe's, a packed replica's)."""
+    torch_count = torch.get_num_threads()
+    runtime = resumed_runtime(runtime, ckpt, torch_count)
+    if not runtime.threads:
+        return runtime.with_threads(torch_count)
+    torch.set_num_threads(runtime.threads)
+    return runtime
 
 
 def check_same_config(saved: dict[str, Any], current: dict[str, Any], run_dir: Path) -> None:
@@ -138,7 +171,6 @@ def _show(v: Any) -> str:
     return json.dumps(v) if not isinstance(v, str) else v
 
 
-# ---- one process per run directory ------------------------------------------------------------
 # ---- signals ----------------------------------------------------------------------------------
 class StopSignals:
     """While active, SIGTERM and SIGINT set `requested` (the signal number) instead of killing the process;

@@ -12,7 +12,7 @@ batch's loss and every gradient, computed on each candidate count, equal bit for
 chosen before the run. The probe is needed: torch's matrix products split their sums by thread at some
 shapes and not at others (pmnist's head weight gradient, 10 x 128 over a batch of 64, differs on 1 and 2
 threads; Tiny Shakespeare's does not). Evaluations run on the count chosen before the run, whose shapes the
-probe did not see. Elsewhere the count stays as chosen (lnbench.launch.process.threads).
+probe did not see. Elsewhere the count stays as chosen (the run's Runtime: lnbench.config.runtime).
 tests/training/test_free_cores.py trains each recurrent claim preset on 1 and 2 threads and compares every
 number with what the checks say.
 
@@ -35,7 +35,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from lnbench.launch.process.threads import usable_cores
+from lnbench.config.runtime import Runtime, usable_cores
 from lnbench.training import tasks
 
 log = logging.getLogger("lnbench")
@@ -196,12 +196,12 @@ def gradients(model, spec, batch: list[torch.Tensor]) -> list[torch.Tensor]:
     return [loss.detach(), *(g for g in grads if g is not None)]
 
 
-def follower(cfg, model, spec, batch: Callable[[], list[torch.Tensor]]) -> Optional[FreeCores]:
-    """A FreeCores for this run where `threads_follow` is on and its numbers allow it; None otherwise (logged).
-    `batch()`: the next training batch, for the probe."""
-    if not cfg.get("threads_follow", False):
+def follower(cfg, runtime: Runtime, model, spec, batch: Callable[[], list[torch.Tensor]]) -> Optional[FreeCores]:
+    """A FreeCores for this run where its runtime follows the free cores (threads_follow=true) and its numbers
+    allow it; None otherwise (logged). `batch()`: the next training batch, for the probe."""
+    if not runtime.follow:
         return None
-    base = torch.get_num_threads()
+    base = runtime.threads
     ok, why = same_bits_on_any_count(cfg, model)
     if ok:
         first = batch()
@@ -220,4 +220,4 @@ def follower(cfg, model, spec, batch: Callable[[], list[torch.Tensor]]) -> Optio
         " or ".join(map(str, same)),
         why,
     )
-    return FreeCores(base, allowed=same)
+    return FreeCores(base, allowed=same, cores=list(runtime.cores))

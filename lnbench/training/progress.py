@@ -88,7 +88,7 @@ def smaller_preset_hint() -> str:
     try:
         choices = HydraConfig.get().runtime.choices
         model, experiment = choices.get("model"), choices.get("experiment")
-    except Exception:  # not a Hydra job (a test, a caller of its own): no preset to name
+    except Exception:  # noqa: BLE001 (not a Hydra job: a test, a caller of its own; no preset to name)
         return ""
     runs_it = experiments_running(str(model))
     if not model or experiment or not runs_it:

@@ -17,6 +17,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from lnbench.config.runtime import Runtime
+
 PACKAGES = ("lnbench", "torch", "hydra-core", "omegaconf", "wandb")
 # How the launcher set up the process, recorded where set: how idle OpenMP threads wait, a preloaded
 # allocator, malloc's own settings, a lowered ISA for torch's kernels (and lnbench's)
@@ -32,12 +36,10 @@ RUNTIME_ENV = (
 SOURCE = Path(__file__).resolve().parents[2]  # the checkout's root when lnbench runs from one
 
 
-def collect(device: str | None = None, kernels: str | None = None, threads_why: str | None = None) -> dict[str, Any]:
+def collect(device: str | None = None, kernels: str | None = None, runtime: Runtime | None = None) -> dict[str, Any]:
     """Flat keys (the W&B summary shows them as provenance/<key>); values a JSON file can hold. `kernels`:
-    what runs the model's recurrence (lnbench.models.sequence), which decides its last bits; `threads_why`: how
-    the thread count (torch_threads) was decided (lnbench.launch.process.threads), since it decides them too."""
-    import torch  # already imported by whoever trains
-
+    what runs the model's recurrence (lnbench.models.sequence), which decides its last bits; `runtime`: the
+    run's thread count and how it was decided (lnbench.config.runtime), since it decides them too, and its heap."""
     info: dict[str, Any] = {**git_state(SOURCE)}
     info.update({f"{name.replace('-', '_')}_version": version(name) for name in PACKAGES})
     info.update(
@@ -46,14 +48,11 @@ def collect(device: str | None = None, kernels: str | None = None, threads_why: 
         host=platform.node(),
         cpu=cpu_model(),
         cpu_count=os.cpu_count(),
-        torch_threads=torch.get_num_threads(),
     )
-    if threads_why is not None:
-        info["threads_chosen_by"] = threads_why
+    if runtime is not None:
+        info.update(torch_threads=runtime.threads, threads_chosen_by=runtime.why)
     info.update({k.lower(): os.environ[k] for k in RUNTIME_ENV if os.environ.get(k)})
-    from lnbench.launch.process import heap
-
-    if heap.active():
+    if runtime is not None and runtime.keeps_freed_memory:
         info["malloc"] = "keeps freed memory (lnbench.launch.process.heap)"
     if kernels is not None:
         info["kernels"] = kernels

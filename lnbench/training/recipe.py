@@ -22,11 +22,12 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from lnbench import phases
+from lnbench.config.runtime import Runtime
 from lnbench.config.validate import validate
 from lnbench.data import cache as data_cache
 from lnbench.errors import ConfigError, Diverged, Interrupted, refused_while_building
-from lnbench.launch.process.threads import keep as keep_threads
 from lnbench.nn.norm import normalizer
+from lnbench.runs import CheckpointKey as Key
 from lnbench.runs import RunLock, Summary, write_config
 from lnbench.training import checkpoint, free_cores, provenance, tasks
 from lnbench.training.flags import suspect
@@ -57,9 +58,7 @@ def resolve_device(name: str) -> torch.device:
 
 # ---- the recipe's steps: each takes only its own config subtree ---------------------------------
 def setup_data(dataset_cfg: DictConfig, **kw):
-    """The dataset (`kw`: e.g. eval_seq_len=N for a test at another length); one its process kept, if any."""
-    if not kw and (kept := data_cache.kept(dataset_cfg)) is not None:
-        return kept
+    """The dataset (`kw`: e.g. eval_seq_len=N for a test at another length)."""
     with refused_while_building("dataset", dataset_cfg):
         return instantiate(dataset_cfg, _convert_="all", **kw)
 
@@ -137,52 +136,39 @@ UNREAD = "unread"  # train(ckpt=UNREAD): the run reads its own checkpoint
 
 
 def train(
-    cfg: DictConfig, run_dir: Path, name: str = "default", group: str | None = None, tags: list[str] = ()
-) -> dict[str, Any]:
-    """Trains in `run_dir`, continuing from its checkpoint if it has one: validates `cfg`, locks the
-    directory, then `run`. Returns the summary; raises Diverged (after writing the summary) if the loss
-    became NaN or Inf, Interrupted on SIGTERM/SIGINT."""
-    validate(cfg)
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with RunLock(run_dir):  # one process per run directory
-        return run(cfg, run_dir, name, group, tags)
-
-
-def run(
     cfg: DictConfig,
     run_dir: Path,
     name: str = "default",
     group: str | None = None,
     tags: list[str] = (),
+    *,
+    runtime: Runtime | None = None,
     ckpt: dict[str, Any] | None | str = UNREAD,
-    threads: tuple[int, str] | None = None,
+    locked: bool = False,
 ) -> dict[str, Any]:
-    """`train` for a caller that has validated `cfg` and holds the run directory's lock (lnbench.launch.entry).
-
-    `ckpt`: the run directory's checkpoint when the caller has already read it and checked it against
-    this config (lnbench.launch.preflight does, before Hydra writes into the directory), None when it has none;
-    by default it is read here. `threads`: (count, why) the launcher chose for this job
-    (lnbench.launch.process.threads);
-    None: cfg.threads, else torch's own count. A runtime record (summary, provenance, checkpoint), never written
-    into the config."""
-    t0 = time.time()
-    device = resolve_device(str(cfg.device))
-    config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    if ckpt is UNREAD:
-        ckpt = checkpoint.load(run_dir, config)  # None for a new run; a resume may not change the config
-    configured = (cfg.threads, f"threads={cfg.threads} as configured") if cfg.threads else (None, "torch's default")
-    asked = threads or configured
-    n, why = keep_threads(asked, ckpt)
-    if n:
-        torch.set_num_threads(n)
-    if ckpt is not None and (done := checkpoint.completed_summary(run_dir, ckpt, cfg.steps)):
-        log.info("%s already completed its %d steps: nothing to do.", run_dir, cfg.steps)
-        return done
-    seed_everything(cfg.seed)
-    write_config(run_dir, config)
-    phases.record("run: config, checkpoint read, config.yaml", t0)
-    return Recipe(cfg, run_dir, device, config, ckpt).run(name, group, list(tags), threads_why=why)
+    """Trains in `run_dir`, continuing from its checkpoint if it has one. Returns the summary; raises Diverged
+    (after writing the summary) if the loss became NaN or Inf, Interrupted on SIGTERM/SIGINT. A launcher
+    (lnbench.launch.entry) says what it has done: `locked`, validated `cfg` and locked `run_dir`; `ckpt`, read the
+    checkpoint (None: there is none); `runtime`, decided the threads, heap and follow policy (a record, never
+    written into the config; by default the config's own: Runtime.configured)."""
+    run_dir = Path(run_dir)
+    if not locked:
+        validate(cfg)
+        run_dir.mkdir(parents=True, exist_ok=True)
+    with nullcontext() if locked else RunLock(run_dir):  # one process per run directory
+        timer, start = phases.Timer.from_env(run_dir), time.perf_counter()
+        device = resolve_device(str(cfg.device))
+        config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+        if ckpt is UNREAD:
+            ckpt = checkpoint.load(run_dir, config)  # None for a new run; a resume may not change the config
+        runtime = checkpoint.runtime_in_effect(runtime or Runtime.configured(cfg), ckpt)
+        if ckpt is not None and (done := checkpoint.completed_summary(run_dir, ckpt, cfg.steps)):
+            log.info("%s already completed its %d steps: nothing to do.", run_dir, cfg.steps)
+            return done
+        seed_everything(cfg.seed)
+        write_config(run_dir, config)
+        timer.add(phases.RUN_SETUP, time.perf_counter() - start)
+        return Recipe(cfg, run_dir, device, config, ckpt, runtime, timer).run(name, group, list(tags))
 
 
 class Recipe:
@@ -190,18 +176,27 @@ class Recipe:
     model, which is what a checkpoint holds: the data order follows from the step (lnbench.data.base)."""
 
     def __init__(
-        self, cfg: DictConfig, run_dir: Path, device: torch.device, config: dict[str, Any], ckpt: dict[str, Any] | None
+        self,
+        cfg: DictConfig,
+        run_dir: Path,
+        device: torch.device,
+        config: dict[str, Any],
+        ckpt: dict[str, Any] | None,
+        runtime: Runtime,
+        timer: phases.Timer,
     ):
         self.cfg, self.run_dir, self.device, self.config = cfg, run_dir, device, config
-        with phases.phase("run: data"):
-            self.dataset = setup_data(cfg.dataset)
+        self.runtime, self.timer = runtime, timer
+        with timer.phase(phases.RUN_DATA):
+            kept = data_cache.kept(cfg.dataset, runtime.threads)  # made by the job's process before it forked
+            self.dataset = setup_data(cfg.dataset) if kept is None else kept
         self.spec = self.dataset.spec
         log.info("data: %s", self.dataset.describe())
-        with phases.phase("run: model (its modules, C++ kernels, init)"):
+        with timer.phase(phases.RUN_MODEL):
             self.model = setup_model(
                 cfg.model, self.spec, device, first_batch=None if ckpt else self.dataset.train_batch(0)[0]
             )
-        with phases.phase("run: optimizer"):
+        with timer.phase(phases.RUN_OPTIMIZER):
             self.optimizer, self.scheduler = setup_optimizer(cfg.optim, cfg.schedule, self.model, device)
         self.n_params = sum(p.numel() for p in self.model.parameters())
         log.info("model: %s, %d parameters, device %s", type(self.model).__name__, self.n_params, device)
@@ -209,8 +204,7 @@ class Recipe:
         if ckpt is not None:
             self.load_checkpoint(ckpt)
         # What the sinks resume from: metrics.jsonl cut to the checkpoint's lines, the same W&B run, ...
-        self.sinks_resume, self.elapsed_before = sink_state_from_checkpoint(ckpt), (ckpt or {}).get("elapsed", 0.0)
-        self.eval_time = self.checkpoint_time = self.test_time = 0.0
+        self.sinks_resume, self.elapsed_before = sink_state_from_checkpoint(ckpt), (ckpt or {}).get(Key.ELAPSED, 0.0)
 
     # ---- checkpoints (a packed replica's kernels and model state: lnbench.training.replicas) ----
     def kernels(self) -> str | None:
@@ -221,15 +215,15 @@ class Recipe:
         return self.model.state_dict()
 
     def load_checkpoint(self, ckpt: dict[str, Any]) -> None:
-        self.model.load_state_dict(ckpt["model"])
-        self.optimizer.load_state_dict(ckpt["optimizer"])
-        self.scheduler.load_state_dict(ckpt["scheduler"])
-        checkpoint.restore_rng(ckpt["rng"])
-        self.step, self.best, self.val = ckpt["step"], ckpt["best"], ckpt["val"]
-        self.window = [w.to(self.device) for w in ckpt["window"]]
-        self.resumed_at = ckpt["resumed_at"] + [self.step]
+        self.model.load_state_dict(ckpt[Key.MODEL])
+        self.optimizer.load_state_dict(ckpt[Key.OPTIMIZER])
+        self.scheduler.load_state_dict(ckpt[Key.SCHEDULER])
+        checkpoint.restore_rng(ckpt[Key.RNG])
+        self.step, self.best, self.val = ckpt[Key.STEP], ckpt[Key.BEST], ckpt[Key.VAL]
+        self.window = [w.to(self.device) for w in ckpt[Key.WINDOW]]
+        self.resumed_at = ckpt[Key.RESUMED_AT] + [self.step]
         log.info("resuming %s from its checkpoint at step %d", self.run_dir, self.step)
-        began, now = ckpt.get("kernels"), self.kernels()
+        began, now = ckpt.get(Key.KERNELS), self.kernels()
         if began and began != now:
             log.warning(
                 "this run began on %s and continues on %s: from here its numbers differ in the last bits "
@@ -239,17 +233,16 @@ class Recipe:
             )
 
     def save_checkpoint(self) -> None:
-        t0 = time.perf_counter()
-        # fmt: off
-        checkpoint.save(self.run_dir, {
-            "step": self.step, "model": self.model_state(), "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(), "best": self.best, "val": self.val, "window": self.window,
-            "sinks": self.tracker.state(), "elapsed": self.tracker.elapsed(), "resumed_at": self.resumed_at,
-            "config": self.config, "kernels": self.kernels(), "threads": self.threads,
-        })
-        # fmt: on
-        self.checkpoint_time += time.perf_counter() - t0
-        phases.record("run: checkpoints", time.time() - (time.perf_counter() - t0))
+        with self.timer.phase(phases.CHECKPOINTS):
+            # fmt: off
+            checkpoint.save(self.run_dir, {
+                Key.STEP: self.step, Key.MODEL: self.model_state(), Key.OPTIMIZER: self.optimizer.state_dict(),
+                Key.SCHEDULER: self.scheduler.state_dict(), Key.BEST: self.best, Key.VAL: self.val,
+                Key.WINDOW: self.window, Key.SINKS: self.tracker.state(), Key.ELAPSED: self.tracker.elapsed(),
+                Key.RESUMED_AT: self.resumed_at, Key.CONFIG: self.config,
+                Key.KERNELS: self.kernels(), Key.THREADS: self.runtime.threads,
+            })
+            # fmt: on
 
     # ---- what the loop logs ----
     def seen(self) -> dict[str, float]:
@@ -271,27 +264,23 @@ class Recipe:
         return None
 
     def validate_now(self) -> None:
-        t0 = time.perf_counter()
-        self.val = evaluate(self.model, self.dataset, "val", self.device)
-        self.eval_time += time.perf_counter() - t0
-        phases.record("run: evaluation (val)", time.time() - (time.perf_counter() - t0))
+        with self.timer.phase(phases.EVAL_VAL):
+            self.val = evaluate(self.model, self.dataset, "val", self.device)
         self.tracker.log("val", self.step, self.val, **self.seen())
         for k, v in self.val.items():
             self.best[k] = min(self.best.get(k, math.inf), v)
         self.tracker.show(self.step, "val " + fmt(self.val), line=True)
 
     def test(self, summary: Summary) -> None:
-        t0 = time.time()
-        test = evaluate(self.model, self.dataset, "test", self.device)
-        self.tracker.log("test", self.step, test)
-        summary.test, summary.final_val, summary.best_val = test, self.val, self.best
-        for n in self.cfg.test_seq_lens:  # BN's per-step statistics vs LN on sequences longer than trained on
-            at_len = evaluate(self.model, setup_data(self.cfg.dataset, eval_seq_len=n), "test", self.device)
-            self.tracker.log("test", self.step, at_len, eval_seq_len=n)
-            summary.test_at_len = {**(summary.test_at_len or {}), str(n): at_len}
-        summary.status = "completed"  # only now: a run whose last test failed is not skipped as done
-        self.test_time = time.time() - t0
-        phases.record("run: evaluation (test)", t0)
+        with self.timer.phase(phases.EVAL_TEST):
+            test = evaluate(self.model, self.dataset, "test", self.device)
+            self.tracker.log("test", self.step, test)
+            summary.test, summary.final_val, summary.best_val = test, self.val, self.best
+            for n in self.cfg.test_seq_lens:  # BN's per-step statistics vs LN on sequences longer than trained on
+                at_len = evaluate(self.model, setup_data(self.cfg.dataset, eval_seq_len=n), "test", self.device)
+                self.tracker.log("test", self.step, at_len, eval_seq_len=n)
+                summary.test_at_len = {**(summary.test_at_len or {}), str(n): at_len}
+            summary.status = "completed"  # only now: a run whose last test failed is not skipped as done
         if said := suspect(self.cfg, self.val, self.spec.baseline):
             summary.flags = said
             log.warning("flagged: %s", "; ".join(said))
@@ -343,25 +332,23 @@ class Recipe:
             step=self.step,
         )
 
-    def run(self, name: str, group: str | None, tags: list[str], threads_why: str | None = None) -> dict[str, Any]:
-        with phases.phase("run: tracker (metrics.jsonl, sinks, W&B)"):
+    def run(self, name: str, group: str | None, tags: list[str]) -> dict[str, Any]:
+        timer = self.timer
+        with timer.phase(phases.RUN_TRACKER):
             self.tracker = self.start_tracker(name, group, tags)
-        self.threads = torch.get_num_threads()
-        self.follow = free_cores.follower(
-            self.cfg, self.model, self.spec, lambda: [t.to(self.device) for t in self.dataset.train_batch(self.step)]
-        )
+        batch = [t.to(self.device) for t in self.dataset.train_batch(self.step)] if self.runtime.follow else None
+        self.follow = free_cores.follower(self.cfg, self.runtime, self.model, self.spec, lambda: batch)
         primary = tasks.primary_metric(self.spec)
-        t0 = time.time()
-        summary = Summary(
-            "running",
-            params=self.n_params,
-            device=str(self.device),
-            primary_metric=primary,
-            baseline=self.spec.baseline,
-            threads=torch.get_num_threads(),
-            provenance=provenance.collect(str(self.device), self.kernels(), threads_why),
-        )
-        phases.record("run: provenance", t0)
+        with timer.phase(phases.RUN_PROVENANCE):
+            summary = Summary(
+                "running",
+                params=self.n_params,
+                device=str(self.device),
+                primary_metric=primary,
+                baseline=self.spec.baseline,
+                threads=self.runtime.threads,
+                provenance=provenance.collect(str(self.device), self.kernels(), self.runtime),
+            )
         start_step, loop_start = self.step, time.perf_counter()
         self.model.train()
         try:
@@ -379,13 +366,15 @@ class Recipe:
                 summary.status, summary.error = "interrupted" if stopped else "failed", f"{type(e).__name__}: {e}"
             raise
         finally:
-            # time_per_step counts training steps with their logging; evaluations and checkpoints are timed apart.
-            train_time = time.perf_counter() - loop_start - self.eval_time - self.checkpoint_time
-            phases.record("run: training steps", time.time() - train_time + self.test_time)
-            t0 = time.time()
+            # time_per_step counts training steps with their logging; val evaluations and checkpoints are timed apart
+            # (the test's evaluation is not: it counts in time_per_step, as it always has).
+            eval_time, checkpoint_time = timer.seconds[phases.EVAL_VAL], timer.seconds[phases.CHECKPOINTS]
+            train_time = time.perf_counter() - loop_start - eval_time - checkpoint_time
+            timer.add(phases.TRAINING_STEPS, train_time - timer.seconds[phases.EVAL_TEST])
+            end_start = time.perf_counter()
             summary.steps, summary.wall_time = self.step, round(self.tracker.elapsed(), 3)
             summary.time_per_step = round(train_time / max(self.step - start_step, 1), 6)
-            summary.eval_time, summary.checkpoint_time = round(self.eval_time, 3), round(self.checkpoint_time, 3)
+            summary.eval_time, summary.checkpoint_time = round(eval_time, 3), round(checkpoint_time, 3)
             if self.resumed_at:
                 summary.resumed_at = self.resumed_at
             if self.follow:
@@ -393,7 +382,7 @@ class Recipe:
             summary.wandb = self.tracker.where("wandb")  # the W&B run's location (None without W&B), as before
             self.tracker.finish(summary)
             log.info(end_of_run_block(summary.as_dict(), self.run_dir, primary))
-            phases.record("run: summary.json, end block", t0)
+            timer.add(phases.RUN_END, time.perf_counter() - end_start)
         if summary.status == "diverged":
             raise Diverged(summary.diverged_at_step, self.run_dir)
         return summary.as_dict()

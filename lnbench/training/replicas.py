@@ -23,9 +23,11 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from lnbench import phases
+from lnbench.config.runtime import Runtime
 from lnbench.errors import Diverged, Interrupted, UserError
-from lnbench.launch.process.threads import keep as keep_threads
 from lnbench.runs import TRAIN_LOG, Summary, write_config
+from lnbench.runs import CheckpointKey as Key
 from lnbench.training import checkpoint, provenance, tasks
 from lnbench.training.flags import suspect
 from lnbench.training.pack import NotPackable, Pack, check_packable, hyperparameters, shared_optimizer
@@ -51,7 +53,9 @@ class Replica(Recipe):
     """One run of a pack: a Recipe built as a solo run's (seed, data, model, optimizer, checkpoint), whose steps
     the pack takes (`train_pack`); its model's tensors are views into the pack's stacked ones."""
 
-    def __init__(self, job: PackJob, device: torch.device, config: dict[str, Any], ckpt: dict[str, Any] | None):
+    def __init__(
+        self, job: PackJob, device: torch.device, config: dict[str, Any], ckpt: dict[str, Any] | None, runtime: Runtime
+    ):
         self.job, self.outcome = job, None
         Path(job.run_dir).mkdir(parents=True, exist_ok=True)
         self.log_file = logging.FileHandler(Path(job.run_dir) / TRAIN_LOG)
@@ -59,7 +63,8 @@ class Replica(Recipe):
         seed_everything(job.cfg.seed)
         write_config(job.run_dir, config)
         with self.speaking():
-            super().__init__(job.cfg, Path(job.run_dir), device, config, ckpt)
+            run_dir = Path(job.run_dir)
+            super().__init__(job.cfg, run_dir, device, config, ckpt, runtime, phases.Timer.from_env(run_dir))
         # A solo run draws nothing from the global generators after this point (a pack refuses models that
         # would, lnbench.training.pack): its checkpoints hold this state, so a replica's are a solo run's.
         self.rng = checkpoint.rng_state()
@@ -112,17 +117,16 @@ class Replica(Recipe):
             log.removeFilter(tag)
 
     # ---- what Recipe.run does before, at the end of and after its loop ----
-    def begin(self, threads_why: str | None, size: int) -> None:
+    def begin(self, size: int) -> None:
         self.tracker = self.start_tracker(self.job.name, self.job.group, list(self.job.tags))
-        self.threads = torch.get_num_threads()
         self.summary = Summary(
             "running",
             params=self.n_params,
             device=str(self.device),
             primary_metric=tasks.primary_metric(self.spec),
             baseline=self.spec.baseline,
-            threads=self.threads,
-            provenance=provenance.collect(str(self.device), self.kernels(), threads_why),
+            threads=self.runtime.threads,
+            provenance=provenance.collect(str(self.device), self.kernels(), self.runtime),
         )
         self.summary.extra["packed"] = size  # trained as one of this many replicas (time_per_step is the pack's)
         self.start_step = self.step
@@ -132,7 +136,8 @@ class Replica(Recipe):
 
     def validated(self, values: dict[str, float], seconds: float) -> None:
         """Recipe.validate_now, with the pack's evaluation of this replica."""
-        self.val, self.eval_time = values, self.eval_time + seconds
+        self.val = values
+        self.timer.add(phases.EVAL_VAL, seconds)  # the pack's evaluation, this replica's among them
         self.tracker.log("val", self.step, self.val, **self.seen())
         for k, v in self.val.items():
             self.best[k] = min(self.best.get(k, float("inf")), v)
@@ -146,7 +151,8 @@ class Replica(Recipe):
         for n, values in at_len.items():
             self.tracker.log("test", self.step, values, eval_seq_len=n)
             summary.test_at_len = {**(summary.test_at_len or {}), str(n): values}
-        summary.status, self.test_time = "completed", seconds
+        summary.status = "completed"
+        self.timer.add(phases.EVAL_TEST, seconds)
         if said := suspect(self.cfg, self.val, self.spec.baseline):
             summary.flags = said
             log.warning("flagged: %s", "; ".join(said))
@@ -167,7 +173,11 @@ class Replica(Recipe):
         train_time = loop_seconds - shared_seconds
         summary.steps, summary.wall_time = self.step, round(self.tracker.elapsed(), 3)
         summary.time_per_step = round(train_time / max(self.step - self.start_step, 1), 6)
-        summary.eval_time, summary.checkpoint_time = round(self.eval_time, 3), round(self.checkpoint_time, 3)
+        seconds = self.timer.seconds
+        summary.eval_time, summary.checkpoint_time = (
+            round(seconds[phases.EVAL_VAL], 3),
+            round(seconds[phases.CHECKPOINTS], 3),
+        )
         if self.resumed_at:
             summary.resumed_at = self.resumed_at
         summary.wandb = self.tracker.where("wandb")
@@ -183,7 +193,7 @@ class Replica(Recipe):
             self.outcome = ("returned", summary.as_dict())
 
 
-def train_pack(jobs: list[PackJob], threads: tuple[int, str] | None = None) -> list[tuple[str, Any]]:
+def train_pack(jobs: list[PackJob], runtime: Runtime | None = None) -> list[tuple[str, Any]]:
     """Trains the runs of `jobs` (their directories locked by the caller) as replicas of one pack. Returns each
     job's outcome, in order: ("returned", its summary), ("raised", what a solo run would have raised: Diverged,
     Interrupted, a UserError, a bug), or ("solo", why it must train alone: its model cannot run under vmap).
@@ -203,23 +213,21 @@ def train_pack(jobs: list[PackJob], threads: tuple[int, str] | None = None) -> l
         if ckpt is not None and (done := checkpoint.completed_summary(Path(job.run_dir), ckpt, job.cfg.steps)):
             outcomes[i] = ("returned", done)
             del ckpts[i]
-    cfg0 = jobs[0].cfg  # the thread count as Recipe.run chooses it; a resume keeps its own
-    configured = (cfg0.threads, f"threads={cfg0.threads} as configured") if cfg0.threads else (None, "torch's default")
-    n, why = keep_threads(threads or configured, next((c for c in ckpts.values() if c is not None), None))
-    if n:
-        torch.set_num_threads(n)
+    # the launcher's runtime (else the first job's config's), as the recipe takes it; a resume keeps its own count
+    resumed = next((c for c in ckpts.values() if c is not None), None)
+    runtime = checkpoint.runtime_in_effect(runtime or Runtime.configured(jobs[0].cfg), resumed)
     at_step: dict[int, list[int]] = {}
     for i, ckpt in ckpts.items():
-        at_step.setdefault(0 if ckpt is None else ckpt["step"], []).append(i)
+        at_step.setdefault(0 if ckpt is None else ckpt[Key.STEP], []).append(i)
     stopped = None
     for members in at_step.values():
         if stopped is not None:
             for i in members:
                 outcomes[i] = ("returned", {"status": "not started"})
             continue
-        replicas = [Replica(jobs[i], device, configs[i], ckpts[i]) for i in members]
+        replicas = [Replica(jobs[i], device, configs[i], ckpts[i], runtime) for i in members]
         try:
-            train_replicas(replicas, device, why)
+            train_replicas(replicas, device)
         except NotPackable as e:
             for i in members:
                 outcomes[i] = ("solo", str(e))
@@ -235,13 +243,13 @@ def train_pack(jobs: list[PackJob], threads: tuple[int, str] | None = None) -> l
     return [o if o is not None else ("solo", "not reached") for o in outcomes]
 
 
-def train_replicas(replicas: list[Replica], device: torch.device, threads_why: str | None) -> None:
+def train_replicas(replicas: list[Replica], device: torch.device) -> None:
     """The pack's loop: Recipe.loop's for all replicas at once. Each replica's `outcome` is set at its end."""
     pack = make_pack(replicas, device)
     pack.probe([r.dataset.few_cases(2) for r in replicas])  # NotPackable: nothing written beyond config.yaml yet
     for r in replicas:
         with r.speaking():
-            r.begin(threads_why, len(replicas))
+            r.begin(len(replicas))
     log.info("packed %d replicas of %s on %s", len(replicas), type(pack.base).__name__, device)
     cfg = replicas[0].cfg
     steps, log_every, eval_every = cfg.steps, cfg.log_every, cfg.eval_every

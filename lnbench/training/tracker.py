@@ -13,8 +13,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hydra.types import RunMode
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from lnbench.errors import refused_while_building
 from lnbench.runs import Summary, job_axes, write_summary
 from lnbench.training.progress import Pace, in_sweep
 from lnbench.training.sinks import RunInfo, Sink
@@ -40,7 +43,7 @@ class Console:
         self.progress, self._swapped = None, []
         self.pace = Pace(total, start, lines=not self.enabled)  # a line every 30 s where no bar is drawn
         if self.enabled:
-            from rich.progress import (
+            from rich.progress import (  # noqa: PLC0415 (rich's bar: on a terminal only)
                 BarColumn,
                 MofNCompleteColumn,
                 Progress,
@@ -166,7 +169,7 @@ class Tracker:
                 continue
             try:
                 out[key] = getattr(sink, method)(*args)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 (a failing sink is dropped, not the run)
                 del self.sinks[key]
                 log.warning(
                     "the metric sink logger.%s failed %s (%s: %s) and is turned off; the run goes on, "
@@ -182,9 +185,6 @@ class Tracker:
 def build_sinks(logger_cfg: Any, run: RunInfo, resume: dict[str, Any] | None) -> dict[str, Sink]:
     """One sink per entry of the logger config with a `_target_`, made by Hydra's instantiate from that
     entry alone; a sink that cannot be built is bad input (a ConfigError naming `logger.<key>`)."""
-    from hydra.utils import instantiate
-
-    from lnbench.errors import refused_while_building
 
     sinks: dict[str, Sink] = {}
     for key, node in (logger_cfg or {}).items():  # each entry a sink's config (lnbench.config.validate.validate_logger)
@@ -213,7 +213,6 @@ def run_name(model: str, overrides: list[str], swept: set[str] | None = None) ->
 
 def job_name(hydra_cfg: DictConfig) -> str:
     """run_name of a Hydra job, from its HydraConfig."""
-    from hydra.types import RunMode
 
     swept = None
     if hydra_cfg.mode == RunMode.MULTIRUN:

@@ -1,6 +1,7 @@
 """Claims and verdicts on sweep directories built by hand, with known answers (no training)."""
 
 import json
+import statistics
 
 import pytest
 import yaml
@@ -50,7 +51,7 @@ def make_job(
 
 
 # Seed-to-seed noise shared by both lines (a paired design), plus a little of each line's own. Six seeds: the
-# fewest at which the sign gate can pass at 95% (1/64 <= 2.5%; five agreeing pairs give 1/32).
+# fewest at which the sign test can pass at 95% (1/64 <= 2.5%; five agreeing pairs give 1/32).
 NOISE = [0.00, 0.02, -0.01, 0.015, -0.02, 0.005]
 OWN = [0.001, -0.002, 0.0015, -0.001, 0.002, -0.0005]
 
@@ -73,9 +74,14 @@ def verdict(root, **kw):
 
 def test_a_clear_win_is_held(tmp_path):
     d = verdict(sweep(tmp_path, -0.05))["ln_beats_bn"]
-    assert d["verdict"] == "held" and d["n_seeds"] == 6
-    assert d["effect"] == pytest.approx(0.05 - 2 * sum(OWN) / 6)  # mean of (bn - ln), paired by seed
-    assert 0 < d["ci_low"] < d["effect"] < d["ci_high"]
+    assert d["verdict"] == "held" and d["n_seeds"] == 6 and d["estimand"] == "median"
+    diffs = [0.05 - 2 * o for o in OWN]  # bn - ln, paired by seed
+    assert d["effect"] == pytest.approx(statistics.median(diffs))  # the estimand's estimate: the median
+    assert d["mean"] == pytest.approx(statistics.fmean(diffs)) and d["mean_low"] < d["mean"] < d["mean_high"]
+    # the interval that decided: 6 of 6 pairs above 0 is p = 1/64 <= 2.5%, so the order-statistic interval at
+    # 95% is [smallest, largest] and lies above 0
+    assert (d["ci_low"], d["ci_high"]) == (pytest.approx(min(diffs)), pytest.approx(max(diffs)))
+    assert d["p_held"] == pytest.approx(1 / 64) and d["sign"].startswith("6 of 6 pairs above")
 
 
 def test_the_same_distribution_is_inconclusive(tmp_path):
@@ -111,33 +117,38 @@ def test_a_bad_min_effect_is_a_clear_error(value):
         claims.parse_claim({**CLAIM, "min_effect": value})
 
 
-def test_the_t_test_is_student_t_on_the_paired_differences_and_three_pairs_never_pass_the_sign_gate():
+def test_the_median_is_judged_by_the_exact_sign_test_and_the_mean_by_student_t_when_declared():
     better = {0: 1.0, 1: 2.0, 2: 3.0}
     than = {0: 1.5, 1: 2.7, 2: 3.4}  # differences 0.5, 0.7, 0.4: mean 0.5333, sd 0.1528
     c = verdicts.compare("p", _values(better), _values(than), claims.parse_claim(CLAIM))
     look = c.looks[0]
-    assert c.method.startswith("paired t") and c.effect == pytest.approx(0.533333, abs=1e-6)
+    assert (
+        c.method.startswith("exact sign test") and c.effect == pytest.approx(0.5) and c.mean == pytest.approx(0.533333)
+    )
     assert (look.mean, look.se, look.df) == (pytest.approx(0.533333, abs=1e-6), pytest.approx(0.15275252 / 3**0.5), 2)
-    # p = 0.013 by the t test, but 3 of 3 agreeing pairs are p = 1/8 by the sign test: vetoed
+    # p = 0.013 by the t test, but the median estimand is tested by the sign test: 3 of 3 pairs are p = 1/8
     assert scipy_t.ttest_1samp([0.5, 0.7, 0.4], 0, alternative="greater").pvalue < 0.025
-    assert look.p_held == 1.0 and look.gated == ["held"]
-    six = verdicts.compare(
-        "p",
-        _values({**better, 3: 1.0, 4: 2.0, 5: 3.0}),
-        _values({**than, 3: 1.5, 4: 2.7, 5: 3.4}),
-        claims.parse_claim(CLAIM),
-    )
-    d = [0.5, 0.7, 0.4] * 2
-    assert six.looks[0].p_held == pytest.approx(scipy_t.ttest_1samp(d, 0, alternative="greater").pvalue)
+    assert look.p_held == pytest.approx(1 / 8) and look.median == pytest.approx(0.5)
+    mean = claims.parse_claim({**CLAIM, "estimand": "mean"})
+    c = verdicts.compare("p", _values(better), _values(than), mean)
+    assert c.method.startswith("paired t") and c.effect == pytest.approx(0.533333, abs=1e-6)
+    assert c.looks[0].p_held == pytest.approx(scipy_t.ttest_1samp([0.5, 0.7, 0.4], 0, alternative="greater").pvalue)
 
 
-def test_unmatched_seeds_are_compared_unpaired():
-    c = verdicts.compare(
-        "p", _values({0: 1.0, 1: 1.1, 2: 0.9}), _values({3: 2.0, 4: 2.1, 5: 1.9}), claims.parse_claim(CLAIM)
-    )
+def test_unmatched_seeds_are_compared_unpaired_only_for_the_mean():
+    better, than = _values({0: 1.0, 1: 1.1, 2: 0.9}), _values({3: 2.0, 4: 2.1, 5: 1.9})
+    c = verdicts.compare("p", better, than, claims.parse_claim({**CLAIM, "estimand": "mean"}))
     welch = scipy_t.ttest_ind([2.0, 2.1, 1.9], [1.0, 1.1, 0.9], equal_var=False, alternative="greater").pvalue
     assert c.method.startswith("Welch") and c.effect == pytest.approx(1.0)
     assert c.looks[0].p_held == pytest.approx(welch)
+    # the median estimand is about pairs: unpaired seeds decide nothing, and say why
+    c = verdicts.compare("p", better, than, claims.parse_claim(CLAIM))
+    assert not c.looks and c.effect is None and "median estimand compares paired seeds" in c.reason
+
+
+def test_a_bad_estimand_is_a_clear_error():
+    with pytest.raises(claims.ClaimError, match="estimand='average' is not one of median, mean"):
+        claims.parse_claim({**CLAIM, "estimand": "average"})
 
 
 def _values(d):
@@ -146,15 +157,16 @@ def _values(d):
 
 def test_a_claim_must_hold_in_every_panel_unless_where_restricts_it(tmp_path):
     num = 0
+    noise, own = [*NOISE, 0.01], [*OWN, 0.001]  # 7 seeds: 1/128 passes for 2 claims on the page (1/64 would not)
     for batch, ln_shift in ((4, -0.05), (128, 0.0)):
-        for seed in range(6):
+        for seed in range(7):
             for model, shift in (("bn_mlp", 0.0), ("ln_mlp", ln_shift)):
                 make_job(
                     tmp_path,
                     num,
                     model,
                     seed,
-                    0.2 + NOISE[seed] + shift + (OWN[seed] if model == "ln_mlp" else 0),
+                    0.2 + noise[seed] + shift + (own[seed] if model == "ln_mlp" else 0),
                     batch=batch,
                 )
                 num += 1
@@ -320,7 +332,7 @@ def test_an_open_claim_counts_the_seeds_judged_so_far_whatever_look_gives_its_p_
     from lnbench.claims.decision import judge_claim
 
     claim = claims.parse_claim(CLAIM)
-    design = verdicts.Design.declared([3, 6, 9])
+    design = verdicts.Design([3, 6, 9], [0.2, 0.3, 0.5])
     # 3 equal differences (no spread: the sign test alone, p = 1/8 at look 3), then 3 that disagree
     better = {s: claims.Value(1.0) for s in range(6)}
     than = {s: claims.Value(x) for s, x in enumerate([1.1, 1.1, 1.1, 0.9, 1.2, 0.95])}

@@ -1,5 +1,6 @@
-"""The statistics of a verdict: numbers against scipy and hand computations, and the error rates of the
-whole procedures under simulated nulls (lnbench/claims/simulate.py runs lnbench/tuning.pick and lnbench/stats).
+"""The statistics of a verdict: numbers against scipy and hand computations, and the error rates of issue 23's
+procedures under simulated nulls (lnbench/claims/simulate_earlier.py runs lnbench/tuning.pick and
+lnbench/claims/stats.py); issue 39's estimand and plans: tests/claims/test_estimand.py.
 
 The fast versions use a few thousand vectorized trials (well under a second each); `-m slow` reruns them
 with 50,000. A rate passes if it is below its nominal level plus three binomial standard errors; the
@@ -11,7 +12,8 @@ import numpy as np
 import pytest
 from scipy import stats as sst
 
-from lnbench.claims import simulate, stats
+from lnbench.claims import simulate_earlier as simulate
+from lnbench.claims import stats
 
 FAST, SLOW = 4000, 50_000
 
@@ -56,11 +58,40 @@ def test_identical_differences_decide_nothing_unless_a_resolution_bounds_their_s
     assert ph == pytest.approx(sst.t.sf(30 / (10 / math.sqrt(6) / math.sqrt(3)), 2))
 
 
-def test_the_sign_test_is_scipys_binomial_test_on_the_pairs_whose_order_is_known():
-    lo = np.array([1.0, 2.0, 0.5, -np.inf, 3.0, 1.0])
-    hi = np.array([1.0, np.inf, np.inf, np.inf, 3.0, 1.0])  # pair 3: both diverged, order unknown
-    ph, pc, pe = stats.sign_test(lo, hi)
-    assert ph == pytest.approx(sst.binomtest(5, 5, 0.5, alternative="greater").pvalue) and pc == 1.0 and pe == 1.0
+def test_the_sign_tests_are_scipys_binomial_tests_with_every_pair_counted():
+    lo = np.array([1.0, 2.0, 0.5, -np.inf, 3.0, 1.0, 0.0])
+    hi = np.array([1.0, np.inf, np.inf, np.inf, 3.0, 1.0, 0.0])  # pair 3: both diverged, order unknown; 6: a tie
+    ph, pc, pe = stats.sign_tests(lo, hi)
+    # 5 of 7 above 0: the tie and the unknown pair count against held (n = 7, not 5)
+    assert ph == pytest.approx(sst.binomtest(5, 7, 0.5, alternative="greater").pvalue)
+    assert pc == pytest.approx(sst.binomtest(0, 7, 0.5, alternative="greater").pvalue) and pe == 1.0  # margin 0
+    ph, pc, pe = stats.sign_tests(lo, hi, margin=1.5)  # above +1.5: 2 and 3; below -1.5: none
+    assert ph == pytest.approx(sst.binomtest(2, 7, 0.5, alternative="greater").pvalue)
+    # equivalent: above -1.5 (every pair but the unknown one: 6 of 7) and below +1.5 (1, 1, 0: 3 of 7)
+    lower = sst.binomtest(6, 7, 0.5, alternative="greater").pvalue
+    upper = sst.binomtest(3, 7, 0.5, alternative="greater").pvalue
+    assert pe == pytest.approx(max(lower, upper))
+
+
+def test_the_median_interval_reads_the_sign_test_at_every_level():
+    rng = np.random.default_rng(4)
+    for n in (6, 9, 14, 21):
+        d = rng.normal(0.3, 1.0, (300, n))
+        ph, pc, _ = stats.sign_tests(d, d, margin=0.1)
+        for level in (0.05, 0.01, 0.002):
+            found = [stats.median_interval(x, x, 1 - level) for x in d]
+            if 0.5**n > level / 2:
+                assert all(f is None for f in found)
+                continue
+            low = np.array([f[0] for f in found])
+            high = np.array([f[1] for f in found])
+            assert np.array_equal(low > 0.1, 2 * ph <= level) and np.array_equal(high < -0.1, 2 * pc <= level)
+    assert stats.median_interval([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]) is None  # 1/8 > 2.5%: no 95% interval
+
+
+def test_tails_flags_a_seed_beyond_three_interquartile_ranges():
+    d = np.array([0.1, 0.12, 0.09, 0.11, 0.1, 0.13, 0.08, 0.1, -0.9])
+    assert list(stats.tails(d)) == [8] and len(stats.tails(d[:8])) == 0
 
 
 def test_holm_and_bh_adjusted_p_values_by_hand():

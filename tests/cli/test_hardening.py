@@ -359,9 +359,9 @@ def test_ctrl_c_while_a_submitit_job_warms_up_is_an_interrupted_job(tmp_path, mo
     from omegaconf import open_dict, read_write
 
     from lnbench.config.schema import register_configs
+    from lnbench.launch import entry
     from lnbench.launch.entry import CONF_DIR, Job
     from lnbench.launch.preflight import Plan, without_hydra
-    from lnbench.launch.process import isolate
 
     register_configs()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
@@ -374,7 +374,7 @@ def test_ctrl_c_while_a_submitit_job_warms_up_is_an_interrupted_job(tmp_path, mo
     def ctrl_c():
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(isolate, "warm_up", ctrl_c)
+    monkeypatch.setattr(entry, "warm_up", ctrl_c)  # the job's warm-up (lnbench.launch.process.isolate)
     HydraConfig.instance().set_config(cfg)
     try:
         answer = Job(Plan([], True, tmp_path, "submitit_local"))(without_hydra(cfg))

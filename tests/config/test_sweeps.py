@@ -295,13 +295,14 @@ def test_check_page_lists_every_verdict_with_its_interval_and_a_link(tmp_path):
     }
 
     def verdict(cid, text, effect, se, p, raw):  # one panel, one look of 9 seeds whose t test decides
-        look = {"n": 9, "mean": effect, "se": se, "df": 8, "via_t": ["held", "contradicted", "equivalent"], "gated": []}
+        look = {"n": 9, "mean": effect, "se": se, "df": 8, "via_t": ["held", "contradicted", "equivalent"]}
         return ClaimVerdict(
             cid,
             text,
             "ln",
             "bn",
             "val/error final",
+            estimand="mean",
             panels=[{"panel": "all runs", "looks": [look]}],
             p_decide=p,
             kind="held",
@@ -332,10 +333,13 @@ def test_check_page_lists_every_verdict_with_its_interval_and_a_link(tmp_path):
     )
     # Bonferroni over 2 undeclared claims: the interval at 97.5%, t(0.9875, 8) = 2.75
     assert (
-        "| a: LN beats BN | pmnist | held | held | +0.05 [0.0225, 0.0775] at 97.5% | 0 | ln 0.2, bn 0.25 | — | 3 + 3 | "
-        "ln: lr=0.01 (edge of grid; grid widened ×1) | [report](pmnist/report/report.html) |"
+        "| a: LN beats BN | pmnist | mean (rests on the tails) | held | held | "
+        "mean +0.05 [0.0225, 0.0775] at 97.5% | 0 | — | — | ln 0.2, bn 0.25 | 3 + 3 | "
+        "ln: lr=0.01 (edge of grid; grid widened ×1) | "
+        "[report](pmnist/report/report.html) |"
     ) in md
-    assert "| inconclusive (underpowered: MDE" in md and "no verdict: the sweep left no runs" in md
+    assert "| inconclusive (the interval includes 0" in md and "no verdict: the sweep left no runs" in md
+    assert "estimands: 2 mean" in md
     assert (
         "held 1, inconclusive 1" in md
         and "load 1.0→2.0" in md

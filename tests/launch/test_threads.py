@@ -13,6 +13,7 @@ import pytest
 from conftest import lnbench_cmd, metrics_without_time, run_cli, summary_of
 from omegaconf import OmegaConf
 
+from lnbench.config.runtime import Runtime
 from lnbench.launch.process import threads
 
 
@@ -58,10 +59,13 @@ def test_a_launchers_share_is_of_the_cores_the_process_may_use(machine, monkeypa
     assert share == (2, "4 usable cores; the launcher's share per parallel job is 2")
 
 
-def test_apply_logs_the_choice(machine, caplog):
+def test_decide_logs_the_choice_and_puts_the_runtime_in_one_record(machine, caplog, monkeypatch):
+    monkeypatch.setattr(threads.heap, "keep_freed_memory", lambda: True)  # not this test process's malloc
     with caplog.at_level(logging.INFO, logger="lnbench"):
-        assert threads.apply(None)[0] == 4
-        assert threads.apply(1)[0] == 1
+        chosen = threads.decide(OmegaConf.create({"threads": None, "threads_follow": True}))
+        configured = threads.decide(OmegaConf.create({"threads": 1}))
+    assert chosen == Runtime(4, "4 usable cores", keeps_freed_memory=True, follow=True, cores=(0, 1, 2, 3))
+    assert (configured.threads, configured.why, configured.follow) == (1, "threads=1 as configured", False)
     assert "threads: 4 (4 usable cores)" in caplog.text
     assert "threads: 1 (threads=1 as configured)" in caplog.text
 

@@ -7,10 +7,11 @@ import torch
 import yaml
 from conftest import TINY_CLI, metrics_without_time, run_cli, tiny
 
+from lnbench.config.runtime import Runtime
 from lnbench.data import cache as data_cache
 from lnbench.launch.process.isolate import in_child_process
 from lnbench.launch.process.warm import prepare
-from lnbench.training.recipe import run
+from lnbench.training.recipe import train
 
 
 def test_a_warm_workers_jobs_log_what_a_cold_run_logs(tmp_path):
@@ -40,8 +41,8 @@ def test_a_warm_workers_jobs_log_what_a_cold_run_logs(tmp_path):
 
 def kept_and_run(cfg, run_dir):
     run_dir.mkdir()
-    summary = run(cfg, run_dir, threads=(1, "test"))
-    return summary["test"], data_cache.kept(cfg.dataset) is not None  # asked on the job's one thread
+    summary = train(cfg, run_dir, runtime=Runtime(1, "test"))
+    return summary["test"], data_cache.kept(cfg.dataset, 1) is not None  # asked for the job's one thread
 
 
 def test_a_job_on_a_kept_dataset_logs_what_a_job_that_made_its_own_logs(tmp_path):
@@ -75,7 +76,7 @@ def test_a_dataset_is_kept_only_where_a_job_would_make_the_same(tmp_path):
         assert data_cache.keep(cfg.dataset, 1, lambda: "made again")
         big = torch.zeros(data_cache.KEEP_BYTES // 4 + 1)  # more bytes than a worker keeps
         assert not data_cache.keep(tiny("ln_lstm", "adding", "seed=99").dataset, 1, lambda: (big,))
-        torch.set_num_threads(1)
-        assert data_cache.kept(cfg.dataset) == "made again"
+        assert data_cache.kept(cfg.dataset, 1) == "made again"
+        assert data_cache.kept(cfg.dataset, 2) is None  # kept for a job on one thread only
     finally:
         data_cache.forget()

@@ -291,26 +291,39 @@ def test_the_thread_count_is_a_record_of_the_run_never_written_into_its_config(t
     import torch
     import yaml
 
-    from lnbench.training.recipe import run
+    from lnbench.config.runtime import Runtime
 
     monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # keep this process's count for the other tests
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
-    summary = run(tiny("ln_lstm", "adding"), tmp_path, threads=(1, "1 usable cores"))
+    summary = train(tiny("ln_lstm", "adding"), tmp_path, runtime=Runtime(1, "1 usable cores", keeps_freed_memory=True))
     assert summary["threads"] == 1 and summary_of(tmp_path)["threads"] == 1
     assert summary["provenance"]["threads_chosen_by"] == "1 usable cores"
+    assert summary["provenance"]["torch_threads"] == 1 and summary["provenance"]["malloc"].startswith("keeps freed")
     ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     assert ckpt["threads"] == 1 and ckpt["config"]["threads"] is None
     assert yaml.safe_load((tmp_path / "config.yaml").read_text()) == ckpt["config"]
 
 
-def test_a_resume_keeps_the_thread_count_its_run_began_with():
-    from lnbench.launch.process.threads import keep as keep_threads
+def test_an_in_process_run_records_torchs_own_count_where_nothing_chose_one(tmp_path, monkeypatch):
+    import torch
 
-    assert keep_threads((2, "2 usable cores"), None) == (2, "2 usable cores")  # a new run: the launcher's
-    assert keep_threads((2, "2 usable cores"), {"threads": 2, "config": {}}) == (2, "2 usable cores")
-    kept, why = keep_threads((1, "threads=1 as configured"), {"threads": 2, "config": {"threads": None}})
-    assert kept == 2 and "as this run began" in why
-    assert keep_threads((1, "x"), {"config": {"threads": 3}})[0] == 3  # a checkpoint from before the record
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: pytest.fail(f"set_num_threads({n}): nothing chose it"))
+    summary = train(tiny("ln_lstm", "adding"), tmp_path)
+    assert summary["threads"] == torch.get_num_threads() == summary["provenance"]["torch_threads"]
+    assert summary["provenance"]["threads_chosen_by"] == "torch's default" and "malloc" not in summary["provenance"]
+
+
+def test_a_resume_keeps_the_thread_count_its_run_began_with():
+    from lnbench.config.runtime import Runtime
+    from lnbench.training.checkpoint import resumed_runtime
+
+    chosen = Runtime(2, "2 usable cores")
+    assert resumed_runtime(chosen, None, 4) == chosen  # a new run: the launcher's
+    assert resumed_runtime(chosen, {"threads": 2, "config": {}}, 4) == chosen
+    kept = resumed_runtime(Runtime(1, "threads=1 as configured"), {"threads": 2, "config": {"threads": None}}, 4)
+    assert kept.threads == 2 and "as this run began (not 1" in kept.why
+    assert resumed_runtime(Runtime(1, "x"), {"config": {"threads": 3}}, 4).threads == 3  # a checkpoint from before
+    assert resumed_runtime(Runtime(None, "torch's default"), {"threads": 4, "config": {}}, 4).threads is None
+    assert resumed_runtime(Runtime(None, "torch's default"), {"threads": 2, "config": {}}, 4).threads == 2
 
 
 def test_the_report_reads_the_resolved_config_from_config_yaml_and_old_runs_from_the_checkpoint(tmp_path, monkeypatch):

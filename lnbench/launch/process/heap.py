@@ -44,8 +44,3 @@ def keep_freed_memory() -> bool:
     except (OSError, AttributeError):
         return False
     return _done
-
-
-def active() -> bool:
-    """Whether this process keeps its freed memory (for the run's provenance)."""
-    return _done

@@ -15,14 +15,15 @@ import pickle
 import signal
 import sys
 import threading
-import time
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
 from lnbench import phases
+from lnbench.errors import Interrupted
 from lnbench.launch.failures import JobCrashed
 from lnbench.launch.process.guardian import die_with_parent
+from lnbench.launch.process.heap import keep_freed_memory
 from lnbench.runs import CRASH_LOG
 
 log = logging.getLogger("lnbench")
@@ -62,19 +63,19 @@ def in_child_process(run_dir: Path, fn, *args, **kwargs):
     for h in [*logging.getLogger().handlers, *log.handlers]:  # or the child writes their buffers again
         h.flush()
     sys.stdout.flush(), sys.stderr.flush()
-    phases.mark("fork")
+    timer = phases.timer()
+    timer.mark(phases.JOB_FORK)
     pid = os.fork()
     if pid == 0:
-        phases.record("job: fork", phases.marked("fork"))
+        timer.since(phases.JOB_FORK, phases.JOB_FORK)
         _child(read_end, write_end, fn, args, kwargs)  # never returns
     os.close(write_end)
     with passing_signals_on(pid) as received:
         with os.fdopen(read_end, "rb") as r:
             data = r.read()
-        phases.mark("answered")
-        _, status = os.waitpid(pid, 0)
-        phases.record("job: the child's exit", phases.marked("answered"))
-    with phases.phase("job: its answer, unpickled"):
+        with timer.phase(phases.JOB_EXIT):
+            _, status = os.waitpid(pid, 0)
+    with timer.phase(phases.JOB_UNPICKLED):
         return _answer(data, status, received, run_dir)
 
 
@@ -90,14 +91,13 @@ def _child(read_end: int, write_end: int, fn, args, kwargs) -> None:
         except BaseException as e:  # noqa: BLE001 - every outcome goes back to the parent
             e.child_traceback = traceback.format_exc()
             answer = ("raised", e)
-        t0 = time.time()
-        try:
-            data = pickle.dumps(answer)
-        except Exception:  # an exception that cannot be pickled: its text and traceback still go back
-            error = RuntimeError(f"{type(answer[1]).__name__}: {answer[1]}")
-            error.child_traceback = getattr(answer[1], "child_traceback", None)
-            data = pickle.dumps(("raised", error))
-        phases.record("job: its answer, pickled", t0)
+        with phases.timer().phase(phases.JOB_PICKLED):
+            try:
+                data = pickle.dumps(answer)
+            except Exception:  # noqa: BLE001 (an exception that cannot be pickled: its text and traceback go back)
+                error = RuntimeError(f"{type(answer[1]).__name__}: {answer[1]}")
+                error.child_traceback = getattr(answer[1], "child_traceback", None)
+                data = pickle.dumps(("raised", error))
         with os.fdopen(write_end, "wb") as w:
             w.write(data)
     except BaseException:  # noqa: BLE001
@@ -136,8 +136,6 @@ def passing_signals_on(pid: int):
 
 
 def _answer(data: bytes, status: int, received: list[int], run_dir: Path):
-    from lnbench.errors import Interrupted
-
     if data:
         kind, value = pickle.loads(data)
         if kind == "raised":
@@ -171,9 +169,7 @@ def warm_up() -> None:
     global warmed
     if warmed:
         return
-    import torch
-
-    from lnbench.launch.process.heap import keep_freed_memory
+    import torch  # noqa: PLC0415 (torch: in the warm-up only)
 
     keep_freed_memory()  # a joblib worker did not start through lnbench.cli
     torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))])

@@ -5,8 +5,10 @@ gradient norm) round differently on 1 and 2 threads, so a thread count that foll
 would make a run's numbers follow them too (docs/performance.md lists the ops). The count is the
 smallest of: the cores this process may run on (its CPU affinity, which taskset, cgroups and SLURM's
 binding set), SLURM's `SLURM_CPUS_PER_TASK`, and a parallel launcher's share per job (submitit's
-`cpus_per_task`, joblib's cores / n_jobs). `threads=N` overrides it. The summary records the count and
-why; a resume keeps the count the run began with (lnbench.training.recipe).
+`cpus_per_task`, joblib's cores / n_jobs). `threads=N` overrides it. `decide` puts the count and why, with the
+heap's policy (lnbench.launch.process.heap) and `threads_follow`, into the run's Runtime record
+(lnbench.config.runtime), which the recipe carries down; the summary records it. A resume keeps the count the run
+began with (lnbench.training.checkpoint.resumed_runtime).
 
 How idle OpenMP threads wait and which allocator runs are the launcher's business: set OMP_WAIT_POLICY
 or LD_PRELOAD a malloc yourself; the summary's provenance records them.
@@ -18,22 +20,18 @@ import logging
 import os
 from typing import Any, Optional
 
+from omegaconf import OmegaConf
+
+from lnbench.config.runtime import Runtime, usable_cores
+from lnbench.launch.process import heap
+
 log = logging.getLogger("lnbench")
-
-
-def usable_cores() -> list[int]:
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        return list(range(os.cpu_count() or 1))
 
 
 def parallel_job_threads(hc) -> Optional[int]:
     """Torch threads for one job of a parallel launcher, so that jobs sharing the cores do not fight:
     submitit gives each job `cpus_per_task` cores; joblib's n_jobs=-1 means one job per core (-2 all but
     one, ...). None where jobs do not share the machine."""
-    from omegaconf import OmegaConf
-
     if cpus := OmegaConf.select(hc, "launcher.cpus_per_task", default=None):
         return int(cpus)
     n_jobs = OmegaConf.select(hc, "launcher.n_jobs", default=None)
@@ -72,27 +70,10 @@ def choose(requested: Optional[int], hc=None) -> tuple[int, str]:
     return n, "; ".join(why)
 
 
-def apply(requested: Optional[int], hc=None) -> tuple[int, str]:
-    """Choose the job's threads and log the choice and why; the caller sets torch.set_num_threads."""
-    n, why = choose(requested, hc)
+def decide(cfg: Any, hc=None) -> Runtime:
+    """The job's Runtime: its threads (`choose`, logged with why), its heap's policy (freed memory kept, unless the
+    user set malloc's own), `threads_follow`, and the cores it may use. Decided once, before the run."""
+    n, why = choose(cfg.get("threads"), hc)
     log.info("threads: %d (%s)", n, why)
-    return n, why
-
-
-def keep(chosen: tuple[int | None, str], ckpt: dict[str, Any] | None) -> tuple[int | None, str]:
-    """The thread count of this attempt: a resumed run keeps the count it began with (its checkpoint's record;
-    its config's, from versions that wrote it there), since torch's reductions round differently on other
-    counts and the resumed steps must compute what the uninterrupted run would have."""
-    began = None if ckpt is None else ckpt.get("threads") or ckpt["config"].get("threads")
-    import torch
-
-    now = chosen[0] or torch.get_num_threads()
-    if not began or began == now:
-        return chosen
-    log.warning(
-        "threads: %d, as this run began (not %s): a resume keeps the thread count, since torch's "
-        "sums round differently on another",
-        began,
-        now,
-    )
-    return began, f"as this run began (not {now}: a resume keeps its thread count)"
+    follow = bool(cfg.get("threads_follow", False))
+    return Runtime(n, why, keeps_freed_memory=heap.keep_freed_memory(), follow=follow, cores=tuple(usable_cores()))

@@ -22,7 +22,7 @@ from lnbench.training.recipe import setup_data
 def prepare(cfg: DictConfig, threads: int | None) -> None:
     """The modules of every `_target_` in `cfg` imported, and the job's dataset kept (with `threads` torch
     threads, the job's; not where it will choose its own)."""
-    with phases.phase("job: modules and dataset made ready (once per config)"):
+    with phases.timer().phase(phases.JOB_READY):
         for target in targets(OmegaConf.to_container(cfg, resolve=False)):
             if target.startswith("lnbench."):  # a user's own modules: `imports:` loads them here (user_modules)
                 import_module_of(target)

@@ -37,6 +37,8 @@ from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from omegaconf import OmegaConf, open_dict
 
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+from lnbench.atomic import write_json
+from lnbench.launch.failures import JobFailed
 from lnbench.launch.slurm.queue import GONE, QuietJob, job_info, queued, seconds
 from lnbench.runs import HYDRA, HYDRA_CONFIG, OVERRIDES, Summary, read_summary, write_summary
 
@@ -113,7 +115,7 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
 
 def executor(params: dict[str, Any]):
     """submitit's executor as Hydra's launcher builds it."""
-    import submitit
+    import submitit  # noqa: PLC0415 (submitit: on submitting)
 
     init_keys = {"submitit_folder", "max_num_timeout"}
     ex = submitit.AutoExecutor(
@@ -157,9 +159,7 @@ def completed(launcher, idx: int, overrides: list[str]) -> JobReturn | None:
 
 def outcome(launcher, idx: int, overrides: list[str], job) -> JobReturn:
     """The job's JobReturn, or a failed one naming why a job ended without a result."""
-    from submitit.core.utils import FailedJobError, UncompletedJobError
-
-    from lnbench.launch.failures import JobFailed
+    from submitit.core.utils import FailedJobError, UncompletedJobError  # noqa: PLC0415 (submitit: on submitting)
 
     try:
         return job.results()[0]
@@ -184,7 +184,7 @@ def outcome(launcher, idx: int, overrides: list[str], job) -> JobReturn:
 def run_on_node(run_job: Callable[[], JobReturn], signal_delay_s: int) -> JobReturn:
     """Runs the job (Hydra's launcher __call__): submitit's notice is a stop request too; a failed task raises
     (submitit records an error, SLURM a failed job); a run stopped by a signal leaves or requeues."""
-    import submitit
+    import submitit  # noqa: PLC0415 (submitit: on submitting)
 
     notice = submitit.JobEnvironment._usr_sig()
     os.environ[STOP_SIGNALS_ENV] = notice.name  # in the train loop: finish the step, checkpoint, stop
@@ -201,9 +201,9 @@ def run_on_node(run_job: Callable[[], JobReturn], signal_delay_s: int) -> JobRet
 def leave_or_requeue(signal_delay_s: int) -> NoReturn:
     """After the run wrote its checkpoint on a stop signal: leave without a result if SLURM is ending this
     job (it then requeues or cancels it), else requeue it ourselves."""
-    import submitit
-    from submitit.core.job_environment import _checkpoint
-    from submitit.core.utils import DelayedSubmission
+    import submitit  # noqa: PLC0415 (submitit: on submitting)
+    from submitit.core.job_environment import _checkpoint  # noqa: PLC0415 (submitit: on submitting)
+    from submitit.core.utils import DelayedSubmission  # noqa: PLC0415 (submitit: on submitting)
 
     env = submitit.JobEnvironment()
     for s in (signal.SIGTERM, env._usr_sig()):  # a stop is under way: submitit's handlers must not requeue it too
@@ -246,8 +246,6 @@ def read_ledger(sweep_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def write_ledger(sweep_dir: Path, ledger: dict[str, dict[str, Any]]) -> None:
-    from lnbench.atomic import write_json
-
     write_json(sweep_dir / LEDGER, ledger)
 
 

@@ -6,6 +6,9 @@
 - end: a block with the sweep directory, how many jobs completed, failed and diverged, how to upload the
   W&B runs and the report command; with logger.wandb.report=true, one more W&B run in the sweep's group
   (job_type `report`) holding the report's tables and plots.
+
+With $LNBENCH_PHASES (lnbench.phases) it also times each job from Hydra's on_job_start to its on_job_end, and a
+worker's start to its first job: Hydra's only hooks around a job.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from omegaconf import DictConfig
 from lnbench import phases
 from lnbench.launch.sweep.progress import SweepProgress
 from lnbench.runs import LOCK, OVERRIDES, lock_held, read_summary
+from lnbench.training.tracker import job_name
 
 log = logging.getLogger("lnbench")
 IN_USE = "in use"
@@ -32,7 +36,7 @@ IN_USE = "in use"
 
 class SweepEnd(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        phases.record("sweep: Hydra's start-up (the sweep's config, the sweeper)", phases.marked("hydra"))
+        phases.timer().since(phases.SWEEP_HYDRA, phases.SWEEP_HYDRA)
         print(f"sweep: {config.hydra.sweep.dir}", flush=True)
         self.config, self.done, self.pid = config, False, os.getpid()
         self.progress = SweepProgress(Path(str(config.hydra.sweep.dir)))  # job starts and ends, and a total
@@ -41,9 +45,9 @@ class SweepEnd(Callback):
 
         if wants_report(config):
             try:  # now: at exit it is too late to import (it registers exit hooks of its own)
-                import wandb  # noqa: F401
-            except Exception:
-                pass  # start_wandb says why, at the end
+                import wandb  # noqa: F401, PLC0415 (W&B: only if a report run is asked)
+            except Exception:  # noqa: BLE001 (start_wandb says why, at the end)
+                pass
         # Hydra skips on_multirun_end when a job failed (the sweeper re-raises the first failure once
         # every job has run) or a signal stopped the sweep: the block then comes at exit, after the error.
         atexit.register(self.end)
@@ -53,6 +57,7 @@ class SweepEnd(Callback):
         return {k: v for k, v in self.__dict__.items() if k != "progress"}
 
     def on_job_end(self, config: DictConfig, **kwargs: Any) -> None:
+        phases.timer().since(phases.HYDRA_JOB, phases.HYDRA_JOB)
         # Exit hooks run last-registered first: keep ours ahead of those W&B registered during a job run
         # in this process (they clear the temp folder W&B writes tables and images through).
         if getattr(self, "pid", None) == os.getpid():
@@ -60,9 +65,12 @@ class SweepEnd(Callback):
             atexit.register(self.end)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        timer = phases.timer()
+        if timer.on and getattr(self, "pid", os.getpid()) != os.getpid() and not timer.seconds[phases.WORKER_START]:
+            timer.since_process_start(phases.WORKER_START)  # a worker's first job (the sweep's process runs none)
+        timer.mark(phases.HYDRA_JOB)
         if HydraConfig.get().mode != RunMode.MULTIRUN:
             return
-        from lnbench.training.tracker import job_name
 
         prefix = f"[#{config.hydra.job.num} {job_name(config.hydra)}] "
         for h in logging.getLogger().handlers:
@@ -76,7 +84,7 @@ class SweepEnd(Callback):
         if getattr(self, "done", True):
             return
         self.done = True
-        with phases.phase("sweep: the end-of-sweep block"):
+        with phases.timer().phase(phases.SWEEP_END):
             if getattr(self, "progress", None) is not None:
                 self.progress.stop()
             sweep_dir = Path(str(self.config.hydra.sweep.dir))

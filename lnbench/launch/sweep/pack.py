@@ -176,7 +176,7 @@ def train(job, prepared: list) -> list[tuple[str, Any]]:
             locks.close()
             return outcomes
         hc = members[0][1].hydra_cfg.hydra
-        n, why = threads.apply(members[0][1].cfg.threads, hc)
+        runtime = threads.decide(members[0][1].cfg, hc)  # one process, one runtime: the first job's
         pack = [
             PackJob(
                 ret.cfg,
@@ -195,7 +195,7 @@ def train(job, prepared: list) -> list[tuple[str, Any]]:
         try:
             with crash_log(leader):
                 warm_up()
-                answers = in_child_process(leader, train_pack, pack, threads=(n, why))
+                answers = in_child_process(leader, train_pack, pack, runtime=runtime)
         except BaseException as e:  # noqa: BLE001 - the pack's process died (JobCrashed) or a bug: every job's
             answers = [("raised", e)] * len(pack)
         for (i, _), answer in zip(members, answers):

@@ -80,7 +80,7 @@ class WandbSink:
         if self.run is not None:
             try:
                 self._define_metrics()
-            except Exception as e:  # charts against W&B's own _step then; the run goes on
+            except Exception as e:  # noqa: BLE001 (charts against W&B's own _step then; the run goes on)
                 log.warning("W&B refused the metric definitions (%s: %s).", type(e).__name__, _one_line(e))
 
     def _define_metrics(self) -> None:
@@ -120,7 +120,7 @@ class WandbSink:
         step = record["step"]
         try:
             self.run.log(sections(record), step=step)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 (W&B must never cost a run)
             self.failed = True
             log.warning(
                 "W&B failed at step %d (%s: %s); the run goes on and metrics.jsonl keeps every step. The W&B "
@@ -147,7 +147,7 @@ class WandbSink:
                 if status == "interrupted":
                     self.run.mark_preempting()
             self.run.finish(exit_code=0 if status == "completed" else 1)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 (W&B must never cost a run)
             log.warning(
                 "W&B did not finish cleanly (%s: %s); its files are in %s (`wandb sync` uploads them).",
                 type(e).__name__,
@@ -178,15 +178,15 @@ def start_wandb(
     log lines, the end-of-run block), offline too (files/output.log); "redirect" (dup'ed file descriptors, which
     forked sweep workers inherit) is not offered: lnbench.config.schema.WandbConsole (docs/logging.md)."""
     try:
-        import wandb
-    except Exception as e:
+        import wandb  # noqa: PLC0415 (W&B: only where its sink runs)
+    except Exception as e:  # noqa: BLE001 (a broken install raises anything: W&B must never cost a run)
         log.warning("W&B cannot be imported (%s: %s); %s.", type(e).__name__, e, kept)
         return None, mode
     timeouts = dict(init_timeout=init_timeout, login_timeout=init_timeout, finish_timeout=finish_timeout)
     timeouts["console"] = console
     try:
         return wandb.init(**init, mode=mode, settings=wandb.Settings(**timeouts, silent=True)), mode
-    except Exception as e:  # W&B must never cost a run: go on offline, or with local files only
+    except Exception as e:  # noqa: BLE001 (W&B must never cost a run: go on offline, or with local files only)
         reason = f"{type(e).__name__}: {_one_line(e)}"
     if mode == "online":
         try:
@@ -200,7 +200,7 @@ def start_wandb(
                 folder,
             )
             return run, "offline"
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 (as above)
             reason += f"; offline: {type(e).__name__}: {_one_line(e)}"
     log.warning("W&B did not start (%s); %s.", reason, kept)
     return None, mode
@@ -250,7 +250,7 @@ def start_page_run(
 def finish_page_run(run: Any, mode: str) -> str:
     """Ends a page run and W&B's core with it (the sweep or check is over: everything written, then stopped);
     returns where the run is: its URL, or its folder when offline."""
-    import wandb
+    import wandb  # noqa: PLC0415 (W&B: only where its sink runs)
 
     where = run.url if mode != "offline" else f"{run.dir.rsplit('/files', 1)[0]} (offline)"
     run.finish()
