@@ -2,7 +2,7 @@
 
 os.replace is atomic on POSIX: a reader (or a resumed run) sees the old file or the new one, never a
 mix. Append-only logs (metrics.jsonl) cannot be replaced per line; a kill can tear their last line,
-which `read_jsonl` skips and flags, and which a resumed run cuts off (see lnbench.training.checkpoint).
+which `read_jsonl` skips and counts, and which a resumed run cuts off (lnbench.training.sinks.jsonl).
 """
 
 from __future__ import annotations
@@ -71,29 +71,42 @@ def write_files(folder: str | Path, files: dict[str, bytes]) -> None:
 
 
 def unwritable(folder: str | Path) -> str | None:
-    """Why `folder` cannot be made and written into (its nearest existing ancestor is a file, or not
-    writable), or None: asked before a long computation whose results would go there."""
-    probe = Path(folder)
+    """Why `folder` cannot be made and written into, or None: asked before a long computation whose results would
+    go there. Tried, not read from permissions (root may write anywhere but where the file system refuses, e.g.
+    under /proc or on a read-only mount): a probe file in the nearest folder that exists, and a probe folder
+    where `folder` itself has yet to be made. Nothing is left behind."""
+    probe = Path(folder).absolute()
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if not probe.is_dir():
         return f"{probe} is a file, not a directory"
     if not os.access(probe, os.W_OK | os.X_OK):
         return f"{probe} is not writable by you"
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+        if probe != Path(folder).absolute():
+            os.rmdir(tempfile.mkdtemp(prefix=".lnbench-probe-", dir=probe))
+    except OSError as e:
+        return f"{probe} refuses new files ({e.strerror or e})"
     return None
 
 
-def read_jsonl(path: str | Path) -> tuple[list[dict], bool]:
-    """Records of a JSONL file, and whether a torn (unparseable) last line was skipped."""
-    records, torn = [], False
-    lines = Path(path).read_text(errors="replace").splitlines()
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            if i != len(lines) - 1:
-                raise
-            torn = True
-    return records, torn
+def read_jsonl(path: str | Path) -> tuple[list[dict], int]:
+    """The JSON objects of a JSONL file, read line by line, and how many lines were skipped: a line torn by a
+    kill, or damaged anywhere in the file, is not an object and is skipped, never raised on (the readers say so)."""
+    records, skipped = [], 0
+    with open(path, "rb") as f:
+        for raw in f:
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw.decode("utf-8"))
+            except ValueError:  # JSONDecodeError, or bytes that are not UTF-8
+                skipped += 1
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+            else:
+                skipped += 1
+    return records, skipped

@@ -30,6 +30,9 @@ NO_CONF = (
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    from lnbench.launch.process.closed_pipe import quiet_when_closed
+
+    quiet_when_closed()
     if argv and argv[0] in ("train", "bench", "check"):
         from lnbench.launch.process.heap import keep_freed_memory
 
@@ -75,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return presets_main(rest)
     print(
-        f"lnbench: unknown command {cmd!r}: use one of train, report, bench, check, status, presets.\n\n{USAGE}",
+        f"lnbench: error: unknown command {cmd!r}: use one of train, report, bench, check, status, presets.\n\n{USAGE}",
         file=sys.stderr,
     )
     return 2

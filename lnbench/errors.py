@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import signal
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -48,7 +49,7 @@ class Interrupted(BaseException):
         self.signum, self.step, self.run_dir = signum, step, run_dir
         name = signal.Signals(signum).name
         where = f"stopped at step {step} after writing a checkpoint" if step >= 0 else "stopped at once"
-        super().__init__(f"{name} received: {where}; continue with `lnbench train resume={run_dir}`.")
+        super().__init__(f"{name} received: {where}; continue with `lnbench train {shlex.quote(f'resume={run_dir}')}`.")
 
     def __reduce__(self):
         return type(self), (self.signum, self.step, self.run_dir)

@@ -61,7 +61,8 @@ RUN_FILE = re.compile(r"(?:^|[/*])(" + "|".join(re.escape(f) for f in RUN_FILES)
 # The modules that may import a third-party package's private module or name, each with why (its version pinned
 # in pyproject.toml). Hydra's: one place only.
 PRIVATE_API_PINNED = {
-    "config/overrides.py": "Hydra's argument parser: lnbench reads `lnbench train` as Hydra will (hydra-core 1.3)",
+    "config/overrides.py": "Hydra's argument parser: lnbench reads `lnbench train` as Hydra will; and its "
+    "composition step, wrapped so that your own defaults apply where the config has each key (hydra-core 1.3)",
     "launch/slurm/launcher.py": "submitit's requeue, which it exposes no public way to do ourselves (submitit 1.5.x)",
     # torch's fused LSTM/GRU ops as torch.nn.LSTM calls them. The same functions are public as torch.lstm and
     # torch.gru: to switch to once lnbench/nn/fast/ is free to edit (its kernel work was under way in issue 38).

@@ -68,11 +68,14 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from lnbench.atomic import unwritable, write_bytes
 from lnbench.bench.bandwidth import mlp_bandwidth_rows
 from lnbench.bench.kernels import bench_mlp, bench_rnn, fast_rnn_models, rnn_presets
 from lnbench.bench.runs import runner_overhead_rows, sweep_rows, train_rows
 from lnbench.bench.throughput import print_rows as print_throughput
 from lnbench.bench.throughput import throughput_rows
+from lnbench.config import user_folder
+from lnbench.errors import ConfigError
 from lnbench.nn.fast import native
 from lnbench.training.provenance import cpu_model
 
@@ -290,10 +293,16 @@ def checked_args(argv: list[str] | None) -> argparse.Namespace:
     if args.device.type not in ("cpu", "cuda"):
         raise Refused(f"--device={args.device} is not allowed: use cpu, cuda or cuda:N")
     args.json = args.json or Path("bench-results") / f"bench-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
-    folder = next(p for p in [args.json.parent.absolute(), *args.json.parent.absolute().parents] if p.exists())
-    if args.json.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
+    try:  # the runs it times compose with your own defaults: a broken file is said now, not by each sample sweep
+        user_folder.check([])
+    except ConfigError as e:
+        raise Refused(str(e).rstrip(".")) from None
+    # before minutes of measuring: results that cannot be written at the end would be lost
+    why = f"{args.json} is a directory" if args.json.is_dir() else unwritable(args.json.parent)
+    if why:
         raise Refused(
-            f"--json={args.json} is not allowed: the results cannot be written there; give a file in a writable folder"
+            f"--json={args.json} is not allowed: the results cannot be written there ({why}); give a file in a "
+            "folder you can write to"
         )
     return args
 
@@ -302,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = checked_args(argv)
     except Refused as e:
-        print(f"lnbench bench: error: {e}.", file=sys.stderr)
+        print(f"lnbench: error: {e}.", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
@@ -329,8 +338,17 @@ def main(argv: list[str] | None = None) -> int:
     }
     _print_table([r for r in rows if r["section"] != "throughput"], meta)
     print_throughput([r for r in rows if r["section"] == "throughput"], args.throughput_jobs, args.throughput_steps)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    results = json.dumps({"meta": meta, "rows": rows}, indent=1)
+    try:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes(args.json, results.encode())
+    except OSError as e:  # checked before, yet refused now (a full disk): the numbers are not lost
+        print(results)
+        print(
+            f"lnbench: error: --json={args.json} could not be written ({e.strerror or e}); the results are above.",
+            file=sys.stderr,
+        )
+        return 1
     print(f"wrote {args.json} ({meta['seconds']} s)", flush=True)
     return 0
 

@@ -144,6 +144,22 @@ class _Parser(argparse.ArgumentParser):
 
 WANTED = {"--out": "a directory, e.g. --out outputs/check"}
 
+# Overrides that would wreck the check's own layout or judging: each refused, with what to do instead.
+OUT_HINT = "lnbench check lays out its sweeps itself: give --out DIR to move them all"
+RESERVED = {
+    "hydra.sweep.dir": OUT_HINT,
+    "hydra.sweep.subdir": OUT_HINT,
+    "hydra.run.dir": OUT_HINT,
+    "hydra.output_subdir": OUT_HINT,
+    "hydra.searchpath": "lnbench check sets the search path of its rounds itself",
+    "hydra.sweeper.params": "a preset's swept axes are replaced by giving the key its values (e.g. seed=0,1)",
+    "experiment": "name the presets as arguments (lnbench check fig6_mnist pmnist)",
+    "stage": "lnbench check sets each run's stage (tune, widen, judge) itself",
+    "claims": "the claims are the presets' (conf/experiment/*.yaml); a preset of your own declares its own",
+    "tune": "the tuned keys are the presets' (their `tune:`); give a key one value to fix it",
+    "cell": "lnbench check's rounds set it",
+}
+
 
 def parser(argv: list[str]) -> _Parser:
     p = _Parser(prog="lnbench check", allow_abbrev=False)
@@ -155,6 +171,11 @@ def parser(argv: list[str]) -> _Parser:
     return p
 
 
+def reserved(key: str) -> str | None:
+    """Why `key` (or a key under it) is lnbench check's own, or None."""
+    return next((why for k, why in RESERVED.items() if key == k or key.startswith(f"{k}.")), None)
+
+
 def parse_args(argv: list[str]) -> Args:
     """Options by argparse; the positional items sorted into presets, scale=K and overrides; values checked."""
     parsed = parser(argv).parse_intermixed_args(argv)
@@ -164,7 +185,9 @@ def parse_args(argv: list[str]) -> Args:
         name, eq, given = item.partition("=")
         if name == "scale":
             args.scale = _scale(item, given)
-        elif eq:
+        elif eq or item.startswith("~"):  # key=value, or ~key (Hydra's deletion)
+            if why := reserved(name.lstrip("+~")):
+                raise CheckError(f"{item} is not allowed under lnbench check: {why}.")
             args.overrides.append(item)
         elif item in available:
             args.presets.append(item)
@@ -330,18 +353,22 @@ def check_design(args: Args) -> None:
 
 
 def check_overrides(args: Args) -> None:
-    """The key=value overrides, composed with every preset's sweep as `lnbench train` would before its first job
-    (lnbench.launch.preflight), and each job validated, values included: a typo or a bad value is one error now,
-    not a sweep of failed jobs per preset."""
-    if not args.overrides:
-        return
-    from lnbench.config.schema import register_configs  # noqa: PLC0415 (Hydra: only to check a sweep)
-    from lnbench.launch.preflight import preflight  # noqa: PLC0415 (Hydra: only to check a sweep)
+    """The key=value overrides and your own defaults, composed with every preset's sweep as `lnbench train` would
+    before its first job (lnbench.launch.preflight), and each job validated, values included: a typo or a bad value
+    is one error now, not a sweep of failed jobs per preset. A job the preset itself refuses (BN at batch 1) is not
+    the overrides' fault: it fails alone, as it would without them."""
+    from lnbench.config import user_folder  # noqa: PLC0415 (Hydra: only to check the sweeps)
+    from lnbench.config.schema import register_configs  # noqa: PLC0415 (Hydra: only to check the sweeps)
+    from lnbench.launch.preflight import preflight  # noqa: PLC0415 (Hydra: only to check the sweeps)
 
+    try:  # your own defaults, once: what is wrong there is no preset's
+        user_folder.check(args.overrides)
+    except UserError as e:
+        raise CheckError(str(e)) from None
     register_configs()
     for preset in args.presets:
         try:
-            preflight(sweep_overrides(args, preset), str(CONF_DIR), sweep_values=True)
+            preflight(sweep_overrides(args, preset), str(CONF_DIR), sweep_values=True, users=args.overrides)
         except UserError as e:
             raise CheckError(f"{e} (with the sweep of {preset})") from None
 

@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # --help
         return int(e.code or 0)
     except CheckError as e:
-        print(f"lnbench check: {e}", file=sys.stderr)
+        print(f"lnbench: error: {e}", file=sys.stderr)
         return 2
     for line in replaced_axes(args):
         print(f"lnbench check: {line}", file=sys.stderr)

@@ -93,6 +93,8 @@ class Claim:
 
 def parse_claim(raw: dict[str, Any]) -> Claim:
     """A claim from a config's `claims:` entry; a ClaimError names the bad field and what is allowed."""
+    if not isinstance(raw, dict):
+        raise ClaimError(f"claim {raw!r} is not a mapping of fields (id, text, better, than, metric, ...).")
     raw = dict(raw)
     cid = raw.get("id", "?")
     for key in ("id", "text", "better", "than", "metric"):

@@ -7,10 +7,12 @@ import dataclasses
 import re
 from contextlib import contextmanager
 
+import yaml
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from lnbench.config import overrides as hydra_args
+from lnbench.config import user_folder
 from lnbench.config.validate import did_you_mean
 from lnbench.errors import ConfigError
 
@@ -37,9 +39,20 @@ def composing(overrides: list[str], sweep: bool = False):
             f"{typed} is not allowed{job}: there is no {group} preset {name!r}."
             f"{did_you_mean(name, options)} The {group} presets are {', '.join(options)}."
         ) from None
+    except yaml.YAMLError as e:  # a preset file of yours (or ours) that is not YAML: Hydra lets it through
+        name = getattr(getattr(e, "problem_mark", None), "name", None) or "a config file"
+        raise ConfigError(
+            f"{name} is not YAML: {user_folder.yaml_problem(e)}. Fix the file, or move it away."
+        ) from None
     except (HydraException, OmegaConfBaseException) as e:
         cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else e
-        typed = _typed_override(overrides, str(getattr(cause, "full_key", "") or ""), str(e))
+        full_key = str(getattr(cause, "full_key", "") or "")
+        if not full_key and (named := re.search(r"full_key: (\S+)", str(e))):
+            full_key = named.group(1)
+        if mine := user_folder.located(str(e), full_key):  # your defaults file: its path and line
+            said = re.sub(r"^In '[^']*': \w+ raised while composing config:\s*", "", _one_paragraph(str(e)))
+            raise ConfigError(f"{mine}: {full_key or 'the file'} is not allowed{job}: {said} Fix the file.") from None
+        typed = _typed_override(overrides, full_key, str(e))
         if isinstance(e, OverrideParseException):
             typed = hydra_args.unreadable(overrides) or typed
         schema, key = getattr(cause, "object_type", None), str(getattr(cause, "key", "") or "")

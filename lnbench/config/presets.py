@@ -146,7 +146,7 @@ def main(argv: list[str]) -> int:
         return 0
     if argv:
         print(
-            f"lnbench presets: {argv[0]!r} is not allowed: `lnbench presets` takes no arguments (only --help) and "
+            f"lnbench: error: {argv[0]!r} is not allowed: `lnbench presets` takes no arguments (only --help) and "
             "lists every preset of conf/.",
             file=sys.stderr,
         )

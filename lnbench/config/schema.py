@@ -18,8 +18,8 @@ from omegaconf import MISSING, OmegaConf
 
 from lnbench import CONF_DIR
 from lnbench.config.choices import Impl, Placement, Stage
+from lnbench.config.domains import NormSchema, ranged, text
 from lnbench.config.presets import preset_names, read_preset
-from lnbench.nn.normalizers import NormConfig
 
 
 class CellKind(str, Enum):
@@ -42,33 +42,36 @@ class WandbConsole(str, Enum):
 
 
 # ---- model ------------------------------------------------------------------------------------
+SIZES = "a model's sizes and counts are integers >= 1"
+
+
 @dataclass
 class MLPConfig:
     _target_: str = "lnbench.models.MLP"
-    hidden_sizes: list[int] = field(default_factory=lambda: [1000, 1000])
-    norm: NormConfig = field(default_factory=NormConfig)
+    hidden_sizes: list[int] = ranged(factory=lambda: [1000, 1000], low=1, each=True, why=SIZES)
+    norm: NormSchema = field(default_factory=NormSchema)
 
 
 @dataclass
 class SequenceModelConfig:
     _target_: str = "lnbench.models.SequenceModel"
     cell: CellKind = CellKind.lstm
-    hidden_size: int = 128
-    num_layers: int = 1
-    embed_size: Optional[int] = None
-    norm: NormConfig = field(default_factory=NormConfig)
+    hidden_size: int = ranged(128, low=1, why=SIZES)
+    num_layers: int = ranged(1, low=1, why=SIZES)
+    embed_size: Optional[int] = ranged(None, low=1, why=SIZES)
+    norm: NormSchema = field(default_factory=NormSchema)
     impl: Impl = Impl.auto
 
 
 @dataclass
 class TransformerConfig:
     _target_: str = "lnbench.models.transformer.Transformer"
-    hidden_size: int = 128  # d_model
-    num_layers: int = 2
-    num_heads: int = 4
-    ff_size: int = 512
+    hidden_size: int = ranged(128, low=1, why=SIZES)  # d_model
+    num_layers: int = ranged(2, low=1, why=SIZES)
+    num_heads: int = ranged(4, low=1, why=SIZES)
+    ff_size: int = ranged(512, low=1, why=SIZES)
     placement: Placement = Placement.pre
-    norm: NormConfig = field(default_factory=NormConfig)
+    norm: NormSchema = field(default_factory=NormSchema)
 
 
 @dataclass
@@ -77,31 +80,33 @@ class DRAWConfig:
     model."""
 
     _target_: str = "lnbench.models.draw.DRAW"
-    glimpses: int = 64
-    hidden_size: int = 256
-    latent_size: int = 100
-    read_size: int = 2
-    write_size: int = 5
+    glimpses: int = ranged(64, low=1, why=SIZES)
+    hidden_size: int = ranged(256, low=1, why=SIZES)
+    latent_size: int = ranged(100, low=1, why=SIZES)
+    read_size: int = ranged(2, low=1, why=SIZES)
+    write_size: int = ranged(5, low=1, why=SIZES)
     cell: CellKind = CellKind.lstm_norm_c
-    norm: NormConfig = field(default_factory=NormConfig)
+    norm: NormSchema = field(default_factory=NormSchema)
 
 
 @dataclass
 class ConvNetConfig:
     _target_: str = "lnbench.models.conv.ConvNet"
-    channels: list[int] = field(default_factory=lambda: [16, 32])
-    norm: NormConfig = field(default_factory=NormConfig)
+    channels: list[int] = ranged(factory=lambda: [16, 32], low=1, each=True, why=SIZES)
+    norm: NormSchema = field(default_factory=NormSchema)
 
 
 @dataclass
 class ResNetConfig:
     _target_: str = "lnbench.models.resnet.ResNet"
-    depth: int = 16  # residual blocks (Fixup's L)
-    width: int = 16
-    branch_layers: int = 2  # convs per residual branch (Fixup's m)
-    stem_pool: int = 2  # max-pooling after the stride-2 stem: 28 x 28 images -> 7 x 7 maps in the blocks
+    depth: int = ranged(16, low=1, why=SIZES)  # residual blocks (Fixup's L)
+    width: int = ranged(16, low=1, why=SIZES)
+    branch_layers: int = ranged(2, low=1, why=SIZES)  # convs per residual branch (Fixup's m)
+    stem_pool: int = ranged(
+        2, low=1, why=SIZES
+    )  # max-pooling after the stride-2 stem: 28 x 28 images -> 7 x 7 maps in the blocks
     fixup: bool = False
-    norm: NormConfig = field(default_factory=NormConfig)
+    norm: NormSchema = field(default_factory=NormSchema)
 
 
 # ---- dataset ----------------------------------------------------------------------------------
@@ -112,54 +117,54 @@ DATA_DIR = "${oc.env:LNBENCH_DATA_DIR,../shared/data}"
 @dataclass
 class DatasetBase:
     _target_: str = MISSING
-    batch_size: int = 64
-    eval_batch_size: int = 500
-    seed: int = "${seed}"  # type: ignore[assignment]  (interpolated from the run's seed)
+    batch_size: int = ranged(64, low=1)
+    eval_batch_size: int = ranged(500, low=1)
+    seed: int = ranged("${seed}", low=0)  # type: ignore[assignment]  (interpolated from the run's seed)
 
 
 @dataclass
 class MNISTConfig(DatasetBase):
     _target_: str = "lnbench.data.MNIST"
-    data_dir: str = DATA_DIR
-    batch_size: int = 128
-    eval_batch_size: int = 1000
-    val_size: int = 5000
+    data_dir: str = text(DATA_DIR)
+    batch_size: int = ranged(128, low=1)
+    eval_batch_size: int = ranged(1000, low=1)
+    val_size: int = ranged(5000, low=1)
     download: bool = False
     normalize: bool = True
-    carve: list[int] = field(default_factory=lambda: [8000, 1000, 1000])
-    limit_train: Optional[int] = None
+    carve: list[int] = ranged(factory=lambda: [8000, 1000, 1000], low=1, each=True)
+    limit_train: Optional[int] = ranged(None, low=1)
 
 
 @dataclass
 class SeqMNISTConfig(MNISTConfig):
     _target_: str = "lnbench.data.SeqMNIST"
-    batch_size: int = 64
-    seq_len: int = 28
-    eval_seq_len: Optional[int] = None
+    batch_size: int = ranged(64, low=1)
+    seq_len: int = ranged(28, low=1)
+    eval_seq_len: Optional[int] = ranged(None, low=1)
     permute: bool = False
-    permutation_seed: int = 0
+    permutation_seed: int = ranged(0, low=0)
 
 
 @dataclass
 class BinarizedMNISTConfig(DatasetBase):
     _target_: str = "lnbench.data.binarized_mnist.BinarizedMNIST"
-    data_dir: str = DATA_DIR
-    batch_size: int = 128
-    eval_batch_size: int = 1000
-    binarize_seed: int = 0  # fixes the binarization (and a carve from the 10k split) for every run
-    val_size: int = 10000
-    carve: list[int] = field(default_factory=lambda: [8000, 1000, 1000])
+    data_dir: str = text(DATA_DIR)
+    batch_size: int = ranged(128, low=1)
+    eval_batch_size: int = ranged(1000, low=1)
+    binarize_seed: int = ranged(0, low=0)  # fixes the binarization (and a carve from the 10k split) for every run
+    val_size: int = ranged(10000, low=1)
+    carve: list[int] = ranged(factory=lambda: [8000, 1000, 1000], low=1, each=True)
     download: bool = False
-    limit_train: Optional[int] = None
+    limit_train: Optional[int] = ranged(None, low=1)
 
 
 @dataclass
 class SyntheticConfig(DatasetBase):
-    seq_len: int = 50
-    eval_seq_len: Optional[int] = None
-    val_size: int = 1000
-    test_size: int = 1000
-    train_size: Optional[int] = None
+    seq_len: int = ranged(50, low=1)
+    eval_seq_len: Optional[int] = ranged(None, low=1)
+    val_size: int = ranged(1000, low=1)
+    test_size: int = ranged(1000, low=1)
+    train_size: Optional[int] = ranged(None, low=1)
 
 
 @dataclass
@@ -170,53 +175,61 @@ class AddingConfig(SyntheticConfig):
 @dataclass
 class CopyConfig(SyntheticConfig):
     _target_: str = "lnbench.data.Copy"
-    seq_len: int = 30
-    num_symbols: int = 8
-    copy_len: int = 10
+    seq_len: int = ranged(30, low=1)
+    num_symbols: int = ranged(8, low=1)
+    copy_len: int = ranged(10, low=1)
 
 
 @dataclass
 class ShakespeareConfig(DatasetBase):
     _target_: str = "lnbench.data.Shakespeare"
-    data_dir: str = DATA_DIR
-    batch_size: int = 32
-    eval_batch_size: int = 64
-    seq_len: int = 100
-    eval_seq_len: Optional[int] = None
-    max_eval_windows: Optional[int] = 200
-    split: list[float] = field(default_factory=lambda: [0.9, 0.05, 0.05])  # train / val / test fractions
+    data_dir: str = text(DATA_DIR)
+    batch_size: int = ranged(32, low=1)
+    eval_batch_size: int = ranged(64, low=1)
+    seq_len: int = ranged(100, low=1)
+    eval_seq_len: Optional[int] = ranged(None, low=1)
+    max_eval_windows: Optional[int] = ranged(200, low=1)
+    split: list[float] = ranged(
+        factory=lambda: [0.9, 0.05, 0.05], low=0, high=1, low_open=True, each=True
+    )  # train / val / test fractions
 
 
 # ---- optimizer --------------------------------------------------------------------------------
+MOMENTUM = (
+    "it must be >= 0 and < 1 (at 1 or more each update adds to the last without decay and the weights grow "
+    "without bound)"
+)
+
+
 @dataclass
 class OptimBase:
     _target_: str = MISSING
-    lr: float = 1e-3
-    weight_decay: float = 0.0
+    lr: float = ranged(1e-3, low=0, low_open=True, why="the learning rate must be > 0")
+    weight_decay: float = ranged(0.0, low=0)
 
 
 @dataclass
 class AdamConfig(OptimBase):
     _target_: str = "torch.optim.Adam"
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
-    eps: float = 1e-8
+    betas: list[float] = ranged(factory=lambda: [0.9, 0.999], low=0, high=1, high_open=True, each=True)
+    eps: float = ranged(1e-8, low=0, low_open=True)
     fused: Optional[bool] = None  # null: fused where torch supports it on the device
 
 
 @dataclass
 class SGDConfig(OptimBase):
     _target_: str = "torch.optim.SGD"
-    lr: float = 0.1
-    momentum: float = 0.9
+    lr: float = ranged(0.1, low=0, low_open=True, why="the learning rate must be > 0")
+    momentum: float = ranged(0.9, low=0, high=1, high_open=True, why=MOMENTUM)
     nesterov: bool = False
 
 
 @dataclass
 class RMSpropConfig(OptimBase):
     _target_: str = "torch.optim.RMSprop"
-    alpha: float = 0.99
-    eps: float = 1e-8
-    momentum: float = 0.0
+    alpha: float = ranged(0.99, low=0, high=1, high_open=True)  # the squared gradients' running average's decay
+    eps: float = ranged(1e-8, low=0, low_open=True)
+    momentum: float = ranged(0.0, low=0, high=1, high_open=True, why=MOMENTUM)
 
 
 # ---- learning-rate schedule --------------------------------------------------------------------
@@ -225,7 +238,7 @@ class ScheduleConfig:
     """`main`: a torch scheduler as a `_partial_` component (conf/schedule/), built on the optimizer after
     `warmup_steps` of linear warmup from lr/warmup_steps to lr."""
 
-    warmup_steps: int = 0
+    warmup_steps: int = ranged(0, low=0)
     main: Any = MISSING
 
 
@@ -235,21 +248,26 @@ def steps_after_warmup(steps: int, warmup_steps: int) -> int:
 
 
 # ---- logger and run ---------------------------------------------------------------------------
+SECONDS = "it must be a number of seconds > 0"
+
+
 @dataclass
 class WandbConfig:
     """logger.wandb (conf/logger/wandb.yaml): the run as a Weights & Biases run (lnbench.training.sinks.wandb_run)."""
 
     _target_: str = "lnbench.training.sinks.wandb_run.WandbSink"
     mode: WandbMode = "${oc.env:WANDB_MODE,offline}"  # type: ignore[assignment]
-    project: str = "lnbench"
+    project: str = text("lnbench")
     entity: Optional[str] = None
     group: Optional[str] = None  # null: the sweep's directory name in a multirun
     tags: list[str] = field(default_factory=list)
     name: Optional[str] = None  # null: made from the command-line overrides
-    init_timeout: float = 30.0  # seconds wandb.init may take before the run goes on offline
-    finish_timeout: float = 60.0  # seconds the end of the run may wait for uploads (the rest: `wandb sync`)
+    init_timeout: float = ranged(30.0, low=0, low_open=True, why=SECONDS)  # wandb.init's, then the run goes offline
+    finish_timeout: float = ranged(
+        60.0, low=0, low_open=True, why=SECONDS
+    )  # seconds the end of the run may wait for uploads (the rest: `wandb sync`)
     report: bool = False  # after a sweep, one more W&B run in its group with the report's tables and plots
-    job_type: str = "train"  # lnbench check's rounds: tune, widen, judge
+    job_type: str = text("train")  # lnbench check's rounds: tune, widen, judge
     console: WandbConsole = WandbConsole.wrap  # the Logs tab: the run's console lines (wrap), or nothing (off)
 
 
@@ -259,7 +277,7 @@ class CsvConfig:
     (lnbench.training.sinks.csv_file)."""
 
     _target_: str = "lnbench.training.sinks.csv_file.CsvSink"
-    file: str = "metrics.csv"  # in the run directory
+    file: str = text("metrics.csv")  # in the run directory
 
 
 # The logger node is {sink name: its config}: each file in conf/logger/ adds its own entry, typed by its
@@ -275,19 +293,24 @@ class TrainConfig:
     optim: Any = MISSING
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
-    seed: int = 0
+    seed: int = ranged(0, low=0)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    threads: Optional[int] = None  # torch threads; null: the cores the job may use (lnbench.launch.process.threads)
+    # torch threads; null: the cores the job may use (lnbench.launch.process.threads). torch crashes at some
+    # 100000; no machine lnbench runs on has more than 1024 cores.
+    threads: Optional[int] = ranged(None, low=1, high=1024)
     threads_follow: bool = False  # follow the cores other processes leave free, where no number depends on it
-    steps: int = 1000
-    eval_every: int = 250
-    log_every: int = 10
-    clip_grad_norm: Optional[float] = None  # the gradients' global norm is clipped to this; null: no clipping
-    checkpoint_every: int = 250  # also at step 0, at the end and on SIGTERM/SIGINT (lnbench.training.checkpoint)
+    steps: int = ranged(1000, low=1)
+    eval_every: int = ranged(250, low=1)
+    log_every: int = ranged(10, low=1)
+    # the gradients' global norm is clipped to this; null: no clipping
+    clip_grad_norm: Optional[float] = ranged(None, low=0, low_open=True, why="it must be > 0, or null for no clipping")
+    checkpoint_every: int = ranged(
+        250, low=1
+    )  # also at step 0, at the end and on SIGTERM/SIGINT (lnbench.training.checkpoint)
     resume: Optional[str] = None  # a run directory to continue (with its own config) instead of a new run
     progress: Optional[bool] = None  # null: a rich progress bar on a TTY, log lines otherwise
     # Sequence datasets: after training, also test at each of these lengths (the same trained model).
-    test_seq_lens: list[int] = field(default_factory=list)
+    test_seq_lens: list[int] = ranged(factory=list, low=1, each=True)
     # What the run's sweep tests (read by `lnbench report`, never by training): see lnbench/claims/spec.py.
     claims: list[Any] = field(default_factory=list)
     tune: list[str] = field(default_factory=list)  # swept keys the report selects on validation

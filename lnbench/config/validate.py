@@ -12,11 +12,14 @@ import inspect
 import math
 from typing import Any, Iterable
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.nodes import BooleanNode
 
 from lnbench import CONF_DIR
 from lnbench.config import overrides as hydra_args
 from lnbench.config.choices import RECORD_SINK, Stage
+from lnbench.config.domains import DOMAIN, outside_domain
 from lnbench.config.presets import preset_names
 from lnbench.errors import ConfigError
 from lnbench.nn.normalizers import NORMALIZERS, normalizer
@@ -49,12 +52,7 @@ def validate_logger(logger: Any) -> None:
                 f"({type(e).__name__}: {' '.join(str(e).split())[:200]}). Give the sink's class as module.Class."
             ) from None
         _check_sink_keys(key, node, sink)
-    for key in ("init_timeout", "finish_timeout"):
-        if OmegaConf.select(logger, f"wandb.{key}", default=1) <= 0:
-            raise ConfigError(
-                f"logger.wandb.{key}={OmegaConf.select(logger, f'wandb.{key}')} is not allowed: "
-                "it must be a number of seconds > 0."
-            )
+    check_domains(logger, "logger.")  # its values too (timeouts): a sweep checks its keys before its jobs
 
 
 def _check_sink_keys(key: str, node: Any, sink: Any) -> None:
@@ -146,21 +144,29 @@ def validate(cfg: Any) -> None:
             raise ConfigError(
                 f"{key}={value} is not allowed: it must be a 64-bit integer, at most {BIGGEST} (2**63-1)."
             )
-    if cfg.seed < 0:
-        raise ConfigError(f"seed={cfg.seed} is not allowed: it must be an integer >= 0.")
-    for key in (
-        "steps",
-        "eval_every",
-        "log_every",
-        "checkpoint_every",
-        "dataset.batch_size",
-        "dataset.eval_batch_size",
-    ):
-        _at_least(cfg, key, 1)
-    for key in ("dataset.seq_len", "dataset.eval_seq_len", "model.hidden_size", "model.num_layers", "threads"):
-        _at_least(cfg, key, 1, optional=True)
-    _at_least(cfg, "schedule.warmup_steps", 0)
+    check_domains(cfg)
     _check_combinations(cfg)
+
+
+def check_domains(cfg: Any, prefix: str = "") -> None:
+    """Every key against its domain, as its schema declares it (lnbench.config.domains): the key highest in the
+    config first (`seed`, not the dataset.seed it sets). `prefix`: where `cfg` sits in the run's config."""
+    found: list[tuple[str, Any, Any]] = []
+
+    def walk(node: Any, data: Any, prefix: str) -> None:
+        schema = OmegaConf.get_type(node)
+        for f in dataclasses.fields(schema) if dataclasses.is_dataclass(schema) else ():
+            if f.metadata.get(DOMAIN) is not None and isinstance(data, dict) and f.name in data:
+                found.append((f"{prefix}{f.name}", data[f.name], f.metadata[DOMAIN]))
+        for key in node.keys():
+            child = node._get_node(key)
+            if isinstance(child, DictConfig) and not child._is_none() and not child._is_missing():
+                walk(child, data.get(key) if isinstance(data, dict) else None, f"{prefix}{key}.")
+
+    walk(cfg, OmegaConf.to_container(cfg, resolve=True, enum_to_str=True), prefix)
+    refused = outside_domain(sorted(found, key=lambda kv: kv[0].count(".")))
+    if refused:
+        raise ConfigError(refused[0])
 
 
 BIGGEST = 2**63 - 1
@@ -183,19 +189,7 @@ def _check_combinations(cfg: Any) -> None:
         if isinstance(value, int) and not isinstance(value, bool) and value < 1:
             # Every integer of a model is a size or a count; a constructor that gets 0 fails in its own code
             raise ConfigError(f"{key}={value} is not allowed: a model's sizes and counts are integers >= 1.")
-    momentum = OmegaConf.select(cfg, "optim.momentum", default=None)
-    if momentum is not None and not 0 <= momentum < 1:
-        raise ConfigError(
-            f"optim.momentum={momentum} is not allowed: it must be >= 0 and < 1 (at 1 or more each update adds to "
-            f"the last without decay and the weights grow without bound)."
-        )
-    if cfg.clip_grad_norm is not None and cfg.clip_grad_norm <= 0:
-        raise ConfigError(
-            f"clip_grad_norm={cfg.clip_grad_norm} is not allowed: it must be > 0, or null for no clipping."
-        )
     _check_betas(cfg)
-    if cfg.optim.lr <= 0:
-        raise ConfigError(f"optim.lr={cfg.optim.lr} is not allowed: the learning rate must be > 0.")
     if cfg.stage not in {s.value for s in Stage}:
         raise ConfigError(
             f"stage={cfg.stage} is not allowed: use tune (the default), widen or judge "
@@ -214,19 +208,57 @@ def _check_combinations(cfg: Any) -> None:
             f"test_seq_lens={list(cfg.test_seq_lens)} is not allowed with this dataset: it has no "
             f"eval_seq_len. Use a sequence dataset whose test length can change (adding, copy, shakespeare)."
         )
-    if any(n < 1 for n in cfg.test_seq_lens):
-        raise ConfigError(f"test_seq_lens={list(cfg.test_seq_lens)} is not allowed: every length must be >= 1.")
     device = str(cfg.device)
     if not (device in ("auto", "cpu", "cuda", "mps") or device.startswith("cuda:")):
         raise ConfigError(f"device={device!r} is not allowed: use auto, cpu, cuda or cuda:N.")
+    _check_sweep_record(cfg)
 
 
-def _at_least(cfg: Any, key: str, low: int, optional: bool = False) -> None:
-    value = OmegaConf.select(cfg, key, default=None)
-    if value is None and optional:
-        return
-    if value is None or value < low:
-        raise ConfigError(f"{key}={value} is not allowed: it must be an integer >= {low}.")
+def _check_sweep_record(cfg: Any) -> None:
+    """What `lnbench report` reads of a sweep (never training): each tuned key is a key of the config. (Its claims:
+    lnbench.launch.preflight.check_claims, with lnbench.claims' parser.) Refused here, or the report of the runs
+    would fail after all the work."""
+    for key in cfg.tune:
+        groups = ("model", "dataset", "optim", "schedule")
+        if key not in groups and OmegaConf.select(cfg, key, default=_ABSENT) is _ABSENT:
+            raise ConfigError(
+                f"tune=[{','.join(cfg.tune)}] is not allowed: {key} is not a key of this config. tune lists the swept "
+                f"keys a report chooses on validation, e.g. tune=[optim.lr].{did_you_mean(key, _keys(cfg))}"
+            )
+
+
+_ABSENT = object()
+
+
+def _keys(cfg: Any) -> list[str]:
+    return [k for k, _ in _leaves(OmegaConf.to_container(cfg, resolve=False))]
+
+
+def check_typed(overrides: list[str], cfg: Any) -> None:
+    """What the command line gives a key, before OmegaConf converts it: a flag (a bool key) takes true or false
+    (OmegaConf would store `threads_follow=2` as true), and `stage` is lnbench check's to set (its rounds' files)."""
+    for o in OverridesParser.create().parse_overrides(overrides):
+        key = o.key_or_group
+        if key == "stage":
+            raise ConfigError(
+                f"{o.input_line} is not allowed: a run's stage (tune, widen, judge) is set by lnbench check's rounds; "
+                "a run made by hand tunes. Leave stage out."
+            )
+        if o.is_delete() or not isinstance(_node(cfg, key), BooleanNode):
+            continue
+        values = o.value().list if o.is_sweep_override() and hasattr(o.value(), "list") else [o.value()]
+        for v in values:
+            if not (isinstance(v, bool) or v is None or str(v).lower() in ("true", "false")):
+                raise ConfigError(f"{key}={v} is not allowed: {key} is true or false.")
+
+
+def _node(cfg: Any, key: str) -> Any:
+    node = cfg
+    for part in key.split("."):
+        if not OmegaConf.is_dict(node) or part not in node:
+            return None
+        node = node._get_node(part)
+    return node
 
 
 def validate_sweep(master: Any) -> None:

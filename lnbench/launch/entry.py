@@ -26,11 +26,13 @@ import lnbench
 from lnbench import phases
 from lnbench.config.renamed import rewrite_and_say
 from lnbench.config.schema import register_configs
+from lnbench.config.user_folder import say_ignored
 from lnbench.config.validate import validate
 from lnbench.errors import UserError
 from lnbench.launch import failures, user_modules
 from lnbench.launch.preflight import Plan, preflight, resume_overrides
 from lnbench.launch.process import guardian, threads
+from lnbench.launch.process.closed_pipe import quiet_when_closed
 from lnbench.launch.process.isolate import crash_log, in_child_process, warm_up
 from lnbench.launch.sweep import stop as sweep_stop
 from lnbench.runs import CRASH_LOG, RunLock
@@ -62,7 +64,9 @@ def main(args: list[str]) -> int:
             raise
         return failures.say(e)
     if plan is None:  # --help, --cfg, ...: Hydra's own business
-        return hydra_app(Plan(args, False, Path("."), "in-process", new_dir=False))()
+        shown = hydra_app(Plan(args, False, Path("."), "in-process", new_dir=False))()
+        say_ignored()  # the keys of your defaults this config has not, as a run would say
+        return shown
     if plan.done:
         print(f"lnbench: {plan.done}", file=sys.stderr)
         return 0
@@ -136,6 +140,10 @@ class Job:
     def __init__(self, plan: Plan):
         self.plan = plan
 
+    def __setstate__(self, state: dict) -> None:  # in a joblib worker: the job has arrived
+        self.__dict__.update(state)
+        quiet_when_closed()  # the sweep's stdout may be a pipe its reader closed (`| head`)
+
     def __call__(self, cfg) -> dict:
         hc = HydraConfig.get()
         run_dir, started = Path(hc.runtime.output_dir), time.time()
@@ -201,8 +209,8 @@ class Job:
                 runtime=runtime,
                 locked=True,  # validated, and its directory locked: by preflight, or by this job
             )
-        # A segfault or an OOM kill bypasses every except clause: crash.log keeps the native traceback in
-        # the run's own directory, where the report looks for it; a bug's traceback is added to it.
+        # A segfault or an OOM kill bypasses every except clause: the native traceback goes to stderr, and a forked
+        # sweep job's to its crash.log in the run's own directory; a bug's traceback is added to it.
         with crash_log(run_dir):
             try:
                 with timer.phase(phases.JOB_WARM_UP):

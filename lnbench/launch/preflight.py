@@ -14,7 +14,6 @@ import importlib
 import itertools
 import logging
 import math
-import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,10 +25,12 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import OmegaConf, open_dict, read_write
 
+from lnbench.claims.spec import ClaimError, parse_claim
 from lnbench.config import overrides as hydra_args
+from lnbench.config import user_folder
 from lnbench.config.hydra_errors import composing
 from lnbench.config.presets import Sweep
-from lnbench.config.validate import check_keys, validate, validate_sweep
+from lnbench.config.validate import check_keys, check_typed, validate, validate_sweep
 from lnbench.errors import ConfigError, UserError
 from lnbench.launch import user_modules
 from lnbench.runs import OVERRIDES, RunLock
@@ -63,12 +64,17 @@ class Plan:
         return self.launcher != "slurm"
 
 
-def preflight(args: list[str], conf_dir: str, sweep_values: bool = False) -> Plan | None:
+def preflight(
+    args: list[str], conf_dir: str, sweep_values: bool = False, users: list[str] | None = None
+) -> Plan | None:
     """The Plan of `lnbench train <args>`, or None for Hydra's own flags (--help, --cfg, ...). With sweep_values,
     a sweep's composed jobs are validated too, values included (lnbench check: a bad value is refused before
-    any job; `lnbench train -m` lets such a job fail alone, the others run)."""
+    any job; `lnbench train -m` lets such a job fail alone, the others run). `users`: the overrides that are the
+    user's among `args`; a job refused also without them is the preset's own (batch_size_sweep's BN at batch 1,
+    refused by design), left to fail alone, as under `lnbench train -m`."""
 
     parsed = hydra_args.parse(args)
+    user_folder.check(list(parsed.overrides))  # your own defaults: their folder, file, YAML and keys
     if not hydra_args.is_a_run(parsed):
         return None
     overrides, multirun = list(parsed.overrides), bool(parsed.multirun)
@@ -80,10 +86,18 @@ def preflight(args: list[str], conf_dir: str, sweep_values: bool = False) -> Pla
                 "train", overrides, run_mode=RunMode.MULTIRUN if multirun else RunMode.RUN
             )
             HydraConfig.instance().set_config(master)  # for ${hydra:...} in the directory's name
-            out_dir = Path(str(OmegaConf.select(master, key)))  # ${now:...} resolves once, here
+            given = OmegaConf.select(master, key)
+            if given is None or not str(given).strip():  # `hydra.run.dir=`: the run would land in this folder
+                raise ConfigError(
+                    f"{key}={given or ''} is not allowed: it is empty. Give a directory ({key}=outputs/mine), or "
+                    f"leave {key} out for a new one under {'outputs/multirun' if multirun else 'outputs/runs'}."
+                )
+            out_dir = Path(str(given))  # ${now:...} resolves once, here
+            check_typed(overrides, master)
+            check_claims(master)
         check_output_dir(out_dir, key)
         plan = Plan(
-            [*args, f"{key}={hydra_value(str(out_dir))}"],
+            [*args, f"{key}={hydra_args.hydra_value(str(out_dir))}"],
             multirun,
             out_dir,
             launcher_kind(master),
@@ -97,9 +111,15 @@ def preflight(args: list[str], conf_dir: str, sweep_values: bool = False) -> Pla
                     check_keys(job_cfg)
                     if sweep_values:
                         user_modules.load(job_cfg.imports)
-                        validate(job_cfg)
+                        try:
+                            validate(job_cfg)
+                        except ConfigError:
+                            if users is None or not refused_anyway(loader, overrides, job, users):
+                                raise
+            user_folder.say_ignored()
             return plan
     cfg = without_hydra(master)
+    user_folder.say_ignored()
     user_modules.load(cfg.imports)  # before validation: a user's normalizer is a kind model.norm.kind may name
     with composing(overrides):  # an interpolation resolves only now (${oc.env:...})
         validate(cfg)
@@ -107,6 +127,33 @@ def preflight(args: list[str], conf_dir: str, sweep_values: bool = False) -> Pla
     if not plan.new_dir:
         claim(plan, cfg)
     return plan
+
+
+def check_claims(cfg) -> None:
+    """Each claim a run declares is one lnbench.claims can judge (the report reads them after all the work); an
+    experiment preset declares them (docs/verdicts.md), and `claims=[foo]` on a command line is refused here."""
+    for i, raw in enumerate(OmegaConf.to_container(cfg.claims, resolve=True)):
+        try:
+            parse_claim(raw)
+        except (ClaimError, TypeError) as e:
+            raise ConfigError(
+                f"claims[{i}]={raw} is not allowed: {e} A claim is declared in an experiment preset "
+                "(docs/verdicts.md; conf/experiment/*.yaml)."
+            ) from None
+
+
+def refused_anyway(loader, overrides: list[str], job: list[str], users: list[str]) -> bool:
+    """Whether the sweep `job` is refused also without the user's overrides: the preset's own refusal."""
+    keys = {u.split("=", 1)[0].lstrip("+~") for u in users}
+    base = [o for o in overrides if o not in users]
+    try:
+        master = loader.load_configuration("train", base, run_mode=RunMode.MULTIRUN)
+        validate(without_hydra(loader.load_sweep_config(master, [o for o in job if o.split("=")[0] not in keys])))
+    except ConfigError:
+        return True
+    except Exception:  # noqa: BLE001 - it does not compose without them: the user's error is the one to say
+        return False
+    return False
 
 
 SUBMITIT = "hydra_plugins.hydra_submitit_launcher.submitit_launcher"
@@ -129,13 +176,6 @@ def launcher_kind(master) -> str:
     if f"{SUBMITIT}.SlurmLauncher" in bases:
         return "slurm"
     return "submitit_local" if f"{SUBMITIT}.LocalLauncher" in bases else "in-process"
-
-
-def hydra_value(text: str) -> str:
-    """`text` as an override's value Hydra reads back unchanged (quoted where its grammar needs it)."""
-    if re.fullmatch(r"[\w./+@%:-]+", text, re.ASCII) and text[0] not in "+-":
-        return text
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def claim(plan: Plan, cfg) -> None:
@@ -214,6 +254,8 @@ def build_check(cfg) -> None:
     try:
         torch.manual_seed(cfg.seed)
         dataset = recipe.setup_data(cfg.dataset)
+        for n in cfg.test_seq_lens:  # tested at the end of the run: refused now, not after the training
+            recipe.setup_data(cfg.dataset, eval_seq_len=n)
         few = dataset.few_cases(2)
         model = recipe.setup_model(cfg.model, dataset.spec, first_batch=few[0])
         recipe.setup_optimizer(cfg.optim, cfg.schedule, model, torch.device("cpu"))

@@ -111,6 +111,12 @@ class ResNet(nn.Module):
                 "(Zhang et al. 2019). Use model.norm.kind=none with it, or model.fixup=false."
             )
         self.side, self.norm, self.fixup = image_side(spec, "ResNet"), norm, fixup
+        maps = (self.side + 1) // 2  # the stride-2 stem's output side
+        if stem_pool > maps:
+            raise ConfigError(
+                f"model.stem_pool={stem_pool} is not allowed for {self.side} x {self.side} images: the stem leaves "
+                f"{maps} x {maps} maps, which a pooling window of {stem_pool} would leave empty; use at most {maps}."
+            )
         if fixup:  # no normalizer and no bias in the conv: a scalar bias before the ReLU instead (rule 3)
             self.stem, self.stem_norm = nn.Conv2d(1, width, 3, stride=2, padding=1, bias=False), nn.Identity()
             scale = fixup_scale(depth, branch_layers)

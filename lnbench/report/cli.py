@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # --help
         return int(e.code or 0)
     except UserError as e:
-        print(f"lnbench report: {e}", file=sys.stderr)
+        print(f"lnbench: error: {e}", file=sys.stderr)
         return 2
 
 

@@ -13,6 +13,7 @@ from lnbench.report.analysis import not_axis, run_problem
 from lnbench.report.make import Report
 from lnbench.report.render import Block, Heading, Image, Items, Page, html_page, markdown, terminal
 from lnbench.report.tables import claims_table, names_text
+from lnbench.runs import unreadable_text
 
 PROVENANCE_TITLE = "Provenance that differs between runs"
 
@@ -199,11 +200,7 @@ def untrained(rep: Report) -> list[str]:
 
 
 def torn_runs(rep: Report) -> list[str]:
-    return [
-        f"`{r.name}`: the last line of metrics.jsonl was cut off (the run was killed mid-write) and was skipped"
-        for r in rep.runs
-        if r.torn and r.status != "running"
-    ]
+    return [f"`{r.name}`: {unreadable_text(r.unreadable)}" for r in rep.runs if r.unreadable and r.status != "running"]
 
 
 def stale_runs(rep: Report) -> list[str]:

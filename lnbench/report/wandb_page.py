@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shlex
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,7 @@ def log_report(config: DictConfig, sweep_dir: Path) -> str | None:
         name=f"report · {group}",
         folder=sweep_dir,
         config={"sweep_dir": str(sweep_dir.resolve())},
-        kept=f"the report is still there: `lnbench report {sweep_dir}`",
+        kept=f"the report is still there: `lnbench report {shlex.quote(str(sweep_dir))}`",
     )
     if run is None:
         return None

@@ -44,6 +44,7 @@ from lnbench.runs.reader import (
     recorded_sweep,
     source_names,
     sweep_total,
+    unreadable_text,
 )
 
 __all__ = [
@@ -86,6 +87,7 @@ __all__ = [
     "recorded_sweep",
     "source_names",
     "sweep_total",
+    "unreadable_text",
     "write_config",
     "write_summary",
 ]

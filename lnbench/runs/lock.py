@@ -11,17 +11,25 @@ from lnbench.runs.files import LOCK
 
 
 def lock_held(path: Path) -> bool:
-    """Whether a live process holds the run's lock (RunLock flocks `<run>/.lock` for the
-    run's life; the file stays after it ends). Read without taking the lock: even a moment's hold could make
-    a job starting just then believe its directory is in use."""
+    """Whether a live process holds the run's lock (RunLock flocks `<run>/.lock` for the run's life; the file
+    stays after a kill). Read without taking the lock: even a moment's hold could make a job starting just then
+    believe its directory is in use."""
+    return lock_state(path) is True
+
+
+def lock_state(path: Path) -> bool | None:
+    """True: a live process holds the lock; False: none does, as seen from here (the lock file names this
+    machine, so a process killed with kill -9 is known to be gone); None: it cannot be told from here (no lock
+    file, or the lock of a process on another machine, e.g. a SLURM job on a compute node: flocks over a
+    shared file system are not listed here)."""
     try:
         st = path.stat()
     except OSError:
-        return False
+        return None
     held = _flock_holders(st)
-    if held is not None:
-        return held
-    return _pid_alive(path)  # no /proc/locks (not Linux): the pid the lock file names, on this host
+    if held is None:  # no /proc/locks (not Linux): the pid the lock file names, on this host
+        held = _pid_alive(path)
+    return True if held else (False if _names_this_host(path) else None)
 
 
 def _flock_holders(st: os.stat_result) -> bool | None:
@@ -43,6 +51,14 @@ def _pid_alive(path: Path) -> bool:
         return True
     except (OSError, ValueError):
         return False
+
+
+def _names_this_host(path: Path) -> bool:
+    try:
+        host = path.read_text().split()[-1]  # "pid 123 on host"
+    except (OSError, IndexError):
+        return False
+    return host in (socket.gethostname().split(".")[0], os.uname().nodename)
 
 
 class RunLock:

@@ -34,21 +34,22 @@ from lnbench.runs.files import (
     config_from_checkpoint,
     read_summary,
 )
-from lnbench.runs.lock import lock_held
+from lnbench.runs.lock import lock_state
 
 
 @dataclass
 class Run:
     path: Path
-    name: str  # the directory relative to the report's root ("." for a single run), prefixed by its source
+    name: str  # the directory relative to the report's root (a single run: its folder's name), prefixed by its source
     overrides: dict[str, str] = field(default_factory=dict)
     choices: dict[str, str] = field(default_factory=dict)  # config group -> chosen preset
     config: dict[str, Any] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
     records: list[dict[str, Any]] = field(default_factory=list)
-    torn: bool = False
+    unreadable: int = 0  # lines of metrics.jsonl that are no record (torn by a kill, or damaged): skipped
     source: str | None = None  # which of several report directories the run came from (the pseudo-key `dir`)
     running: bool = False  # a live process holds the run's lock
+    lock_seen: bool = False  # whether `running` is known from its lock (not on another machine, not missing)
 
     @property
     def status(self) -> str:
@@ -107,6 +108,11 @@ class Run:
             return OmegaConf.select(OmegaConf.create(self.config), key)
         except Exception:  # noqa: BLE001 (a key the config lacks, a resolver this version does not have)
             return None
+
+    def see_lock(self) -> None:
+        """Looks at the run's lock again: a live process holds it (running), or is known not to."""
+        state = lock_state(self.path / LOCK)
+        self.running, self.lock_seen = state is True, state is not None
 
     def has(self, key: str) -> bool:
         return (
@@ -229,19 +235,39 @@ def load_run(path: Path, root: Path, source: str | None = None) -> Run:
     hydra_cfg = _load_yaml(path / HYDRA_RECORD) or {}
     choices = ((hydra_cfg.get("hydra") or {}).get("runtime") or {}).get("choices") or {}
     rel = str(path.relative_to(root))
+    rel = path.absolute().name if rel == "." else rel  # a single run: `14-02-11-123456`, never "."
     run = Run(
         path=path,
-        name=rel if source is None else source if rel == "." else f"{source}/{rel}",
+        name=rel if source is None else source if path == root else f"{source}/{rel}",
         overrides=_override_pairs(_load_yaml(path / OVERRIDES)),
         choices={k: str(v) for k, v in choices.items() if not k.startswith("hydra")},
         config=_load_yaml(path / HYDRA_CONFIG) or {},
         summary=read_summary(path),
         source=source,
-        running=lock_held(path / LOCK),
     )
+    run.see_lock()
     if (path / METRICS).is_file():
-        run.records, run.torn = read_jsonl(path / METRICS)
+        try:
+            records, run.unreadable = read_jsonl(path / METRICS)
+        except OSError:  # unreadable as a whole (permissions, a folder of that name): no metrics
+            records, run.unreadable = [], 1
+        run.records = [r for r in records if _is_record(r)]
+        run.unreadable += len(records) - len(run.records)
     return run
+
+
+def unreadable_text(lines: int) -> str:
+    """What a report or `lnbench status` says of a run's metrics.jsonl lines that are no record."""
+    return (
+        f"{lines} line{'s' * (lines != 1)} of metrics.jsonl could not be read (cut off by a kill, or damaged) and "
+        f"{'were' if lines != 1 else 'was'} skipped; the other lines are used"
+    )
+
+
+def _is_record(record: dict[str, Any]) -> bool:
+    """A line as lnbench.training.sinks.jsonl writes it: an integer step and a split (what every reader indexes)."""
+    step = record.get("step")
+    return isinstance(step, int) and not isinstance(step, bool) and isinstance(record.get("split"), str)
 
 
 def load_runs(root: Path, source: str | None = None) -> list[Run]:

@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import random
+import shlex
 import signal
 import threading
 import time
@@ -146,9 +147,10 @@ def check_same_config(saved: dict[str, Any], current: dict[str, Any], run_dir: P
     if diff:
         shown = "; ".join(f"{k}={_show(a.get(k, '<unset>'))} there, {_show(b.get(k, '<unset>'))} now" for k in diff[:6])
         more = f" (and {len(diff) - 6} more)" if len(diff) > 6 else ""
+        again = shlex.quote(f"resume={run_dir}")
         raise ConfigError(
             f"{run_dir} holds a run with another config: {shown}{more}. A resume continues a run exactly "
-            f"as it was started: drop the differing overrides (`lnbench train resume={run_dir}` reuses the "
+            f"as it was started: drop the differing overrides (`lnbench train {again}` reuses the "
             f"run's own), or start a new run in another directory."
         )
 

@@ -203,6 +203,8 @@ def follower(cfg, runtime: Runtime, model, spec, batch: Callable[[], list[torch.
         return None
     base = runtime.threads
     ok, why = same_bits_on_any_count(cfg, model)
+    if ok and base < 2:  # nothing to probe: no count below it to drop to
+        ok, why = False, "it runs on 1 thread: there is no smaller count to drop to while other processes hold cores"
     if ok:
         first = batch()
         same, other = probe(lambda: gradients(model, spec, first), base)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -17,7 +18,6 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from lnbench.errors import refused_while_building
 from lnbench.runs import Summary, job_axes, write_summary
 from lnbench.training.progress import Pace, in_sweep
 from lnbench.training.sinks import RunInfo, Sink
@@ -183,14 +183,24 @@ class Tracker:
 
 
 def build_sinks(logger_cfg: Any, run: RunInfo, resume: dict[str, Any] | None) -> dict[str, Sink]:
-    """One sink per entry of the logger config with a `_target_`, made by Hydra's instantiate from that
-    entry alone; a sink that cannot be built is bad input (a ConfigError naming `logger.<key>`)."""
-
+    """One sink per entry of the logger config with a `_target_`, made by Hydra's instantiate from that entry
+    alone. Its keys were checked before the run (lnbench.config.validate.validate_logger); a sink that raises as it
+    starts (a file it cannot write, a service it cannot reach) is a guest like any other: it is turned off with
+    one warning, and the run goes on."""
     sinks: dict[str, Sink] = {}
     for key, node in (logger_cfg or {}).items():  # each entry a sink's config (lnbench.config.validate.validate_logger)
-        with refused_while_building(f"logger.{key}", node):
+        try:
             make = instantiate(node, _partial_=True, _convert_="all")
             sinks[str(key)] = make(run=run, resume=None if resume is None else resume.get(key, {}))
+        except Exception as e:  # noqa: BLE001 - a guest's failure, said once (README: "Where metrics go")
+            e = e.__cause__ or e  # the sink's own error, not Hydra's "Error in call to target" around it
+            log.warning(
+                "the metric sink logger.%s could not start (%s: %s) and is turned off; the run goes on, "
+                "metrics.jsonl keeps every step.",
+                key,
+                type(e).__name__,
+                " ".join(str(e).split())[:300],
+            )
     return sinks
 
 
@@ -280,5 +290,6 @@ def end_of_run_block(summary: dict[str, Any], run_dir: Path, primary: str) -> st
     if summary.get("wandb"):
         lines.append(f"  W&B        {summary['wandb']}")
     again = summary.get("status") == "interrupted"
-    lines.append(f"  next       lnbench {f'train resume={run_dir}' if again else f'report {run_dir}'}")
+    shown = shlex.quote(f"resume={run_dir}" if again else str(run_dir))  # pasted into a shell: spaces and all
+    lines.append(f"  next       lnbench {'train' if again else 'report'} {shown}")
     return "\n".join(lines)

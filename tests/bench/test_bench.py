@@ -137,7 +137,7 @@ def test_bad_input_is_one_paragraph_exit_2_and_nothing_timed_or_written(argv, sa
     monkeypatch.chdir(tmp_path)  # where the default bench-results/ would go
     assert bench.main([*argv, "--no-runner", "--no-sweep", "--json", str(tmp_path / "out" / "b.json")]) == 2
     out, err = capsys.readouterr()
-    assert err.count("\n") == 1 and err.startswith("lnbench bench: error: ") and says in err, err
+    assert err.count("\n") == 1 and err.startswith("lnbench: error: ") and says in err, err
     assert out == "" and list(tmp_path.iterdir()) == []  # nothing timed, no folder made
 
 

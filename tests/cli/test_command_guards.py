@@ -14,12 +14,12 @@ from tests.report.test_report import make_job
 
 
 def refused(argv, capsys) -> str:
-    """`lnbench <argv>` in this process: exit 2 and one line on stderr, prefixed by the command."""
+    """`lnbench <argv>` in this process: exit 2 and one line on stderr, `lnbench: error: ...` (README)."""
     code = main(argv)
     err = capsys.readouterr().err
     assert code == 2, err
     lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith(f"lnbench {argv[0]}: "), err
+    assert len(lines) == 1 and lines[0].startswith("lnbench: error: "), err
     assert "Traceback" not in err
     return lines[0]
 

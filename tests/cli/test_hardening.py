@@ -66,11 +66,11 @@ BAD = {
     ),
     "plusplus-unknown": (["++model.norm.bar=2"], ["model.norm.bar=2 is not allowed", "Its keys are data_init,"]),
     "delete-required": (["~seed"], ["~seed is not allowed", "seed=<value>"]),
-    "torch-refuses-betas": (
+    "betas-out-of-range": (
         ["optim.betas=[2.0,0.9]"],
-        ["optim.betas=[2.0, 0.9] is not allowed", "Invalid beta parameter"],
+        ["optim.betas[0]=2.0 is not allowed", "it must be >= 0 and < 1"],
     ),
-    "torch-refuses-eps": (["optim.eps=-1"], ["optim.eps=-1.0 is not allowed", "Invalid epsilon"]),
+    "eps-not-positive": (["optim.eps=-1"], ["optim.eps=-1.0 is not allowed: it must be a number > 0"]),
     "target-not-importable": (
         ["dataset._target_=nowhere.Data"],
         ["dataset._target_=nowhere.Data is not allowed", "No module named 'nowhere'"],
@@ -149,17 +149,19 @@ def test_bad_input_is_one_paragraph_exit_2_and_nothing_on_disk(overrides, says, 
     assert list(tmp_path.iterdir()) == []
 
 
+# What torch's SGD refuses and no domain of lnbench's covers: Nesterov momentum without momentum.
+TORCH_REFUSES = ["optim=sgd", "optim.nesterov=true", "optim.momentum=0"]
+
+
 def test_the_real_cli_exits_2_for_an_error_torch_raises(tmp_path):
-    r = run_cli("train", *TINY_CLI, "optim.betas=[2.0,0.9]", f"hydra.run.dir={tmp_path}/run")
+    r = run_cli("train", *TINY_CLI, *TORCH_REFUSES, f"hydra.run.dir={tmp_path}/run")
     assert r.returncode == 2 and "Traceback" not in r.stderr and not (tmp_path / "run").exists()
-    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "optim.betas=[2.0, 0.9] is not allowed" in r.stderr
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "Nesterov momentum requires" in r.stderr
 
 
 def test_hydra_full_error_still_shows_the_traceback_of_a_torch_error(tmp_path):
-    r = run_cli(
-        "train", *TINY_CLI, "optim.betas=[2.0,0.9]", f"hydra.run.dir={tmp_path}/run", env={"HYDRA_FULL_ERROR": "1"}
-    )
-    assert r.returncode != 0 and "Traceback" in r.stderr and "Invalid beta parameter" in r.stderr
+    r = run_cli("train", *TINY_CLI, *TORCH_REFUSES, f"hydra.run.dir={tmp_path}/run", env={"HYDRA_FULL_ERROR": "1"})
+    assert r.returncode != 0 and "Traceback" in r.stderr and "Nesterov momentum requires" in r.stderr
 
 
 # ---- refused and no-op invocations change nothing in an existing run directory -------------------

@@ -121,7 +121,7 @@ def test_bad_status_input_is_one_paragraph_exit_2(args, says, tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["status", *(a.format(t=tmp_path) for a in args)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("lnbench status: ") and says.format(t=tmp_path) in err
+    assert err.count("\n") == 1 and err.startswith("lnbench: error: ") and says.format(t=tmp_path) in err
 
 
 def test_a_live_report_calls_running_jobs_running_not_unrecorded(tmp_path, holding):

@@ -211,7 +211,7 @@ def test_torn_last_line_is_flagged_and_the_rest_is_used(sweep, swept):
     torn = md.split("## Torn metrics", 1)[1]
     assert "`3`" in torn and "cut off" in torn
     run = report.load_run(sweep / "3", sweep)
-    assert run.torn and len(run.records) == 6
+    assert run.unreadable == 1 and len(run.records) == 6
 
 
 def test_axes_come_from_overrides(sweep):

@@ -9,6 +9,7 @@ import pytest
 import torch
 from conftest import DATA_DIR, compose_train, metrics_without_time, summary_of
 
+from lnbench.config.runtime import Runtime
 from lnbench.training import free_cores
 from lnbench.training.recipe import setup_data, setup_model, train
 
@@ -117,6 +118,19 @@ def test_a_run_that_may_not_follow_says_so_and_keeps_its_count(tmp_path, caplog)
         train(cfg, tmp_path)
     assert "threads_follow=true: the thread count stays at" in caplog.text and "reference loop" in caplog.text
     assert "threads_followed" not in summary_of(tmp_path)
+
+
+def test_at_one_thread_it_says_there_is_nothing_to_follow(caplog):
+    """It said "gradients differ on  threads" (issue 40): at 1 thread there is no count to probe."""
+    cfg = compose_train(["model=ln_lstm", "dataset=adding", "model.hidden_size=8", "threads_follow=true"])
+    spec = setup_data(cfg.dataset).spec
+    model = setup_model(cfg.model, spec)
+    runtime = Runtime(1, "threads=1 as configured", follow=True)
+    with caplog.at_level(logging.WARNING, logger="lnbench"):
+        assert free_cores.follower(cfg, runtime, model, spec, lambda: None) is None
+    assert "differ on  threads" not in caplog.text and "the thread count stays at 1" in caplog.text
+    if free_cores.same_bits_on_any_count(cfg, model)[0]:  # lnbench's kernels built here: 1 thread is the reason
+        assert "it runs on 1 thread: there is no smaller count" in caplog.text
 
 
 class Fake:

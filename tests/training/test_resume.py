@@ -110,6 +110,24 @@ def test_resume_after_a_crash_equals_the_uninterrupted_run(reference, tmp_path, 
     assert summary["resumed_at"] == [3]
 
 
+def test_a_resume_onto_a_file_that_lost_bytes_below_its_checkpoint_appends_whole_lines(
+    reference, tmp_path, monkeypatch, caplog
+):
+    """The checkpoint at step 3 kept the file's length then; the file then lost bytes below that length (a copy cut
+    short, issue 40). The resume cuts it to its last whole line, so every line it appends reads back."""
+    with monkeypatch.context() as m:
+        after_train_log(m, 4, lambda: (_ for _ in ()).throw(HardStop()))
+        with pytest.raises(HardStop):
+            train(cfg_for(), tmp_path)
+    kept = torch.load(tmp_path / checkpoint.FILE, weights_only=True)["sinks"]["jsonl"]["bytes"]
+    os.truncate(tmp_path / "metrics.jsonl", kept - 5)  # the step-2 line, cut
+    train(cfg_for(), tmp_path)
+    records, skipped = read_jsonl(tmp_path / "metrics.jsonl")
+    assert skipped == 0 and "lines are missing" in caplog.text
+    after = [{k: v for k, v in r.items() if k != "time"} for r in records]
+    assert after == [r for r in metrics_without_time(reference) if r["step"] > 3]  # step 2's line lost, no more
+
+
 def test_sigterm_checkpoints_then_stops_and_resume_matches(reference, tmp_path, monkeypatch):
     with monkeypatch.context() as m:
         after_train_log(m, 6, lambda: os.kill(os.getpid(), signal.SIGTERM))

@@ -1,5 +1,5 @@
 """A sweep job in a forked process of its own, so that a segfault or an OOM kill ends only that job; the
-process warm-up every job shares; the crash.log a killed job leaves.
+process warm-up every job shares; the crash.log a crashed job leaves.
 
 Under the basic and joblib launchers the sweep's process (or a joblib worker) runs many jobs; submitit
 starts a process per job already (lnbench.launch.entry does not fork there).
@@ -32,19 +32,18 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 @contextmanager
 def crash_log(run_dir: Path):
-    """faulthandler writes a native traceback to <run dir>/crash.log on a segfault; an empty one is removed
-    at the end (also one an attempt killed before its clean-up left). Called under the run's lock, so the
-    file is never another process's."""
+    """A native traceback on a segfault (faulthandler): on stderr, and for a forked sweep job in its crash.log,
+    which its parent writes only when there is something to say (in_child_process), so that a run killed with
+    kill -9 leaves no empty file behind. An empty crash.log an older lnbench left is removed. Called under the
+    run's lock, so the file is never another process's."""
     path = run_dir / CRASH_LOG
-    f = open(path, "a")
-    faulthandler.enable(f)
+    if path.is_file() and path.stat().st_size == 0:
+        path.unlink()
+    faulthandler.enable(sys.__stderr__)
     try:
-        yield f
+        yield
     finally:
         faulthandler.disable()
-        f.close()
-        if path.exists() and path.stat().st_size == 0:
-            path.unlink()
 
 
 def in_child_process(run_dir: Path, fn, *args, **kwargs):
@@ -60,6 +59,7 @@ def in_child_process(run_dir: Path, fn, *args, **kwargs):
     """
     warm_up()
     read_end, write_end = os.pipe()
+    native_end, native_write = os.pipe()  # the child's faulthandler output, for its crash.log
     for h in [*logging.getLogger().handlers, *log.handlers]:  # or the child writes their buffers again
         h.flush()
     sys.stdout.flush(), sys.stderr.flush()
@@ -68,13 +68,22 @@ def in_child_process(run_dir: Path, fn, *args, **kwargs):
     pid = os.fork()
     if pid == 0:
         timer.since(phases.JOB_FORK, phases.JOB_FORK)
+        os.close(native_end)
+        os.set_blocking(native_write, False)  # a traceback longer than the pipe is cut, never a hang
+        faulthandler.enable(native_write, all_threads=True)
         _child(read_end, write_end, fn, args, kwargs)  # never returns
     os.close(write_end)
+    os.close(native_write)
     with passing_signals_on(pid) as received:
         with os.fdopen(read_end, "rb") as r:
             data = r.read()
         with timer.phase(phases.JOB_EXIT):
             _, status = os.waitpid(pid, 0)
+    with os.fdopen(native_end, "rb") as r:
+        native = r.read()
+    if native:
+        with open(run_dir / CRASH_LOG, "ab") as f:
+            f.write(native)
     with timer.phase(phases.JOB_UNPICKLED):
         return _answer(data, status, received, run_dir)
 

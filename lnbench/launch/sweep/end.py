@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import shlex
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from lnbench import phases
+from lnbench.config.overrides import shell_arg
 from lnbench.launch.sweep.progress import SweepProgress
 from lnbench.runs import LOCK, OVERRIDES, lock_held, read_summary
 from lnbench.training.tracker import job_name
@@ -137,18 +139,20 @@ def end_of_sweep_block(sweep_dir: Path, jobs: dict[str, dict[str, Any]], report_
             lines.append(f"  flagged    {job}: {_short(flag)}")
     offline = sorted(sweep_dir.glob("*/wandb/offline-run-*"))
     if offline:
-        extra = f" {sweep_dir}/wandb/offline-run-*" if any(sweep_dir.glob("wandb/offline-run-*")) else ""
+        quoted = shlex.quote(str(sweep_dir))  # the globs stay outside the quotes, for the shell to expand
+        extra = f" {quoted}/wandb/offline-run-*" if any(sweep_dir.glob("wandb/offline-run-*")) else ""
         lines.append(
             f"  W&B        {len(offline)} offline run folder(s); "
-            f"upload all with `wandb sync {sweep_dir}/*/wandb/offline-run-*{extra}`"
+            f"upload all with `wandb sync {quoted}/*/wandb/offline-run-*{extra}`"
         )
     if report_run:
         lines.append(f"  W&B report {report_run}")
     if counts.get("interrupted") or counts.get("no summary"):
         lines.append(
-            f"  continue   the same command with hydra.sweep.dir={sweep_dir}: each job goes on from its checkpoint"
+            f"  continue   the same command with {shell_arg('hydra.sweep.dir', sweep_dir)}: each job goes on from its "
+            "checkpoint"
         )
-    lines.append(f"  next       lnbench report {sweep_dir}")
+    lines.append(f"  next       lnbench report {shlex.quote(str(sweep_dir))}")
     return "\n".join(lines)
 
 

@@ -13,6 +13,7 @@ the mean length of the jobs seen, shared among as many slots as jobs run now.
 from __future__ import annotations
 
 import argparse
+import shlex
 import statistics
 import sys
 import time
@@ -25,7 +26,6 @@ from lnbench.errors import UserError
 from lnbench.runs import (
     HYDRA,
     HYDRA_CONFIG,
-    LOCK,
     METRICS,
     MULTIRUN,
     OVERRIDES,
@@ -35,8 +35,9 @@ from lnbench.runs import (
     Run,
     find_run_dirs,
     load_run,
-    lock_held,
+    recorded_sweep,
     sweep_total,
+    unreadable_text,
 )
 
 FRESH_S = 300.0  # a log written this recently is a running job's, where its lock cannot be seen
@@ -72,10 +73,13 @@ class Job:
 
 
 def state_of(run: Run, now: float) -> str:
+    """Its summary's status once it ended; else its lock says whether it runs, where the lock can be seen from
+    here (a run killed with kill -9 left its lock file, which no process holds: stopped, however fresh its
+    files); only where it cannot (a SLURM job on another node) do fresh files say it runs."""
     status = run.status
     if status in DONE or status == "running":
         return status
-    if status in ("incomplete", "not started") and fresh(run.path, now):
+    if status in ("incomplete", "not started") and not run.lock_seen and fresh(run.path, now):
         return "running"
     return "stopped"
 
@@ -93,10 +97,10 @@ def fresh(path: Path, now: float) -> bool:
 def sweep_of(path: Path, root: Path) -> Path | None:
     """The nearest directory at or above the job's parent, up to `root`, that holds a multirun.yaml."""
     for folder in [path.parent, *path.parent.parents]:
+        if folder != root and root not in folder.parents:  # above `root`: a job given alone is a run
+            return None
         if (folder / MULTIRUN).is_file():
             return folder
-        if folder == root or root not in folder.parents:
-            return None
     return None
 
 
@@ -117,7 +121,7 @@ def cached_run(path: Path, root: Path, cache: dict[Path, tuple[tuple, Run]]) -> 
         cache[path] = (signature, load_run(path, root))
     run = cache[path][1]
     if run.summary.get("status") not in DONE:  # its lock may have gone (killed) with no file changed
-        run.running = lock_held(path / LOCK)
+        run.see_lock()
     return run
 
 
@@ -196,22 +200,34 @@ def minutes(seconds: float) -> str:
 
 
 def label(job: Job, jobs: list[Job]) -> str:
-    """The job's name and the values that tell it apart from the other jobs of its sweep."""
-    mates = [j.run.overrides for j in jobs if j.sweep == job.sweep]
-    varying = [k for k, v in job.run.overrides.items() if any(m.get(k) != v for m in mates)]
-    values = " ".join(f"{k.rsplit('.', 1)[-1]}={job.run.overrides[k]}" for k in varying)
+    """The job's name and its values of the keys its sweep varies: from the sweep's record (multirun.yaml), so a
+    job keeps its label as other jobs appear; without one, the values that tell it from the jobs seen so far."""
+    swept = _swept_keys(job.sweep) if job.sweep is not None else None
+    if swept is None:
+        mates = [j.run.overrides for j in jobs if j.sweep == job.sweep]
+        swept = {k for k, v in job.run.overrides.items() if any(m.get(k) != v for m in mates)}
+    values = " ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in job.run.overrides.items() if k in swept)
     return f"{job.run.name}" + (f" ({values})" if values else "")
+
+
+def _swept_keys(sweep: Path) -> set[str] | None:
+    try:
+        return {k.lstrip("+~") for k in recorded_sweep(sweep).swept()}
+    except Exception:  # noqa: BLE001 - no record, or one this version cannot read
+        return None
 
 
 def kind_of(root: Path, jobs: list[Job], sweeps: list[Path]) -> str:
     """check (lnbench check's folder: its page, or rounds it added), sweeps (a folder of several), sweep, run, runs."""
+    if len(jobs) == 1 and jobs[0].run.path == root and not sweeps:  # one run, a check's judging run included
+        return "run"
     if any(j.stage != Stage.tune for j in jobs) or (root / "check.md").is_file():
         return "check"
     if len(sweeps) > 1:
         return "sweeps"
     if sweeps:
         return "sweep"
-    return "run" if len(jobs) == 1 and jobs[0].run.path == root else "runs"
+    return "runs"
 
 
 def lines(root: Path, now: float | None = None) -> list[str]:
@@ -234,6 +250,7 @@ def lines(root: Path, now: float | None = None) -> list[str]:
     else:
         out.append(f"  jobs       {whole.text()}")
     out += [f"  running    {label(j, jobs)}: {progress(j)}" for j in jobs if j.state == "running"]
+    out += [f"  skipped    {label(j, jobs)}: {unreadable_text(j.run.unreadable)}" for j in jobs if j.run.unreadable]
     return out + [time_line(root, kind, jobs, whole, now)]
 
 
@@ -258,7 +275,12 @@ def time_line(root: Path, kind: str, jobs: list[Job], whole: Tally, now: float) 
     stopped = whole.counts["stopped"]
     return (
         f"  time       {so_far} {'of training' if kind == 'run' else 'from start to last write'}; nothing running"
-        + (f" ({stopped} stopped: run the same command again to resume)" if stopped else "")
+        + (
+            f" (stopped: `lnbench train {shlex.quote(f'resume={root}')}` continues it)"
+            if stopped and kind == "run"
+            else ""
+        )
+        + (f" ({stopped} stopped: run the same command again to resume)" if stopped and kind != "run" else "")
     )
 
 
@@ -309,6 +331,6 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # --help
         return int(e.code or 0)
     except UserError as e:
-        print(f"lnbench status: {e}", file=sys.stderr)
+        print(f"lnbench: error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from lnbench.atomic import write_json
+from lnbench.config.overrides import shell_arg
 from lnbench.launch.process.isolate import STOP_SIGNALS
 from lnbench.runs import CHECKPOINT, LOCK, OVERRIDES, STOPPED, lock_held, read_summary
 
@@ -130,7 +131,7 @@ def message(sweep_dir: Path, signum: int, args: list[str]) -> str:
     if count["stopped early"]:
         said += f", {count['stopped early']} stopped before their first checkpoint"
     again = [a for a in args if not a.startswith("hydra.sweep.dir=")]
-    command = shlex.join(["lnbench", "train", *again, f"hydra.sweep.dir={sweep_dir}"])
+    command = " ".join([shlex.join(["lnbench", "train", *again]), shell_arg("hydra.sweep.dir", sweep_dir)])
     return (
         f"{signal.Signals(signum).name} received: the sweep in {sweep_dir} stopped with {said}. Resume it with "
         f"`{command}`: completed jobs are skipped, interrupted ones continue from their checkpoints, the others start."

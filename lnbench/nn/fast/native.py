@@ -27,6 +27,7 @@ import logging
 import os
 import platform
 import shutil
+import sys
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -146,7 +147,15 @@ def _build(name: str, where: Path) -> None:
     from torch.utils import cpp_extension
 
     where.mkdir(parents=True, exist_ok=True)
-    log.info("building lnbench's C++ kernels for %s (once per machine, ~20 s) in %s", isa(), where)
+    # On stderr, not the log: the first build often comes before any log handler is set up (preflight's model
+    # build), and a minute of silence after `pip install` reads as a hang.
+    print(
+        f"lnbench: building its C++ kernels for {isa()} in {where} (once per machine, about a minute; "
+        "`python -m lnbench.nn.fast.native` builds them ahead) ...",
+        file=sys.stderr,
+        flush=True,
+    )
+    started = time.time()
     env_cxx = os.environ.get("CXX")
     os.environ["CXX"] = cxx
     try:
@@ -164,6 +173,7 @@ def _build(name: str, where: Path) -> None:
             del os.environ["CXX"]
         else:
             os.environ["CXX"] = env_cxx
+    print(f"lnbench: C++ kernels built in {time.time() - started:.0f} s.", file=sys.stderr, flush=True)
     # Builds of other sources for this ISA, once unused for STALE_DAYS: not sooner, since another checkout or
     # version of lnbench on this machine (a helper's worktree, an older venv) may be loading one right now.
     for old in where.parent.glob(_prefix() + "*"):

@@ -28,6 +28,7 @@ class CsvSink:
 
     def __init__(self, *, run: RunInfo, resume: dict[str, Any] | None, file: str):
         self.path = Path(run.run_dir) / file
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # logger.csv.file=tables/metrics.csv
         self.where = str(self.path)
         kept = resume or {}
         self.columns: list[str] = list(kept.get("columns", []))

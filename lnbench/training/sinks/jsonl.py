@@ -20,7 +20,9 @@ class MetricsJsonl:
     """One JSON object per line, flushed as written, so a killed run keeps every line but the last.
 
     A resumed run first cuts the file to the size it had at the checkpoint: the lines logged after it
-    (and a line torn by the kill) are dropped, since the resumed run logs those steps again.
+    (and a line torn by the kill) are dropped, since the resumed run logs those steps again. Where the file has
+    lost bytes below that size (a copy cut short, a full disk), it is cut to its last whole line instead, so the
+    lines appended next start on a line of their own.
     """
 
     def __init__(self, *, run: RunInfo, resume: dict[str, Any] | None):
@@ -35,8 +37,9 @@ class MetricsJsonl:
                     size,
                     keep_bytes,
                 )
-            elif size > keep_bytes:
-                os.truncate(self.path, keep_bytes)
+            cut = whole_lines(self.path, min(size, keep_bytes))
+            if cut < size:
+                os.truncate(self.path, cut)
         self._f = open(self.path, "ab")
         self.where = str(self.path)
 
@@ -50,3 +53,20 @@ class MetricsJsonl:
 
     def finish(self, summary: dict[str, Any]) -> None:
         self._f.close()
+
+
+def whole_lines(path: os.PathLike, size: int) -> int:
+    """The length of the file's first `size` bytes without a last line cut off: up to its last newline."""
+    if size == 0:
+        return 0
+    with open(path, "rb") as f:
+        end = size
+        while end > 0:
+            start = max(0, end - 65536)
+            f.seek(start)
+            chunk = f.read(end - start)
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                return start + newline + 1
+            end = start
+    return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import shlex
 import string
 from pathlib import Path
 from typing import Any, Optional
@@ -112,7 +113,7 @@ class WandbSink:
     def sync_command(self) -> str:
         """Uploads every offline folder of this run (a resumed run has one per segment, suffixed -1, -2, ...
         when two start in the same second), oldest first."""
-        return f"wandb sync {self.run_dir}/wandb/offline-run-*-{self.id}*"
+        return f"wandb sync {shlex.quote(str(self.run_dir))}/wandb/offline-run-*-{self.id}*"
 
     def log(self, record: dict[str, Any]) -> None:
         if self.run is None or self.failed:
