@@ -26,7 +26,6 @@ from lnbench.check.args import (
     Args,
     CheckError,
     basic_launcher_unless_joblib,
-    check_design,
     check_overrides,
     claim_presets,  # noqa: F401
     parse_args,
@@ -37,6 +36,7 @@ from lnbench.check.args import (
     sweep_overrides,
 )
 from lnbench.check.budget import Budget
+from lnbench.check.design import check_design
 from lnbench.check.page import write_page
 from lnbench.check.preset import Outcome, PresetCheck, judge_preset  # noqa: F401 (Outcome, judge_preset: as before)
 from lnbench.config import overrides as hydra_args

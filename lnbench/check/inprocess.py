@@ -35,7 +35,7 @@ from lnbench.config.schema import register_configs
 from lnbench.config.validate import validate_sweep
 from lnbench.errors import UserError
 from lnbench.launch.entry import CONF_DIR, VERSION_BASE, Job
-from lnbench.launch.preflight import Plan, hydra_value
+from lnbench.launch.preflight import Plan
 from lnbench.launch.process.pool import JOBLIB, SweepContext
 from lnbench.launch.sweep import stop as sweep_stop
 
@@ -86,7 +86,7 @@ class InProcessHydra:
         if not given:
             raise SweepRefused("a sweep of lnbench check names its directory (hydra.sweep.dir=...)")
         out_dir = Path(given[-1])
-        plan = Plan([*args, f"hydra.sweep.dir={hydra_value(str(out_dir))}"], True, out_dir, "in-process")
+        plan = Plan([*args, f"hydra.sweep.dir={hydra_args.hydra_value(str(out_dir))}"], True, out_dir, "in-process")
         task_function = Job(plan)
         overrides = [*hydra_args.parse(plan.args).overrides, "hydra.mode=MULTIRUN"]  # as Hydra's _run_app adds
         setup_globals()

@@ -140,7 +140,7 @@ def test_a_budget_is_a_duration(text, seconds):
 def test_a_bad_budget_is_one_paragraph_exit_2_and_nothing_written(text, tmp_path, capsys):
     assert check.main(["ln_gain_init", "--budget", text, "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"lnbench check: --budget {text!r} is not allowed") and "90m, 2h" in err
+    assert err.startswith(f"lnbench: error: --budget {text!r} is not allowed") and "90m, 2h" in err
     assert len(err.splitlines()) == 1 and not (tmp_path / "out").exists()
 
 
