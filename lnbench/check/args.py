@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib.util
-import json
 import math
 import re
 import sys
@@ -18,9 +17,9 @@ from pathlib import Path
 
 from lnbench import CONF_DIR
 from lnbench.atomic import unwritable
+from lnbench.check.budget import BudgetError, parse_budget
 from lnbench.claims import verdicts as verdictlib
 from lnbench.claims.family import DEFAULT_ADJUST
-from lnbench.claims.judge import DESIGN_FILE
 from lnbench.claims.stats import ADJUST
 from lnbench.config import overrides as hydra_args
 from lnbench.config.choices import Stage
@@ -46,17 +45,28 @@ USAGE = """usage: lnbench check [PRESET ...] [scale=K] [--out DIR] [options] [ke
   PRESET              claim presets to run (default: all): {presets}
   scale=K             multiply steps (or epochs) by K, e.g. scale=10 on a GPU or a cluster
   --out DIR           where the sweeps and check.md/check.html go (default: outputs/check)
-  --judging-seeds N   fresh seeds per look at each line's chosen value (default 3; 0: judge on the tuning
-                      seeds the value was chosen on, which favours the noisier line)
-  --max-seeds N       judging seeds a claim still inconclusive may reach, N/judging-seeds looks in all
-                      (default 9; equal to --judging-seeds: one look, no added rounds)
-  --widen N           values added past a grid's edge when a line's winner sits there (default 1; 0: none)
+  --budget TIME       the whole check's wall time to plan the judging seeds within, e.g. 90m, 2h, 1h30m,
+                      5400s (default {budget}; none: each claim gets the seeds its planned power asks for)
+  --max-seeds N       the most judging seeds a claim is planned (default {cap})
+  --judging-seeds N   judging seeds per look, looks of N, 2N, ... up to --max-seeds (default 3N), instead of
+                      a plan per claim; 0: no judging seeds (judged on the tuning seeds, which favours the
+                      noisier line)
+  --widen N           values added past a grid's edge, one a round, while a compared line's winner sits
+                      there (default {widen}; 0: none)
   --adjust METHOD     over each claim's declared family: bonferroni (default: the same verdict on every page),
                       holm, bh (false discovery rate) or none
   key=value           passed to every sweep, e.g. hydra/launcher=slurm hydra.launcher.partition=gpu
                       (defaults: {defaults})
 """
-OPTIONS = {"--judging-seeds": "judging", "--max-seeds": "max_seeds", "--widen": "widen", "--adjust": "adjust"}
+OPTIONS = {
+    "--judging-seeds": "judging",
+    "--max-seeds": "max_seeds",
+    "--widen": "widen",
+    "--adjust": "adjust",
+    "--budget": "budget",
+}
+DEFAULT_BUDGET_S = 90 * 60.0  # issue 39's bar for the full default check on 2 idle cores
+DEFAULT_WIDEN = 3
 
 
 class CheckError(UserError):
@@ -75,18 +85,26 @@ class Args:
     scale: float = 1.0
     out: Path = Path("outputs/check")
     overrides: list[str] = field(default_factory=list)
-    judging: int = 3
-    max_seeds: int = 9
-    widen: int = 1
+    judging: int | None = None  # judging seeds per look; None: planned per claim (lnbench.claims.plan)
+    max_seeds: int | None = None  # the cap of a plan, or the last look (default: 3 looks)
+    widen: int = DEFAULT_WIDEN
     adjust: str = DEFAULT_ADJUST
+    budget_s: float | None = DEFAULT_BUDGET_S
+
+    @property
+    def planned(self) -> bool:
+        """Each claim's judging seeds planned for its test's power, within the budget (the default)."""
+        return self.judging is None
 
     @property
     def looks(self) -> list[int]:
-        """The numbers of judging seeds at which the claims are looked at: 3, 6, 9 by default."""
+        """The looks given by hand (--judging-seeds N: N, 2N, ... up to --max-seeds); [] where none is: no
+        judging seeds (--judging-seeds 0) or a plan per claim (planned)."""
         if not self.judging:
             return []
-        looks = list(range(self.judging, self.max_seeds + 1, self.judging))
-        return looks + ([self.max_seeds] if looks[-1] != self.max_seeds else [])
+        last = self.max_seeds or 3 * self.judging
+        looks = list(range(self.judging, last + 1, self.judging))
+        return looks + ([last] if looks[-1] != last else [])
 
 
 class _Parser(argparse.ArgumentParser):
@@ -110,8 +128,16 @@ class _Parser(argparse.ArgumentParser):
         raise CheckError(f"{message} (`lnbench check --help` lists the options).")
 
     def format_help(self) -> str:
+        from lnbench.claims import plan  # noqa: PLC0415 (scipy: only for the help's defaults)
+
         defaults = " ".join(f"{k}={v}" for k, v in DEFAULTS.items())
-        return USAGE.format(presets=", ".join(claim_presets()), defaults=defaults)
+        return USAGE.format(
+            presets=", ".join(claim_presets()),
+            defaults=defaults,
+            budget=f"{DEFAULT_BUDGET_S / 60:g}m",
+            cap=plan.CAP,
+            widen=DEFAULT_WIDEN,
+        )
 
 
 WANTED = {"--out": "a directory, e.g. --out outputs/check"}
@@ -174,7 +200,7 @@ def parse_args(argv: list[str]) -> Args:
         if (text := getattr(parsed, attr)) is not None:
             _set_option(args, option, text)
     args.presets = args.presets or available
-    if args.judging and args.max_seeds < args.judging:
+    if args.judging and args.max_seeds is not None and args.max_seeds < args.judging:
         raise CheckError(
             f"--max-seeds {args.max_seeds} is not allowed with --judging-seeds {args.judging}: a claim gets at "
             f"least the first look's seeds (use --max-seeds {args.judging} for a single look)."
@@ -196,6 +222,12 @@ def _scale(arg: str, text: str) -> float:
 
 
 def _set_option(args: Args, name: str, text: str) -> None:
+    if name == "--budget":
+        try:
+            args.budget_s = parse_budget(text)
+        except BudgetError as e:
+            raise CheckError(str(e)) from None
+        return
     if name == "--adjust":
         if text not in ADJUST:
             raise CheckError(f"--adjust {text!r} is not allowed: use bonferroni (the default), holm, bh or none.")
@@ -277,28 +309,6 @@ def basic_launcher_unless_joblib(args: Args) -> None:
         "jobs one at a time (hydra/launcher=basic).",
         file=sys.stderr,
     )
-
-
-def check_design(args: Args) -> None:
-    """A sweep judged under one design of looks is never continued under another: choosing the looks after
-    seeing the data would void the error rates they keep (lnbench/claims/verdicts.py). And --out must be writable."""
-    check_out(args.out)
-    for preset in args.presets:
-        path = sweep_dir(args, preset) / DESIGN_FILE
-        try:
-            had = json.loads(path.read_text()).get("looks") if path.is_file() else args.looks
-        except (OSError, ValueError, AttributeError):
-            raise CheckError(
-                f"{path} is not the design lnbench check wrote (a JSON object with `looks`): the looks this sweep "
-                "was judged in are unknown. Restore it, or give another --out."
-            ) from None
-        if had != args.looks:
-            raise CheckError(
-                f"{sweep_dir(args, preset)} was judged in looks of {had} judging seeds ({path}); --judging-seeds "
-                f"{args.judging} --max-seeds {args.max_seeds} asks for {args.looks or 'none'}. "
-                "Changing the looks after "
-                f"seeing results would void their error rates: give the same options, or another --out."
-            )
 
 
 def check_overrides(args: Args) -> None:

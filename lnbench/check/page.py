@@ -85,6 +85,7 @@ def header(outcomes: list, family: list[dict[str, Any]], args, seconds: float, e
 
     adjust = familylib.NAMES[args.adjust]
     looks = ", ".join(map(str, args.looks)) if args.looks else "none (judged on the tuning seeds)"
+    looks = "planned per claim (judging.json)" if getattr(args, "planned", False) else looks
     lines = [
         f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}; scale={args.scale:g}; "
         f"overrides: {' '.join(args.overrides) or 'none'}",

@@ -10,7 +10,7 @@ a config file `<preset dir>/.cells/cell/NAME.yaml` that sets those values (and t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ class Cell:
     groups: set[str]  # which of the keys are config groups (model=...): set in the defaults list
     stage: Stage  # widen or judge
     seeds: list[Any]
+    group: Any = field(default=None, repr=False, compare=False)  # the report's group it adds runs to
 
     @property
     def name(self) -> str:
@@ -71,6 +72,33 @@ def needed(rep, claim_ids: set[str] | None = None) -> list:
     return out
 
 
+def compared(rep, claim) -> list:
+    """The report's groups (panel, line) a claim compares, in report order."""
+    lay, out = rep.lay, []
+    for g in rep.groups:
+        cells = [h for h in rep.groups if h.panel == g.panel]
+        if any(claimlib.same(g.line, line) for line in (claim.better, claim.than)) and matches(
+            claim, dict(zip(lay.panels, g.panel)), cells
+        ):
+            out.append(g)
+    return out
+
+
+def edge_blocked(rep) -> dict[str, str]:
+    """Claim id -> why a grid's edge blocks it: a line it compares still chose its grid's lowest or highest value
+    (after the widening rounds). Such a claim gets no judging seeds: its verdict would be one about the grid."""
+    out = {}
+    for claim in claimlib.claims_of(r.config for r in rep.runs):
+        edges = [
+            f"{g.line} ({rep.lay.title(g.panel)}) chose {g.selection.text()}"
+            for g in compared(rep, claim)
+            if g.selection and g.selection.edge
+        ]
+        if edges:
+            out[claim.id] = "grid edge: " + "; ".join(edges)
+    return out
+
+
 def _cell_values(rep, g, tuned_values: tuple) -> tuple[dict[str, Any], set[str]]:
     lay = rep.lay
     values = {k: v for k, v in zip(lay.panels, g.panel) if v is not None}
@@ -97,7 +125,7 @@ def widen_cells(rep, groups: list, cap: int) -> list[Cell]:
         new = chosen * WIDEN_FACTOR if chosen == axis[-1] else chosen / WIDEN_FACTOR
         values, keys = _cell_values(rep, g, (float(f"{new:.3g}"),))
         seeds = sorted({r.value("seed") for r in sel.runs}, key=str)
-        out.append(Cell(values, keys, Stage.widen, seeds))
+        out.append(Cell(values, keys, Stage.widen, seeds, g))
     return out
 
 
@@ -109,7 +137,7 @@ def judge_cells(rep, groups: list, seeds: list[int]) -> list[Cell]:
         values, keys = _cell_values(rep, g, chosen)
         have = {r.value("seed") for r in g.judging if r.status in ("completed", "diverged")}  # the others are retried
         if missing := [s for s in seeds if s not in have]:
-            out.append(Cell(values, keys, Stage.judge, missing))
+            out.append(Cell(values, keys, Stage.judge, missing, g))
     return out
 
 

@@ -40,6 +40,7 @@ from lnbench.training.tracker import job_name, run_tags, sweep_group
 
 log = logging.getLogger("lnbench")
 CONF_DIR = str(lnbench.CONF_DIR)  # Hydra takes config_path as a string
+VERSION_BASE = "1.3"  # hydra.main's; lnbench check's in-process sweeps set the same (lnbench.check.inprocess)
 
 
 def main(args: list[str]) -> int:
@@ -74,7 +75,7 @@ def main(args: list[str]) -> int:
 
 def hydra_app(plan: Plan):
     sys.argv = ["lnbench train", *plan.args]  # Hydra reads sys.argv itself, and names the program from it
-    app = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="train")(Job(plan))
+    app = hydra.main(version_base=VERSION_BASE, config_path=CONF_DIR, config_name="train")(Job(plan))
     return lambda: app() or 0
 
 

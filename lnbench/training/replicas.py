@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -326,7 +327,11 @@ def train_step(pack: Pack, active: list[Replica], step: int) -> list[torch.Tenso
     for k, r in enumerate(active):
         if pack.optimizer is None:
             r.optimizer.step()
-        r.scheduler.step()
+            r.scheduler.step()
+        else:  # its optimizer only carries the hyperparameters: torch would warn that it never stepped
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "Detected call of `lr_scheduler.step", UserWarning)
+                r.scheduler.step()
         r.window.append(values[k])
         r.step += 1
     return norms

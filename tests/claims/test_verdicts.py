@@ -330,14 +330,17 @@ def test_check_options_are_checked(argv, match, capsys):
 
 
 def test_check_looks_and_a_changed_design_is_refused(tmp_path, capsys):
-    assert check.parse_args([]).looks == [3, 6, 9] and check.parse_args(["--max-seeds", "10"]).looks == [3, 6, 9, 10]
-    assert check.parse_args(["--judging-seeds", "0"]).looks == [] and check.parse_args(["--max-seeds", "3"]).looks == [
-        3
-    ]
+    assert check.parse_args([]).planned and check.parse_args([]).looks == []  # the default: a plan per claim
+    assert check.parse_args(["--judging-seeds", "3"]).looks == [3, 6, 9]
+    assert check.parse_args(["--judging-seeds", "3", "--max-seeds", "10"]).looks == [3, 6, 9, 10]
+    assert check.parse_args(["--judging-seeds", "0"]).looks == []
+    assert check.parse_args(["--judging-seeds", "3", "--max-seeds", "3"]).looks == [3]
     (tmp_path / "pmnist").mkdir()
     (tmp_path / "pmnist" / judge.DESIGN_FILE).write_text(json.dumps({"looks": [3, 6, 9]}))
-    assert check.main(["pmnist", "--out", str(tmp_path), "--max-seeds", "6"]) == 2
+    assert check.main(["pmnist", "--out", str(tmp_path), "--judging-seeds", "3", "--max-seeds", "6"]) == 2
     assert "was judged in looks of [3, 6, 9]" in capsys.readouterr().err
+    assert check.main(["pmnist", "--out", str(tmp_path)]) == 2  # a plan per claim would change its looks
+    assert "continue it with --judging-seeds 3 --max-seeds 9" in capsys.readouterr().err
 
 
 def test_report_command_adjusts_as_asked_and_draws_every_claims_numbers(tmp_path, capsys):

@@ -202,7 +202,7 @@ def test_an_override_that_replaces_a_presets_swept_axis_is_said(capsys):
     args = check.parse_args(["ln_gain_init", "pmnist", "optim.lr=1e-3", "seed=0,1"])
     lines = check.replaced_axes(args)
     assert lines[0] == (
-        "optim.lr=1e-3 seed=0,1 replace ln_gain_init's swept optim.lr=1e-3,3e-3,1e-2, seed=0,1,2: "
+        "optim.lr=1e-3 seed=0,1 replace ln_gain_init's swept optim.lr=0.01,0.03,0.1, seed=0,1,2: "
         "its sweep runs 4 jobs, not 18, and optim.lr is tuned over the values given only."
     )
     assert lines[1].startswith("optim.lr=1e-3 seed=0,1 replace pmnist's swept") and len(lines) == 2

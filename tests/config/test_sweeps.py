@@ -3,6 +3,7 @@
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -208,6 +209,21 @@ def test_each_claim_compares_lines_the_sweep_runs_in_panels_it_has(name):
             assert c.eval_seq_len in cfg["test_seq_lens"]
 
 
+LADDER = [float(f"{m * 10.0**k:.3g}") for k in range(-7, 1) for m in (1, 3)]  # 1e-7, 3e-7, ..., 1, 3
+
+
+@pytest.mark.parametrize("name", CLAIM_PRESETS)
+def test_each_claim_presets_lr_grid_is_a_run_of_half_decades_centred_as_its_header_says(name):
+    """Issue 39: each grid re-centred on the preset's own tuning runs (validation only), its rule in the header."""
+    lrs = sorted(float(v) for v in sweep_axes([f"+experiment={name}"])["optim.lr"])
+    start = LADDER.index(lrs[0])
+    assert lrs == LADDER[start : start + len(lrs)] and len(lrs) >= 3  # 1, 3, 10, ... with nothing skipped
+    header = (Path(CONF_DIR) / "experiment" / f"{name}.yaml").read_text().split("\ndefaults:")[0]
+    assert "Learning-rate grid (issue 39)" in header and "final validation" in header
+    stated = re.search(r"-> grid ([0-9.e,-]+)", header.replace("\n# ", " "))
+    assert stated and sorted(float(v) for v in stated.group(1).strip(",.").split(",")) == lrs  # the grid it states
+
+
 def test_fig6_gives_both_batch_sizes_the_same_epochs_and_bn_on_all_layers():
     small, large = (
         compose_train(["+experiment=fig6_mnist", f"dataset.batch_size={b}", "model=bn_mlp_all"]) for b in (4, 128)
@@ -351,9 +367,11 @@ def test_check_page_lists_every_verdict_with_its_interval_and_a_link(tmp_path):
 def test_check_fails_when_a_preset_gives_no_verdict(tmp_path, monkeypatch):
     from lnbench.check import cli as check
 
-    def no_runs(args, preset):
-        return check.Outcome(preset, tmp_path / preset, 1.0, (0.0, 0.0), 1, [], "the sweep left no runs")
+    class NoRuns:  # a runner whose preset's sweep left no runs
+        def run(self, checks, done):
+            for c in checks:
+                done(check.Outcome(c.preset, tmp_path / c.preset, 1.0, (0.0, 0.0), 1, [], "the sweep left no runs"))
 
-    monkeypatch.setattr(check, "run_preset", no_runs)
+    monkeypatch.setattr(check, "make_runner", lambda args: (NoRuns(), 1))
     assert check.main(["pmnist", "--out", str(tmp_path)]) == 1
     assert "no verdict: the sweep left no runs" in (tmp_path / "check.md").read_text()

@@ -1,0 +1,164 @@
+"""lnbench check's rounds of a preset (lnbench.check.preset), driven here by a runner that writes the runs a round
+asks for (synthetic numbers, lnbench.check.synthetic's layout): widening goes on while a compared line's winner
+sits at its grid's edge, up to --widen; a claim an edge still blocks gets no judging seed; the judging plan is in
+judging.json before the first judging seed, within the budget, and a rerun keeps it."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from lnbench.check import cli as check
+from lnbench.check import rounds
+from lnbench.check.budget import Budget, parse_budget
+from lnbench.check.preset import PresetCheck
+from lnbench.check.synthetic import LRS, Sweep, claim, job, write
+from lnbench.claims.judge import DESIGN_FILE
+
+CLAIMS = [claim("a_beats_b", "a", "b"), claim("c_beats_a", "c", "a")]
+WALL_S = 2.0
+
+
+def error(line: str, lr: float, seed: int) -> float:
+    """b gets better the larger its learning rate (its winner is always the top of its grid); a and c are best
+    at 1e-3; c is better than a."""
+    if line == "b":
+        return 1.0 - 0.1 * math.log10(lr) + 0.001 * seed
+    return {"a": 1.0, "c": 0.9}[line] + 0.1 * abs(math.log10(lr) + 3) + 0.001 * seed
+
+
+def tuning_sweep(root: Path) -> None:
+    tune = {line: np.array([[error(line, lr, s) for s in range(3)] for lr in LRS]) for line in "abc"}
+    write(root, Sweep(tune, {"a": np.zeros(0)}, CLAIMS))
+    timed(root)
+
+
+def timed(root: Path) -> None:
+    for path in root.rglob("summary.json"):
+        summary = json.loads(path.read_text())
+        path.write_text(json.dumps({**summary, "wall_time": WALL_S}))
+
+
+class Runner:
+    """Runs a round as the check's runner would, by writing each job's run (its cell's values, its seed), and
+    notes what each round asked for and whether judging.json existed then."""
+
+    def __init__(self, root: Path):
+        self.root, self.rounds = root, []
+
+    def drive(self, check_: PresetCheck):
+        steps = check_.rounds()
+        sweeps = next(steps)
+        try:
+            while True:
+                for args in sweeps:
+                    self.run(args)
+                sweeps = steps.send([0] * len(sweeps))
+        except StopIteration as end:
+            return end.value
+
+    def run(self, args: list[str]) -> None:
+        given = dict(a.split("=", 1) for a in args if "=" in a)
+        folder = Path(given["hydra.sweep.dir"])
+        name = folder.name if folder != self.root else "tune"
+        self.rounds.append((name, given.get("+cell", ""), (self.root / DESIGN_FILE).is_file()))
+        if folder == self.root:
+            return  # the tuning sweep's runs are there already
+        for cell in given["+cell"].split(","):
+            values = yaml.safe_load((self.root / rounds.CELLS / "cell" / f"{cell}.yaml").read_text())
+            line, lr = values["defaults"][0]["override /model"], values["optim"]["lr"]
+            for seed in map(int, given["seed"].split(",")):
+                value = error(line, lr, seed) if values["stage"] == "widen" else error(line, lr, 0) - 0.01 * seed
+                job(folder / f"{cell}_s{seed}", line, seed, lr, value, CLAIMS, stage=values["stage"])
+        timed(folder)
+
+
+def preset_check(root: Path, budget: Budget, *argv: str) -> PresetCheck:
+    args = check.parse_args(["ln_gain_init", *argv])
+    pc = PresetCheck(args, "ln_gain_init", budget)
+    pc.directory = root
+    pc.base = ["-m", "+experiment=ln_gain_init", f"hydra.sweep.dir={root}"]
+    return pc
+
+
+def test_widening_goes_on_at_an_edge_up_to_its_budget_and_an_edge_blocks_judging_seeds(tmp_path):
+    tuning_sweep(tmp_path)
+    runner = Runner(tmp_path)
+    outcome = runner.drive(preset_check(tmp_path, Budget(None, 2), "--budget", "none"))
+    names = [name for name, _, _ in runner.rounds]
+    assert names[:4] == ["tune", "widen-1", "widen-2", "widen-3"]  # b's winner stays at the top: 3 values added
+    assert all(
+        "_b_" not in cells and not cells.startswith("b_") for n, cells, _ in runner.rounds if n.startswith("judge")
+    )
+    judged = [(n, cells, design) for n, cells, design in runner.rounds if n.startswith("judge")]
+    assert judged and all(design for _, _, design in judged)  # judging.json came before the first judging seed
+    assert {c.split("_lr")[0] for _, cells, _ in judged for c in cells.split(",")} == {"a", "c"}
+    declared = json.loads((tmp_path / DESIGN_FILE).read_text())
+    assert set(declared["claims"]) == {"c_beats_a"} and "grid edge: b" in declared["blocked"]["a_beats_b"]
+    assert declared["rounds"] == declared["claims"]["c_beats_a"]["looks"] and declared["planned"] is True
+    verdicts = {d["id"]: d for d in outcome.verdicts}
+    assert verdicts["a_beats_b"]["verdict"] == "inconclusive" and "grid edge" in verdicts["a_beats_b"]["reason"]
+    assert outcome.added["widen"] == 9 and outcome.added["judge"] > 0
+
+
+def test_a_rerun_keeps_the_declared_plan_whatever_the_budget_says_now(tmp_path):
+    tuning_sweep(tmp_path)
+    Runner(tmp_path).drive(preset_check(tmp_path, Budget(None, 2), "--budget", "none"))
+    before = (tmp_path / DESIGN_FILE).read_text()
+    again = Runner(tmp_path)
+    again.drive(preset_check(tmp_path, Budget(60.0, 2), "--budget", "1m"))
+    assert (tmp_path / DESIGN_FILE).read_text() == before
+    assert not [n for n, _, _ in again.rounds if n.startswith("judge")]  # every planned seed had run
+
+
+def test_the_plan_fits_the_share_of_the_budget_left_after_the_work_still_to_come():
+    budget = Budget(3600.0, 2, time.time(), still_to_come=lambda: 1200.0, claims_ahead=lambda preset: 2)
+    plans, record = budget.plan("p", {"x": (23, 100.0), "y": (4, 100.0)}, cap=None)
+    share = record["share_worker_s"]
+    assert share == pytest.approx((2 * 3600 - 1200) * 2 / 4, rel=0.01)  # 2 of the 4 claims not planned yet
+    assert record["worst_case_worker_s"] <= share and all(p.capped_by == "budget" for p in plans.values())
+    free, _ = Budget(None, 2).plan("p", {"x": (23, 40.0)}, cap=None)
+    assert free["x"].max_seeds == free["x"].needed and not free["x"].capped_by  # no budget: the power's seeds
+    broke, _ = Budget(3600.0, 2, time.time(), still_to_come=lambda: 1e9).plan("p", {"x": (23, 40.0)}, cap=None)
+    assert broke["x"].max_seeds == 0 and not broke["x"].looks  # nothing left: no judging seed planned
+
+
+@pytest.mark.parametrize(
+    "text,seconds", [("90m", 5400), ("2h", 7200), ("1h30m", 5400), ("5400s", 5400), ("5400", 5400)]
+)
+def test_a_budget_is_a_duration(text, seconds):
+    assert parse_budget(text) == seconds and parse_budget("none") is None
+
+
+@pytest.mark.parametrize("text", ["soon", "0", "0m", "90x", "inf", "1h30"])
+def test_a_bad_budget_is_one_paragraph_exit_2_and_nothing_written(text, tmp_path, capsys):
+    assert check.main(["ln_gain_init", "--budget", text, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"lnbench: error: --budget {text!r} is not allowed") and "90m, 2h" in err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def test_looks_by_hand_are_declared_and_a_rerun_with_the_same_looks_goes_on(tmp_path):
+    tuning_sweep(tmp_path)
+    Runner(tmp_path).drive(preset_check(tmp_path, Budget(None, 2), "--judging-seeds", "3", "--max-seeds", "6"))
+    declared = json.loads((tmp_path / DESIGN_FILE).read_text())
+    assert declared["planned"] is False and declared["looks"] == [3, 6] and set(declared["claims"]) == {"c_beats_a"}
+    args = check.parse_args(["ln_gain_init", "--judging-seeds", "3", "--max-seeds", "6", "--out", str(tmp_path)])
+    (tmp_path / "ln_gain_init").mkdir()
+    (tmp_path / "ln_gain_init" / DESIGN_FILE).write_text(json.dumps(declared))
+    check.check_design(args)  # the same looks: no refusal
+    with pytest.raises(check.CheckError, match="was judged in looks of \\[3, 6\\]"):
+        check.check_design(check.parse_args(["ln_gain_init", "--judging-seeds", "3", "--out", str(tmp_path)]))
+
+
+def test_a_plan_is_kept_and_looks_by_hand_are_refused_over_it(tmp_path, capsys):
+    (tmp_path / "pmnist").mkdir()
+    (tmp_path / "pmnist" / DESIGN_FILE).write_text(json.dumps({"planned": True, "claims": {}, "rounds": []}))
+    assert check.main(["pmnist", "--out", str(tmp_path), "--judging-seeds", "3"]) == 2
+    assert "under a plan per claim" in capsys.readouterr().err
