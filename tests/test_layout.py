@@ -54,8 +54,7 @@ RUN_FILES = (
     ".lock",
     ".stopped",
 )
-# Files that still type them, each with why. To empty: lnbench/check/synthetic.py was another helper's file while
-# issue 38's layout work ran; the lead moves its names to lnbench.runs' constants after merging both.
+# Files allowed to type them, each with why. Empty: keep it so.
 RUN_FILES_PENDING: dict[str, str] = {}
 RUN_FILE = re.compile(r"(?:^|[/*])(" + "|".join(re.escape(f) for f in RUN_FILES) + r")(?:$|/)")
 # The modules that may import a third-party package's private module or name, each with why (its version pinned

@@ -173,14 +173,17 @@ class PresetCheck:
 
     def _still_open(self, rep, design: Design, n: int, first: bool) -> set[str]:
         """The claims a round of n judging seeds is for: planned to reach n, and (after the first round) still
-        inconclusive with nothing that more seeds cannot mend (a block, a seed that failed)."""
+        inconclusive with nothing that more seeds cannot mend (a block, a seed that failed). A claim whose seeds
+        have not reached its first look yet (an earlier round was for claims planned to look sooner) is open."""
         ids = {cid for cid, p in design.plans.items() if p.looks and p.looks[-1] >= n}
         if first:
             return ids
         undecided = {
             d["id"]
             for d in rep.verdicts
-            if d["verdict"] == verdictlib.INCONCLUSIVE and not d.get("raw_reason") and not d.get("note")
+            if d["verdict"] == verdictlib.INCONCLUSIVE
+            and (not d.get("raw_reason") or d.get("awaiting_seeds"))
+            and not d.get("note")
         }
         return ids & undecided
 

@@ -56,7 +56,9 @@ class ClaimVerdict:
     p_decide: float = 1.0  # twice the smallest of the three: a two-sided level
     kind: str | None = None
     raw_verdict: str = INCONCLUSIVE
-    raw_reason: str = ""  # why no test could decide (blocked, too few seeds): no look of more seeds helps
+    raw_reason: str = ""  # why no test could decide (blocked, too few seeds): no look of these seeds helps
+    # the raw reason is only that the seeds have not reached the first planned look: more judging seeds mend it
+    awaiting_seeds: bool = False
     looks: list[int] = field(default_factory=list)  # the looks judged (up to the deciding one)
     decided_at: int | None = None  # the look (seeds) whose share gives the claim its p-value
     weight: float = 1.0  # that look's share of alpha
@@ -132,8 +134,10 @@ def judge_claim(
         return v
     shared = sorted(set.intersection(*({lk.n for lk in p.looks} for p in panels)))
     if not shared:
-        reasons = [_where(p, panels) + p.reason for p in panels if not p.looks]
+        waiting = [p for p in panels if not p.looks]
+        reasons = [_where(p, panels) + p.reason for p in waiting]
         v.raw_reason = "; ".join(reasons) or "no look shared by every panel"
+        v.awaiting_seeds = bool(waiting) and all(p.awaiting for p in waiting)
         _headline(v, panels, None, None)
         return v
     shares = _shares(design, shared)

@@ -94,6 +94,7 @@ class Panel:
     unadjusted_boot95_high: float | None = None
     margin: float = 0.0
     reason: str = ""
+    awaiting: bool = False  # fewer paired judging seeds than the design's first look: more seeds mend the reason
     better_mean: float | None = None
     than_mean: float | None = None
     seeds: list = field(default_factory=list)
@@ -169,7 +170,7 @@ def compare(
     design = design or Design.one_look(len(common))
     looks = [n for n in design.looks if n <= len(common)]
     if not looks:
-        p.reason = f"n<{design.looks[0]}: {len(common)} paired judging seed(s)"
+        p.reason, p.awaiting = f"n<{design.looks[0]}: {len(common)} paired judging seed(s)", True
         return p
     lo = np.array([than[s].low - better[s].high for s in common])
     hi = np.array([than[s].high - better[s].low for s in common])

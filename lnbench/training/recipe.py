@@ -164,6 +164,8 @@ class Recipe:
     """A run's parts (dataset, model, optimizer, scheduler, tracker) and the loop's state besides the
     model, which is what a checkpoint holds: the data order follows from the step (lnbench.data.base)."""
 
+    draws_progress = True  # a progress bar where cfg.progress asks for one
+
     def __init__(
         self,
         cfg: DictConfig,
@@ -319,7 +321,7 @@ class Recipe:
             tags=tags,
             run_config=self.config,
             steps=cfg.steps,
-            progress=cfg.progress,
+            progress=cfg.progress and self.draws_progress,
             resume=self.sinks_resume,
             elapsed=self.elapsed_before,
             step=self.step,

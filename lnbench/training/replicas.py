@@ -35,7 +35,7 @@ from lnbench.training.device import cuda_settings, resolve_device
 from lnbench.training.flags import suspect
 from lnbench.training.pack import NotPackable, Pack, check_packable, hyperparameters, shared_optimizer
 from lnbench.training.recipe import Recipe, evaluate, fmt, seed_everything, setup_data
-from lnbench.training.tracker import Tracker, end_of_run_block
+from lnbench.training.tracker import end_of_run_block
 
 log = logging.getLogger("lnbench")
 KERNELS = "packed replicas: torch ops under vmap"  # the checkpoint's and provenance's `kernels` of a replica
@@ -55,6 +55,8 @@ class PackJob:
 class Replica(Recipe):
     """One run of a pack: a Recipe built as a solo run's (seed, data, model, optimizer, checkpoint), whose steps
     the pack takes (`train_pack`); its model's tensors are views into the pack's stacked ones."""
+
+    draws_progress = False  # K bars would draw over each other
 
     def __init__(
         self, job: PackJob, device: torch.device, config: dict[str, Any], ckpt: dict[str, Any] | None, runtime: Runtime
@@ -90,22 +92,6 @@ class Replica(Recipe):
             super().save_checkpoint()
         finally:
             checkpoint.restore_rng(now)
-
-    def start_tracker(self, name: str, group: str | None, tags: list[str]) -> Tracker:
-        cfg = self.cfg  # as Recipe's, without a progress bar: K bars would draw over each other
-        return Tracker(
-            cfg.logger,
-            self.run_dir,
-            name=name,
-            group=group,
-            tags=tags,
-            run_config=self.config,
-            steps=cfg.steps,
-            progress=False,
-            resume=self.sinks_resume,
-            elapsed=self.elapsed_before,
-            step=self.step,
-        )
 
     @contextmanager
     def speaking(self):

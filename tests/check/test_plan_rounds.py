@@ -33,9 +33,9 @@ def error(line: str, lr: float, seed: int) -> float:
     return {"a": 1.0, "c": 0.9}[line] + 0.1 * abs(math.log10(lr) + 3) + 0.001 * seed
 
 
-def tuning_sweep(root: Path) -> None:
+def tuning_sweep(root: Path, claims: list = CLAIMS) -> None:
     tune = {line: np.array([[error(line, lr, s) for s in range(3)] for lr in LRS]) for line in "abc"}
-    write(root, Sweep(tune, {"a": np.zeros(0)}, CLAIMS))
+    write(root, Sweep(tune, {"a": np.zeros(0)}, claims))
     timed(root)
 
 
@@ -49,8 +49,8 @@ class Runner:
     """Runs a round as the check's runner would, by writing each job's run (its cell's values, its seed), and
     notes what each round asked for and whether judging.json existed then."""
 
-    def __init__(self, root: Path):
-        self.root, self.rounds = root, []
+    def __init__(self, root: Path, claims: list = CLAIMS):
+        self.root, self.rounds, self.claims = root, [], claims
 
     def drive(self, check_: PresetCheck):
         steps = check_.rounds()
@@ -75,7 +75,7 @@ class Runner:
             line, lr = values["defaults"][0]["override /model"], values["optim"]["lr"]
             for seed in map(int, given["seed"].split(",")):
                 value = error(line, lr, seed) if values["stage"] == "widen" else error(line, lr, 0) - 0.01 * seed
-                job(folder / f"{cell}_s{seed}", line, seed, lr, value, CLAIMS, stage=values["stage"])
+                job(folder / f"{cell}_s{seed}", line, seed, lr, value, self.claims, stage=values["stage"])
         timed(folder)
 
 
@@ -105,6 +105,22 @@ def test_widening_goes_on_at_an_edge_up_to_its_budget_and_an_edge_blocks_judging
     verdicts = {d["id"]: d for d in outcome.verdicts}
     assert verdicts["a_beats_b"]["verdict"] == "inconclusive" and "grid edge" in verdicts["a_beats_b"]["reason"]
     assert outcome.added["widen"] == 9 and outcome.added["judge"] > 0
+
+
+def test_a_claim_planned_to_look_later_gets_its_seeds_after_a_sooner_claims_round(tmp_path):
+    # Two declared claims on the same lines: the primary one (a family of 23) first looks at more seeds than the
+    # control (a family of 4). The control's first round decides it; the primary one, short of its first look
+    # then, still gets its seeds (it was dropped once: every primary claim of a full check stayed at "n<14").
+    primary, control = "pmnist.ln_lstm_beats_lstm", "batch_size.ln_beats_bn_at_64"
+    claims = [claim(primary, "c", "a", family="primary"), claim(control, "c", "a", family="control")]
+    tuning_sweep(tmp_path, claims)
+    outcome = Runner(tmp_path, claims).drive(preset_check(tmp_path, Budget(None, 2), "--budget", "none"))
+    plans = json.loads((tmp_path / DESIGN_FILE).read_text())["claims"]
+    assert plans[control]["looks"][0] < plans[primary]["looks"][0]
+    verdicts = {d["id"]: d for d in outcome.verdicts}
+    assert verdicts[control]["verdict"] == "held" and verdicts[control]["decided_at"] == plans[control]["looks"][0]
+    assert verdicts[primary]["raw_verdict"] == "held" and verdicts[primary]["awaiting_seeds"] is False
+    assert verdicts[primary]["decided_at"] == plans[primary]["looks"][0]
 
 
 def test_a_rerun_keeps_the_declared_plan_whatever_the_budget_says_now(tmp_path):

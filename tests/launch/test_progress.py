@@ -12,7 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 from conftest import REPO, TINY_CLI, lnbench_cmd
+from omegaconf import OmegaConf
 
+from lnbench.launch.sweep.end import sweep_title
 from lnbench.launch.sweep.progress import SweepProgress
 from lnbench.runs import load_run
 from lnbench.training import progress
@@ -101,6 +103,23 @@ def test_a_sweeps_lines_say_each_job_start_and_end_and_a_total(tmp_path):
     old(running)  # killed: no summary, no lock, no fresh log
     assert shown.look() == ["sweep: job 1 (seed=1) stopped at step 30 (a rerun resumes it)"]
     assert out.getvalue().splitlines()[:1] == ["sweep: job 1 (seed=1) started"]
+
+
+def test_a_checks_overlapping_sweeps_say_which_preset_each_line_is_of(tmp_path):
+    def config(experiment, sweep_dir):
+        choices = {"model": "ln_lstm"} | ({"experiment": experiment} if experiment else {})
+        return OmegaConf.create({"hydra": {"runtime": {"choices": choices}, "sweep": {"dir": str(sweep_dir)}}})
+
+    assert sweep_title(config("pmnist", tmp_path / "check" / "pmnist")) == "pmnist"  # lnbench check's <out>/<preset>
+    assert sweep_title(config("pmnist", tmp_path / "multirun" / "2026-11-27" / "12-00-00")) == ""
+    assert sweep_title(config(None, tmp_path / "pmnist")) == ""
+    sweep = tmp_path / "check" / "pmnist"
+    multirun(sweep, {}, ["seed=0,1"])
+    shown = SweepProgress(sweep, out=io.StringIO(), terminal=False, clock=Clock(), title="pmnist")
+    assert shown.look() == []
+    running = make_job(sweep, 1, ["seed=1"], config={"seed": 1, "steps": 100})
+    (running / "summary.json").unlink()
+    assert shown.look() == ["sweep pmnist: job 1 (seed=1) started"]
 
 
 def test_on_a_terminal_the_total_comes_with_a_line_per_running_job(tmp_path):

@@ -24,7 +24,7 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from lnbench import phases
 from lnbench.config.overrides import shell_arg
@@ -41,7 +41,8 @@ class SweepEnd(Callback):
         phases.timer().since(phases.SWEEP_HYDRA, phases.SWEEP_HYDRA)
         print(f"sweep: {config.hydra.sweep.dir}", flush=True)
         self.config, self.done, self.pid = config, False, os.getpid()
-        self.progress = SweepProgress(Path(str(config.hydra.sweep.dir)))  # job starts and ends, and a total
+        # job starts and ends, and a total
+        self.progress = SweepProgress(Path(str(config.hydra.sweep.dir)), title=sweep_title(config))
         self.progress.start()
         from lnbench.report.wandb_page import wants_report  # noqa: PLC0415 (lnbench.report loads scipy: not per job)
 
@@ -74,7 +75,8 @@ class SweepEnd(Callback):
         if HydraConfig.get().mode != RunMode.MULTIRUN:
             return
 
-        prefix = f"[#{config.hydra.job.num} {job_name(config.hydra)}] "
+        title = sweep_title(config)
+        prefix = f"[{title + ' ' if title else ''}#{config.hydra.job.num} {job_name(config.hydra)}] "
         for h in logging.getLogger().handlers:
             if type(h) is logging.StreamHandler:  # the console, not train.log
                 h.setFormatter(Prefixed(prefix, h.formatter))
@@ -95,6 +97,13 @@ class SweepEnd(Callback):
 
             report_run = log_report(self.config, sweep_dir) if wants_report(self.config) and jobs else None
             print(end_of_sweep_block(sweep_dir, jobs, report_run), flush=True)
+
+
+def sweep_title(config: DictConfig) -> str:
+    """The preset's name where the sweep's folder is named after it (lnbench check's <out>/<preset>, whose sweeps
+    overlap on one console), else nothing: a sweep of its own needs no title."""
+    experiment = OmegaConf.select(config, "hydra.runtime.choices.experiment")
+    return experiment if isinstance(experiment, str) and Path(str(config.hydra.sweep.dir)).name == experiment else ""
 
 
 class Prefixed(logging.Formatter):

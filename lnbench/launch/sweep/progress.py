@@ -23,8 +23,9 @@ ENDED = ("completed", "failed", "diverged", "stopped")
 
 
 class SweepProgress:
-    def __init__(self, sweep_dir: Path, out=None, terminal: bool | None = None, clock=time.monotonic):
+    def __init__(self, sweep_dir: Path, out=None, terminal: bool | None = None, clock=time.monotonic, title: str = ""):
         self.sweep_dir, self.out, self.clock = Path(sweep_dir), out or sys.stdout, clock
+        self.head = f"sweep {title}: " if title else "sweep: "  # a title tells overlapping sweeps apart (a check's)
         self.terminal = self.out.isatty() if terminal is None else terminal
         self.states: dict[str, str] | None = None  # job -> state at the last look (None: not looked yet)
         self.cache: dict = {}  # what the last looks read (lnbench.launch.sweep.status.jobs_in)
@@ -80,15 +81,15 @@ class SweepProgress:
             if job.state == was or (before is None and job.state in ENDED):
                 continue
             if job.state == "running":
-                lines.append(f"sweep: job {status.label(job, jobs)} started")
+                lines.append(f"{self.head}job {status.label(job, jobs)} started")
             elif job.state in ENDED:
-                lines.append(f"sweep: job {status.label(job, jobs)} {job.state}" + ended_how(job))
+                lines.append(f"{self.head}job {status.label(job, jobs)} {job.state}" + ended_how(job))
         return lines
 
     def total(self, jobs: list[status.Job], wall: float) -> list[str]:
         count = status.tally(jobs, status.sweeps_in(self.sweep_dir))
         left = status.seconds_left(jobs, count.pending)
-        lines = [f"sweep: {count.text()}" + (f", ~{status.minutes(left)} left" if left is not None else "")]
+        lines = [f"{self.head}{count.text()}" + (f", ~{status.minutes(left)} left" if left is not None else "")]
         if self.terminal:
             lines += [f"  running  {status.label(j, jobs)}: {status.progress(j)}" for j in jobs if j.state == "running"]
         return lines

@@ -125,7 +125,7 @@ def _load() -> Optional[Any]:
             _build(name, where)
         torch.ops.load_library(str(built))
         os.utime(where)  # in use: not stale for another checkout's clean-up
-    except Exception as e:  # no compiler, no ninja, a failed build: torch's ops run instead
+    except Exception as e:  # noqa: BLE001 - no compiler, no ninja, a failed build: torch's ops run instead
         why = _reason(e)
         _status["text"] = f"torch ops (the C++ kernels did not build: {why})"
         log.warning(
@@ -144,7 +144,7 @@ def _build(name: str, where: Path) -> None:
     if cxx is None:
         chosen = next((f"{k}={os.environ[k]}" for k in ("CXX", "CC") if os.environ.get(k)), "no c++ on PATH")
         raise RuntimeError(f"no C++ compiler ({chosen})")
-    from torch.utils import cpp_extension
+    from torch.utils import cpp_extension  # noqa: PLC0415 (it loads setuptools: only when a build is due)
 
     where.mkdir(parents=True, exist_ok=True)
     # On stderr, not the log: the first build often comes before any log handler is set up (preflight's model
