@@ -13,6 +13,8 @@ TORCH_INDEX ?=
 LOCK ?= requirements.lock
 CONSTRAIN := $(if $(LOCK),-c $(LOCK),)
 PYTEST_ARGS ?=
+# The tests on every core (pytest-xdist; TEST_WORKERS=0 runs them in this process, as plain pytest does).
+TEST_WORKERS ?= auto
 BENCH_ARGS ?=
 # Triton for the test of lnbench's GPU kernels under its interpreter (tests/nn/test_triton_lstm.py), beside a CPU build
 # of torch only (a CUDA build brings the Triton it was built with), and in a folder of its own that only that test's
@@ -45,7 +47,7 @@ lint: setup
 	$(BIN)/ruff format --check $(LINT_PATHS)
 
 test: setup
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)

@@ -211,7 +211,25 @@ def _check_combinations(cfg: Any) -> None:
     device = str(cfg.device)
     if not (device in ("auto", "cpu", "cuda", "mps") or device.startswith("cuda:")):
         raise ConfigError(f"device={device!r} is not allowed: use auto, cpu, cuda or cuda:N.")
+    _check_schedule(cfg)
     _check_sweep_record(cfg)
+
+
+# The learning-rate schedule's arguments (torch's schedulers, passed through): the rate never goes below zero.
+SCHEDULE_RANGES = {
+    "eta_min": (0.0, math.inf, "the learning rate the cosine ends at: a number >= 0"),
+    "factor": (0.0, 1.0, "a multiple of optim.lr: a number from 0 to 1"),
+    "start_factor": (0.0, 1.0, "a multiple of optim.lr: a number from 0 to 1"),
+    "end_factor": (0.0, 1.0, "a multiple of optim.lr: a number from 0 to 1"),
+}
+
+
+def _check_schedule(cfg: Any) -> None:
+    main = OmegaConf.select(cfg, "schedule.main", default=None)
+    for key, (low, high, allowed) in SCHEDULE_RANGES.items() if OmegaConf.is_dict(main) else ():
+        value = main.get(key)
+        if isinstance(value, (int, float)) and not (math.isfinite(value) and low <= value <= high):
+            raise ConfigError(f"schedule.main.{key}={value} is not allowed: it is {allowed}.")
 
 
 def _check_sweep_record(cfg: Any) -> None:

@@ -80,6 +80,11 @@ BAD = {
         ["dataset.seq_len=5 is not allowed for seq_mnist: it must divide 784"],
     ),
     "negative-seed": (["seed=-1"], ["seed=-1 is not allowed: it must be an integer >= 0"]),
+    "negative-eta-min": (
+        ["schedule=cosine", "schedule.main.eta_min=-1"],
+        ["schedule.main.eta_min=-1 is not allowed: it is the learning rate the cosine ends at: a number >= 0"],
+    ),
+    "end-factor-above-1": (["schedule=linear", "schedule.main.end_factor=2"], ["schedule.main.end_factor=2 is not"]),
     "missing-data-dir": (
         ["dataset=mnist", "dataset.data_dir=/nonexistent/data"],
         ["no MNIST IDX files under /nonexistent/data"],
