@@ -111,6 +111,7 @@ def test_a_checks_overlapping_sweeps_say_which_preset_each_line_is_of(tmp_path):
         return OmegaConf.create({"hydra": {"runtime": {"choices": choices}, "sweep": {"dir": str(sweep_dir)}}})
 
     assert sweep_title(config("pmnist", tmp_path / "check" / "pmnist")) == "pmnist"  # lnbench check's <out>/<preset>
+    assert sweep_title(config("pmnist", tmp_path / "check" / "pmnist" / "judge-2")) == "pmnist/judge-2"  # a round
     assert sweep_title(config("pmnist", tmp_path / "multirun" / "2026-11-27" / "12-00-00")) == ""
     assert sweep_title(config(None, tmp_path / "pmnist")) == ""
     sweep = tmp_path / "check" / "pmnist"

@@ -100,10 +100,20 @@ class SweepEnd(Callback):
 
 
 def sweep_title(config: DictConfig) -> str:
-    """The preset's name where the sweep's folder is named after it (lnbench check's <out>/<preset>, whose sweeps
-    overlap on one console), else nothing: a sweep of its own needs no title."""
+    """The preset's name where the sweep's folder is named after it (lnbench check's <out>/<preset>, and
+    <preset>/<round> for its rounds: their sweeps overlap on one console), else nothing: a sweep of its own needs
+    no title."""
     experiment = OmegaConf.select(config, "hydra.runtime.choices.experiment")
-    return experiment if isinstance(experiment, str) and Path(str(config.hydra.sweep.dir)).name == experiment else ""
+    folder = Path(str(config.hydra.sweep.dir))
+    if not isinstance(experiment, str):
+        return ""
+    return (
+        experiment
+        if folder.name == experiment
+        else f"{experiment}/{folder.name}"
+        if folder.parent.name == experiment
+        else ""
+    )
 
 
 class Prefixed(logging.Formatter):
