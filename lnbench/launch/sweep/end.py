@@ -105,15 +105,11 @@ def sweep_title(config: DictConfig) -> str:
     no title."""
     experiment = OmegaConf.select(config, "hydra.runtime.choices.experiment")
     folder = Path(str(config.hydra.sweep.dir))
-    if not isinstance(experiment, str):
-        return ""
-    return (
-        experiment
-        if folder.name == experiment
-        else f"{experiment}/{folder.name}"
-        if folder.parent.name == experiment
-        else ""
-    )
+    if isinstance(experiment, str) and folder.name == experiment:
+        return experiment
+    if isinstance(experiment, str) and folder.parent.name == experiment:
+        return f"{experiment}/{folder.name}"
+    return ""
 
 
 class Prefixed(logging.Formatter):
