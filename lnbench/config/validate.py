@@ -19,7 +19,7 @@ from omegaconf.nodes import BooleanNode
 from lnbench import CONF_DIR
 from lnbench.config import overrides as hydra_args
 from lnbench.config.choices import RECORD_SINK, Stage
-from lnbench.config.domains import DOMAIN, outside_domain
+from lnbench.config.domains import DOMAIN, Range, outside_domain
 from lnbench.config.presets import preset_names
 from lnbench.errors import ConfigError
 from lnbench.nn.normalizers import NORMALIZERS, normalizer
@@ -215,21 +215,23 @@ def _check_combinations(cfg: Any) -> None:
     _check_sweep_record(cfg)
 
 
-# The learning-rate schedule's arguments (torch's schedulers, passed through): the rate never goes below zero.
-SCHEDULE_RANGES = {
-    "eta_min": (0.0, math.inf, "the learning rate the cosine ends at: a number >= 0"),
-    "factor": (0.0, 1.0, "a multiple of optim.lr: a number from 0 to 1"),
-    "start_factor": (0.0, 1.0, "a multiple of optim.lr: a number from 0 to 1"),
-    "end_factor": (0.0, 1.0, "a multiple of optim.lr: a number from 0 to 1"),
+# The learning-rate schedule's arguments (torch's schedulers, passed through, so no schema declares their domains):
+# the rate never goes below zero. (A number that is not finite is refused with every other leaf, in validate.)
+SCHEDULE_DOMAINS = {
+    "eta_min": Range(low=0, why="it is the learning rate the cosine ends at: a number >= 0"),
+    **dict.fromkeys(
+        ("factor", "start_factor", "end_factor"), Range(0, 1, why="it is a multiple of optim.lr: a number from 0 to 1")
+    ),
 }
 
 
 def _check_schedule(cfg: Any) -> None:
     main = OmegaConf.select(cfg, "schedule.main", default=None)
-    for key, (low, high, allowed) in SCHEDULE_RANGES.items() if OmegaConf.is_dict(main) else ():
-        value = main.get(key)
-        if isinstance(value, (int, float)) and not (math.isfinite(value) and low <= value <= high):
-            raise ConfigError(f"schedule.main.{key}={value} is not allowed: it is {allowed}.")
+    if not OmegaConf.is_dict(main):
+        return
+    refused = outside_domain([(f"schedule.main.{k}", main.get(k), d) for k, d in SCHEDULE_DOMAINS.items()])
+    if refused:
+        raise ConfigError(refused[0])
 
 
 def _check_sweep_record(cfg: Any) -> None:
