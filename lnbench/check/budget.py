@@ -29,7 +29,8 @@ from lnbench.errors import UserError
 
 FIXED_JOB_S = 0.4
 DEFAULT_JOB_S = 10.0  # before any run of the check is measured (never used to plan: a planned preset is measured)
-DURATION = re.compile(r"(?:(\d+(?:\.\d*)?|\.\d+)([hms]))+")
+PART = r"(\d+(?:\.\d*)?|\.\d+)([hms])"  # a number and its unit
+DURATION = re.compile(f"(?:{PART})+")
 UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0}
 
 
@@ -43,7 +44,7 @@ def parse_budget(text: str) -> float | None:
         seconds = float(text)
     except ValueError:
         if DURATION.fullmatch(text):
-            seconds = sum(float(n) * UNIT_S[u] for n, u in re.findall(r"(\d+(?:\.\d*)?|\.\d+)([hms])", text))
+            seconds = sum(float(n) * UNIT_S[u] for n, u in re.findall(PART, text))
     if not (math.isfinite(seconds) and seconds > 0):
         raise BudgetError(
             f"--budget {text!r} is not allowed: give the check's wall time as a duration above zero, e.g. 90m, 2h, "

@@ -59,7 +59,8 @@ def make_runner(args: Args):
         return PoolRunner(1, {}), 1
     slots = value.get("hydra.launcher.array_parallelism")
     default = 256 if "slurm" in launcher else len(usable_cores())  # submitit's array_parallelism; a local one per core
-    return SubprocessRunner(int(slots) if slots else default), int(slots) if slots else default
+    workers = int(slots) if slots else default
+    return SubprocessRunner(workers), workers
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,7 +124,7 @@ def describe(args: Args, runner, workers: int) -> str:
     """The page's line on how the check ran its rounds and planned its judging seeds."""
     how = (
         f"one warm pool of {workers} worker(s) for every preset, their rounds overlapping"
-        if type(runner).__name__ == "PoolRunner"
+        if runner.overlapping
         else f"each round a sweep of its own, one preset after the other ({workers} job slot(s) counted for the budget)"
     )
     if args.judging == 0:

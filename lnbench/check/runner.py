@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -52,6 +53,8 @@ def run_sweep(args: list[str]) -> int:
 
 
 class SubprocessRunner:
+    overlapping = False  # one preset's rounds after the other's
+
     def __init__(self, workers: int):
         self.workers = workers
 
@@ -92,6 +95,8 @@ class Ticket:
 
 
 class PoolRunner:
+    overlapping = True  # every preset's rounds at once, on one warm pool
+
     def __init__(self, workers: int, env: dict[str, str]):
         self.workers, self.env = workers, env
         self.queue: list[Ticket] = []
@@ -214,18 +219,14 @@ class PoolRunner:
             print(f"lnbench: {line}", file=sys.stderr, flush=True)
 
     # ---- stopping ----------------------------------------------------------------------------------------
+    @contextmanager
     def stop_signals(self):
-        runner = self
-
-        class Handling:
-            def __enter__(self):
-                self.previous = {s: signal.signal(s, runner._signal) for s in STOP_SIGNALS}
-
-            def __exit__(self, *exc):
-                for s, h in self.previous.items():
-                    signal.signal(s, h)
-
-        return Handling()
+        previous = {s: signal.signal(s, self._signal) for s in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
 
     def _signal(self, signum: int, frame) -> None:
         if self.signum is None:
