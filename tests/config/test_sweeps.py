@@ -368,6 +368,8 @@ def test_check_fails_when_a_preset_gives_no_verdict(tmp_path, monkeypatch):
     from lnbench.check import cli as check
 
     class NoRuns:  # a runner whose preset's sweep left no runs
+        overlapping = False
+
         def run(self, checks, done):
             for c in checks:
                 done(check.Outcome(c.preset, tmp_path / c.preset, 1.0, (0.0, 0.0), 1, [], "the sweep left no runs"))
