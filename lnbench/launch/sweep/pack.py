@@ -17,7 +17,6 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Sequence
 
-import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import configure_log, filter_overrides, run_job, setup_globals
 from hydra.types import HydraContext
@@ -31,6 +30,7 @@ from lnbench.launch.process import threads
 from lnbench.launch.process.isolate import crash_log, in_child_process, warm_up
 from lnbench.launch.sweep import stop as sweep_stop
 from lnbench.runs import RunLock
+from lnbench.training.device import resolve_device
 from lnbench.training.pack import pack_key
 from lnbench.training.replicas import PackJob, train_pack
 from lnbench.training.tracker import job_name, run_tags, sweep_group
@@ -187,8 +187,7 @@ def train(job, prepared: list) -> list[tuple[str, Any]]:
             )
             for _, ret in members
         ]
-        device = str(pack[0].cfg.device)
-        if device == "cpu" or (device == "auto" and not torch.cuda.is_available()):
+        if resolve_device(str(pack[0].cfg.device)).type == "cpu":
             log.warning(ON_CPU)
         leader = pack[0].run_dir
         log.info("pack of %d jobs (%s) in one process", len(pack), ", ".join(p.run_dir.name for p in pack))
