@@ -198,13 +198,15 @@ class Recipe:
         self.sinks_resume, self.elapsed_before = sink_state_from_checkpoint(ckpt), (ckpt or {}).get(Key.ELAPSED, 0.0)
 
     # ---- checkpoints (a packed replica's kernels and model state: lnbench.training.replicas) ----
-    def kernels(self) -> str | None:
-        """What runs the model's recurrence (its rounding differs in the last bits)."""
-        return getattr(self.model, "kernels", None)
-
     def kernel_paths(self):
-        """The same as values (lnbench.nn.fast.kernel_path.KernelPath, one per layer), for the provenance."""
+        """What runs the model's recurrence (lnbench.nn.fast.kernel_path.KernelPath, one per layer; its rounding
+        differs in the last bits), or None for a model without one."""
         return getattr(self.model, "kernel_paths", None)
+
+    def kernels(self) -> str | None:
+        """kernel_paths as the checkpoint names them."""
+        paths = self.kernel_paths()
+        return None if paths is None else ", ".join(map(str, paths))
 
     def model_state(self) -> dict[str, Any]:
         return self.model.state_dict()

@@ -74,13 +74,10 @@ class Replica(Recipe):
         # would, lnbench.training.pack): its checkpoints hold this state, so a replica's are a solo run's.
         self.rng = checkpoint.rng_state()
 
-    def kernels(self) -> str:
-        return KERNELS
-
-    def kernel_path(self) -> KernelPath:
-        """As the provenance names it: torch's ops on the CPU split their sums by thread; on a GPU no CPU thread
-        computes a number of it."""
-        return KernelPath(KERNELS, "", self.device.type != "cpu")
+    def kernel_paths(self) -> list[KernelPath]:
+        """As the checkpoint and provenance name it: torch's ops on the CPU split their sums by thread; on a GPU no
+        CPU thread computes a number of it."""
+        return [KernelPath(KERNELS, "", self.device.type != "cpu")]
 
     def model_state(self) -> dict[str, Any]:
         return {k: v.clone() for k, v in self.model.state_dict().items()}  # a view would save the whole stack
@@ -120,7 +117,7 @@ class Replica(Recipe):
             primary_metric=tasks.primary_metric(self.spec),
             baseline=self.spec.baseline,
             threads=self.runtime.threads,
-            provenance=provenance.collect(str(self.device), [self.kernel_path()], self.runtime),
+            provenance=provenance.collect(str(self.device), self.kernel_paths(), self.runtime),
         )
         self.summary.extra["packed"] = size  # trained as one of this many replicas (time_per_step is the pack's)
         self.start_step = self.step
