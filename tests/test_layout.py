@@ -36,6 +36,9 @@ LAYERS = [
     {"options", "train"},  # the old flat names, shims over the package (deprecated)
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
+# Beside the package, above every layer: what calibrates lnbench's verdicts (simulations, synthetic sweeps). It
+# imports lnbench; no module of lnbench imports it (the wheel does not ship it).
+ABOVE = "calibration"
 # Imports allowed to climb, each with why. Empty: keep it so.
 ALLOWED_CLIMBS: dict[tuple[str, str], str] = {}
 
@@ -126,6 +129,8 @@ def climbing_imports(path: str, source: str) -> list[str]:
     for line, module, names in imports(ast.parse(source)):
         # `from lnbench import phases`: a module the package holds (names it defines have no layer)
         for dotted in [f"{module}.{n}" for n in names] if module == "lnbench" else [module]:
+            if dotted.split(".")[0] == ABOVE:
+                found.append(f"{line}: {me} -> {dotted}")
             there = layer_of(dotted)
             if there is not None and there != me and (me, there) not in ALLOWED_CLIMBS and RANK[there] >= RANK[me]:
                 found.append(f"{line}: {me} -> {dotted}")
@@ -220,11 +225,13 @@ def test_the_scan_finds_an_upward_import_in_any_scope_and_nothing_else():
         "    from lnbench.launch.process.threads import usable_cores\n"  # a climb, in a function
         "    import lnbench.report.make\n"  # another
         "    from lnbench.claims import stats\n"  # a peer
+        "    from calibration.nulls import SHAPES\n"  # beside the package: never imported by it
     )
     assert climbing_imports("training/recipe.py", source) == [
         "6: training -> lnbench.launch.process.threads",
         "7: training -> lnbench.report.make",
         "8: training -> lnbench.claims",
+        "9: training -> calibration.nulls",
     ]
     assert climbing_imports("phases.py", "from lnbench.nn import norm\n") == ["1: phases -> lnbench.nn"]
     assert climbing_imports("nn/norm.py", "from lnbench import errors, phases, runs\n") == ["1: nn -> lnbench.runs"]

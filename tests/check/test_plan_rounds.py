@@ -1,5 +1,5 @@
 """lnbench check's rounds of a preset (lnbench.check.preset), driven here by a runner that writes the runs a round
-asks for (synthetic numbers, lnbench.check.synthetic's layout): widening goes on while a compared line's winner
+asks for (synthetic numbers, calibration.synthetic's layout): widening goes on while a compared line's winner
 sits at its grid's edge, up to --widen; a claim an edge still blocks gets no judging seed; the judging plan is in
 judging.json before the first judging seed, within the budget, and a rerun keeps it."""
 
@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import yaml
 
+from calibration.synthetic import LRS, SyntheticSweep, claim, job, write
 from lnbench.check import cli as check
 from lnbench.check import rounds
 from lnbench.check.budget import Budget, parse_budget
 from lnbench.check.preset import PresetCheck
-from lnbench.check.synthetic import LRS, Sweep, claim, job, write
 from lnbench.claims.judge import DESIGN_FILE
 
 CLAIMS = [claim("a_beats_b", "a", "b"), claim("c_beats_a", "c", "a")]
@@ -35,7 +35,7 @@ def error(line: str, lr: float, seed: int) -> float:
 
 def tuning_sweep(root: Path, claims: list = CLAIMS) -> None:
     tune = {line: np.array([[error(line, lr, s) for s in range(3)] for lr in LRS]) for line in "abc"}
-    write(root, Sweep(tune, {"a": np.zeros(0)}, claims))
+    write(root, SyntheticSweep(tune, {"a": np.zeros(0)}, claims))
     timed(root)
 
 
