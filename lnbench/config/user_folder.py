@@ -10,11 +10,9 @@ one paragraph naming the file and line, exit 2.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import sys
-import typing
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.lnbench_user_config import user_config_dir
 from lnbench import CONF_DIR
+from lnbench.config.domains import declared, innermost
 from lnbench.config.schema import SCHEMAS, TrainConfig
 from lnbench.config.validate import did_you_mean
 from lnbench.errors import ConfigError
@@ -196,15 +195,11 @@ def known_keys(where: Path | None) -> dict[str, Any]:
 
 
 def _fields(schema: type, prefix: str, known: dict[str, Any]) -> None:
-    hints = typing.get_type_hints(schema)
-    for f in dataclasses.fields(schema):
-        hint = hints.get(f.name, Any)
-        inner = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
-        if dataclasses.is_dataclass(inner[0]):
-            known[f"{prefix}{f.name}"] = dict
-            _fields(inner[0], f"{prefix}{f.name}.", known)
-        elif f"{prefix}{f.name}" not in known:
-            known[f"{prefix}{f.name}"] = bool if inner[0] is bool else Any if hint is Any else object
+    for key, hint, _ in declared(schema, prefix):
+        parts = key.split(".")
+        for end in range(prefix.count(".") + 1, len(parts)):  # the nested schemas' nodes on the way
+            known[".".join(parts[:end])] = dict
+        known.setdefault(key, bool if innermost(hint) is bool else Any if hint is Any else object)
 
 
 def _yaml_files(where: Path | None, group: str) -> list[Path]:
