@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 import shlex
 import signal
@@ -13,6 +14,18 @@ class UserError(Exception):
     """Bad input (a config value, a missing or corrupt data file, an unusable device or directory)."""
 
     hint: str | None = None  # one more line for the user, after the paragraph (how to quote a value)
+
+
+class OptionsParser(argparse.ArgumentParser):
+    """A command's options, read by argparse, whose errors are one paragraph (argparse prints its usage and exits
+    2): `refuse`, the command's own error class, raised with argparse's message and where the options are listed."""
+
+    def __init__(self, *args: Any, refuse: type[Exception] = UserError, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.refuse = refuse
+
+    def error(self, message: str):
+        raise self.refuse(f"{message} (`{self.prog} --help` lists the options).")
 
 
 class ConfigError(UserError, ValueError):

@@ -76,7 +76,7 @@ from lnbench.bench.runs import runner_overhead_rows, sweep_rows, train_rows
 from lnbench.bench.throughput import print_rows as print_throughput
 from lnbench.bench.throughput import throughput_rows
 from lnbench.config import user_folder
-from lnbench.errors import ConfigError
+from lnbench.errors import ConfigError, OptionsParser
 from lnbench.training.device import cuda_settings, resolve_device
 from lnbench.training.provenance import cpu_model
 
@@ -139,14 +139,10 @@ class Refused(Exception):
     """Bad input to `lnbench bench`: one paragraph, exit 2, nothing timed or written."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse's usage block and exit: one paragraph instead
-        raise Refused(f"{message}; `lnbench bench --help` lists the options")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = OptionsParser(
         prog="lnbench bench",
+        refuse=Refused,
         description="Time per training step (fwd+bwd) of each model vs torch's fused LSTM/GRU, interleaved.",
     )
     g = p.add_mutually_exclusive_group()
@@ -308,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = checked_args(argv)
     except Refused as e:
-        print(f"lnbench: error: {e}.", file=sys.stderr)
+        print(f"lnbench: error: {str(e).rstrip('.')}.", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
     cuda_settings(args.device)  # float32 without TF32, as a run on CUDA computes

@@ -12,7 +12,6 @@ the mean length of the jobs seen, shared among as many slots as jobs run now.
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import statistics
 import sys
@@ -22,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lnbench.config.choices import Stage
-from lnbench.errors import UserError
+from lnbench.errors import OptionsParser, UserError
 from lnbench.runs import (
     HYDRA,
     HYDRA_CONFIG,
@@ -310,13 +309,8 @@ def stage_of_sweep(sweep: Path) -> Stage:
     return Stage.of(sweep.name.split("-", 1)[0])
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse would print its usage and exit: one paragraph instead
-        raise UserError(f"{message} (`lnbench status --help`).")
-
-
 def main(argv: list[str] | None = None) -> int:
-    p = _Parser(
+    p = OptionsParser(
         prog="lnbench status",
         description="How far a run, a sweep or a check has got: its jobs by state "
         "(per stage for a check), the time so far and an estimate of the time left.",
