@@ -43,7 +43,7 @@ _keys = count()
 
 
 @dataclass
-class Sweep:
+class ComposedSweep:
     """One sweep composed here, its jobs to run on the pool, and its callbacks to end it with."""
 
     out_dir: Path
@@ -78,7 +78,7 @@ class InProcessHydra:
         """Hydra's global state let go (a later Hydra in this process starts afresh)."""
         GlobalHydra.instance().clear()
 
-    def sweep(self, args: list[str]) -> Sweep:
+    def sweep(self, args: list[str]) -> ComposedSweep:
         """`lnbench train ARGS` (ARGS with -m and hydra.sweep.dir=...), composed; its jobs not run yet."""
         args = [a for a in args if a in ("-m", "--multirun")] + [a for a in args if a not in ("-m", "--multirun")]
         args = rewrite_and_say(args)
@@ -111,7 +111,7 @@ class InProcessHydra:
         ids = JOBLIB if str(cfg.hydra.launcher._target_).endswith("JoblibLauncher") else "basic"
         state = Singleton.get_state()
         sweep = SweepContext(f"{next(_keys)}:{out_dir}", context, cfg, task_function, state, ids, VERSION_BASE)
-        return Sweep(out_dir, sweep, listed.jobs, callbacks)
+        return ComposedSweep(out_dir, sweep, listed.jobs, callbacks)
 
 
 class SweepCallbacks:
