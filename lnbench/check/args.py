@@ -73,8 +73,12 @@ class CheckError(UserError):
 
 
 def claim_presets() -> list[str]:
-    """Every experiment preset that declares claims, in ORDER first, then by name."""
-    found = [name for name, cfg in experiments().items() if cfg.get("claims")]
+    """Every experiment preset that declares claims, wherever Hydra finds it (lnbench's, then your own folder's),
+    in ORDER first, then by name."""
+    try:
+        found = [name for name, cfg in experiments().items() if cfg.get("claims")]
+    except UserError as e:  # a preset of yours that cannot be read
+        raise CheckError(str(e)) from None
     return sorted(found, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
 
 
@@ -193,7 +197,7 @@ def parse_args(argv: list[str]) -> Args:
             hint = f" (did you mean {' or '.join(near)}?)" if near else ""
             raise CheckError(
                 f"preset {item!r} is not a claim preset{hint}: use one of {', '.join(available)} "
-                "(conf/experiment/*.yaml with a `claims:` list), or none for all of them."
+                "(experiment/*.yaml with a `claims:` list, in conf/ or your own folder), or none for all of them."
             )
     for option, attr in OPTIONS.items():
         if (text := getattr(parsed, attr)) is not None:

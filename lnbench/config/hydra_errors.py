@@ -13,6 +13,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 
 from lnbench.config import overrides as hydra_args
 from lnbench.config import user_folder
+from lnbench.config.presets import yaml_problem
 from lnbench.config.validate import did_you_mean
 from lnbench.errors import ConfigError
 
@@ -28,7 +29,10 @@ def composing(overrides: list[str], sweep: bool = False):
         yield
     except MissingConfigException as e:  # model=ln_lstmm: no such preset
         group, _, name = str(e.missing_cfg_file).rpartition("/")
-        typed = next((o for o in overrides if o.split("=", 1)[0].lstrip("+~") == group), f"{group}={name}")
+        typed = next((o for o in overrides if o.split("=", 1)[0].lstrip("+~") == group), None)
+        if typed is None and (mine := user_folder.chose(group, name, overrides)):  # your defaults' own list chose it
+            typed = f"{mine}: {group}: {name}"
+        typed = typed or f"{group}={name}"
         options = [o for o in e.options or [] if not o.startswith("base_")]
         if group == "hydra/launcher" and (extra := LAUNCHER_EXTRAS.get(name)):  # slurm.yaml names submitit_slurm
             raise ConfigError(
@@ -41,9 +45,7 @@ def composing(overrides: list[str], sweep: bool = False):
         ) from None
     except yaml.YAMLError as e:  # a preset file of yours (or ours) that is not YAML: Hydra lets it through
         name = getattr(getattr(e, "problem_mark", None), "name", None) or "a config file"
-        raise ConfigError(
-            f"{name} is not YAML: {user_folder.yaml_problem(e)}. Fix the file, or move it away."
-        ) from None
+        raise ConfigError(f"{name} is not YAML: {yaml_problem(e)}. Fix the file, or move it away.") from None
     except (HydraException, OmegaConfBaseException) as e:
         cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else e
         full_key = str(getattr(cause, "full_key", "") or "")

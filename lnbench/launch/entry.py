@@ -26,7 +26,6 @@ import lnbench
 from lnbench import phases
 from lnbench.config.renamed import rewrite_and_say
 from lnbench.config.schema import register_configs
-from lnbench.config.user_folder import say_ignored
 from lnbench.config.validate import validate
 from lnbench.errors import UserError
 from lnbench.launch import failures, user_modules
@@ -64,9 +63,7 @@ def main(args: list[str]) -> int:
             raise
         return failures.say(e)
     if plan is None:  # --help, --cfg, ...: Hydra's own business
-        shown = hydra_app(Plan(args, False, Path("."), "in-process", new_dir=False))()
-        say_ignored()  # the keys of your defaults this config has not, as a run would say
-        return shown
+        return hydra_app(Plan(args, False, Path("."), "in-process", new_dir=False))()
     if plan.done:
         print(f"lnbench: {plan.done}", file=sys.stderr)
         return 0

@@ -116,10 +116,8 @@ def preflight(
                         except ConfigError:
                             if users is None or not refused_anyway(loader, overrides, job, users):
                                 raise
-            user_folder.say_ignored()
             return plan
     cfg = without_hydra(master)
-    user_folder.say_ignored()
     user_modules.load(cfg.imports)  # before validation: a user's normalizer is a kind model.norm.kind may name
     with composing(overrides):  # an interpolation resolves only now (${oc.env:...})
         validate(cfg)

@@ -35,6 +35,7 @@ NOT_AXES = (
     "logger",
     "dataset.data_dir",
     "dataset.download",
+    "site",
     "hydra",
     "stage",
     "cell",

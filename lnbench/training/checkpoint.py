@@ -49,6 +49,7 @@ MAY_CHANGE = (
     "logger",
     "dataset.data_dir",
     "dataset.download",
+    "site",  # where the data is, who you are on W&B and SLURM (your own defaults)
     "claims",
     "tune",
     "stage",  # these three: read by `lnbench report` only, never by training

@@ -1,5 +1,6 @@
 """Defaults of your own (hydra_plugins/lnbench_user_config): the user's folder on Hydra's search path, its
-local/default.yaml applied to every run after lnbench's presets and before +experiment and the command line."""
+local/default.yaml applied to every run after lnbench's presets and before +experiment and the command line, the
+`site` node the presets read, local/<group>/<preset>.yaml where that preset is chosen (Hydra's specialisation)."""
 
 import re
 import textwrap
@@ -20,9 +21,8 @@ def user_dir(tmp_path, monkeypatch):
     (tmp_path / "local" / "default.yaml").write_text(
         textwrap.dedent("""\
         # @package _global_
-        logger:
-          wandb:
-            entity: my-team
+        site:
+          wandb_entity: my-team
         steps: 77
         """)
     )
@@ -75,20 +75,27 @@ README = (REPO / "README.md").read_text()
 EXAMPLE = re.search(r"```yaml\n(# ~/.config/lnbench/local/default.yaml\n.*?)```", README, re.S).group(1)
 
 
-def test_the_readmes_example_as_written_applies_where_each_key_exists(tmp_path, monkeypatch):
-    """The README's own snippet: data_dir for a dataset read from files, the entity while W&B is on; elsewhere
-    ignored, never an error (it used to refuse every run on the adding problem, and every `logger=none` run)."""
+def test_the_readmes_example_as_written_reaches_every_preset_that_reads_it(tmp_path, monkeypatch):
+    """The README's own snippet: site.data_dir is the data folder of every dataset read from files, the entity the
+    W&B sink's; a config without them (the adding problem, logger=none) composes as ever."""
     (tmp_path / "local").mkdir()
     (tmp_path / "local" / "default.yaml").write_text(EXAMPLE)
     monkeypatch.setenv("LNBENCH_CONFIG_DIR", str(tmp_path))
     plain = composed()  # adding: no data_dir; W&B on
     assert plain.logger.wandb.entity == "my-team" and "data_dir" not in plain.dataset
-    assert composed("dataset=mnist").dataset.data_dir == "/scratch/me/data"
+    for dataset in ("mnist", "seq_mnist", "binarized_mnist", "shakespeare"):
+        assert composed(f"dataset={dataset}").dataset.data_dir == "/scratch/me/data"
     assert dict(composed("logger=none").logger) == {}
     assert composed("dataset=mnist", "dataset.data_dir=/mine").dataset.data_dir == "/mine"  # the command line wins
 
 
-def test_the_readmes_example_runs_and_says_once_what_it_ignored(tmp_path):
+def test_without_your_defaults_the_presets_read_what_they_did(monkeypatch):
+    monkeypatch.setenv("LNBENCH_DATA_DIR", "/the/env")
+    cfg = composed("dataset=mnist")
+    assert (cfg.dataset.data_dir, cfg.logger.wandb.entity, cfg.logger.wandb.project) == ("/the/env", None, "lnbench")
+
+
+def test_the_readmes_example_runs_without_a_word(tmp_path):
     (tmp_path / "local").mkdir()
     (tmp_path / "local" / "default.yaml").write_text(EXAMPLE)
     env = {"LNBENCH_CONFIG_DIR": str(tmp_path)}
@@ -96,21 +103,29 @@ def test_the_readmes_example_runs_and_says_once_what_it_ignored(tmp_path):
     tiny = [a for a in TINY_CLI if not a.startswith("logger.")]
     done = run_cli("train", *tiny, "logger=none", f"hydra.run.dir={run}", env=env, timeout=300)
     assert done.returncode == 0, done.stderr
-    said = [ln for ln in done.stderr.splitlines() if "your defaults in" in ln]
-    assert len(said) == 1 and "dataset.data_dir, logger.wandb.entity" in said[0] and "ignored here" in said[0]
+    assert "your defaults" not in done.stderr and "Traceback" not in done.stderr
 
 
-def test_a_sweep_over_datasets_applies_data_dir_to_the_jobs_that_read_files(user_dir, capsys):
-    (user_dir / "local" / "default.yaml").write_text(EXAMPLE)
-    from lnbench.launch.preflight import preflight
+def test_a_presets_own_defaults_apply_where_it_is_chosen(user_dir):
+    """local/dataset/mnist.yaml (no `dataset:` above its keys) applies where dataset=mnist, also when a preset
+    chooses it, under +experiment and the command line; local/optim/sgd.yaml where optim=sgd."""
+    (user_dir / "local" / "dataset").mkdir()
+    (user_dir / "local" / "dataset" / "mnist.yaml").write_text("batch_size: 7\nval_size: 100\n")
+    (user_dir / "local" / "optim").mkdir()
+    (user_dir / "local" / "optim" / "sgd.yaml").write_text("momentum: 0.5\n")
+    assert (composed("dataset=mnist").dataset.batch_size, composed().dataset.batch_size) == (7, 64)
+    assert composed("+experiment=fig6_mnist").dataset.val_size == 100  # the preset chose dataset=mnist
+    assert composed("dataset=mnist", "dataset.batch_size=3").dataset.batch_size == 3
+    assert composed("optim=sgd").optim.momentum == 0.5 and "momentum" not in composed().optim
 
+
+def test_site_reaches_the_slurm_launcher(user_dir):
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    (user_dir / "local" / "default.yaml").write_text("site:\n  slurm_partition: gpu\n  slurm_account: me\n")
     register_configs()
-    plan = preflight(
-        ["-m", "dataset=adding,mnist", "model=mlp,ln_lstm", f"hydra.sweep.dir={user_dir / 's'}"], str(CONF_DIR)
-    )
-    assert plan is not None and not (user_dir / "s").exists()
-    notes = [ln for ln in capsys.readouterr().err.splitlines() if "your defaults in" in ln]
-    assert len(notes) == 1 and "dataset.data_dir" in notes[0]  # once, for the jobs on the adding problem
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=["hydra/launcher=slurm"], return_hydra_config=True)
+    assert (cfg.hydra.launcher.partition, cfg.hydra.launcher.account) == ("gpu", "me")
 
 
 @pytest.mark.parametrize(
@@ -118,12 +133,14 @@ def test_a_sweep_over_datasets_applies_data_dir_to_the_jobs_that_read_files(user
     [
         ("# @package _global_\nsteps: 5\nlogger:\n  wandb: [\n", ["default.yaml is not YAML: line 5, column 1"]),
         ("- steps: 5\n", ["default.yaml, line 1: the file must be a mapping"]),
-        ("steps: 5\ndataset:\n  data_dri: /x\n", ["default.yaml, line 3: dataset.data_dri is not a key", "data_dir?"]),
+        ("steps: 5\nsite:\n  data_dri: /x\n", ["default.yaml, line 3: site.data_dri is not allowed", "data_dir?"]),
         ("threads_follow: 2\n", ["default.yaml, line 1: threads_follow: 2 is not allowed", "true or false"]),
         ("seed: 1\nsteps: abc\n", ["default.yaml, line 2: steps is not allowed", "could not be converted"]),
-        ("stepz: 5\n", ["default.yaml, line 1: stepz is not a key of any lnbench config", "steps?"]),
+        ("stepz: 5\n", ["default.yaml, line 1: stepz is not allowed here: no lnbench config has it", "steps?"]),
+        ("optim:\n  momentum: 0.9\n", ["line 2: optim.momentum is not allowed here: only some optim", "sgd"]),
+        ("logger:\n  wandb:\n    tags: [a]\n", ["line 3: logger.wandb.tags is not allowed", "logger preset"]),
     ],
-    ids=["syntax", "a-list", "typo", "flag-2", "type", "top-typo"],
+    ids=["syntax", "a-list", "typo", "flag-2", "type", "top-typo", "one-optimizer", "one-sink"],
 )
 def test_a_bad_file_is_one_paragraph_naming_file_and_line_exit_2(text, says, user_dir, capsys, tmp_path):
     (user_dir / "local" / "default.yaml").write_text(text)
@@ -186,11 +203,23 @@ def test_check_and_bench_refuse_a_bad_file_before_their_long_work(argv, user_dir
     assert not (tmp_path / "out").exists()  # no page written first, nothing timed
 
 
-def test_hydras_composition_step_is_still_the_one_wrapped():
-    """hydra_plugins/lnbench_user_config wraps a private method of Hydra's: this fails when Hydra renames it."""
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-
-    assert getattr(ConfigLoaderImpl._compose_config_from_defaults_list, "lnbench_user_config", False)
+@pytest.mark.parametrize(
+    "key,value,new",
+    [
+        ("dataset.data_dir", "/x", "site.data_dir"),
+        ("logger.wandb.entity", "me", "site.wandb_entity"),
+        ("logger.wandb.project", "p", "site.wandb_project"),
+        ("hydra.launcher.partition", "gpu", "site.slurm_partition"),
+        ("hydra.launcher.account", "a", "site.slurm_account"),
+    ],
+)
+def test_a_key_that_moved_into_site_is_refused_with_its_new_name(key, value, new, user_dir, capsys, tmp_path):
+    text = "steps: 5\n" + "".join(f"{'  ' * i}{part}:\n" for i, part in enumerate(key.split(".")[:-1]))
+    text += f"{'  ' * key.count('.')}{key.rpartition('.')[2]}: {value}\n"
+    (user_dir / "local" / "default.yaml").write_text(text)
+    line = refused([f"hydra.run.dir={tmp_path / 'run'}"], capsys)
+    at = f"default.yaml, line {key.count('.') + 2}: {key} is not allowed in your defaults any more: it is {new} now"
+    assert at in line and not (tmp_path / "run").exists()
 
 
 def test_the_install_docs_cluster_example_as_written(tmp_path, monkeypatch):
@@ -208,4 +237,5 @@ def test_the_install_docs_cluster_example_as_written(tmp_path, monkeypatch):
         cfg = compose("train", return_hydra_config=True)
         basic = compose("train", overrides=["hydra/launcher=basic"], return_hydra_config=True)
     assert cfg.hydra.launcher.partition == "gpu" and cfg.hydra.launcher.account == "my-account"
+    assert cfg.hydra.launcher.cpus_per_task == 4 and cfg.dataset.get("data_dir") is None
     assert cfg.logger.wandb.entity == "my-team" and "partition" not in basic.hydra.launcher
