@@ -10,6 +10,7 @@ import difflib
 import importlib
 import inspect
 import math
+import re
 from typing import Any, Iterable
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -208,11 +209,19 @@ def _check_combinations(cfg: Any) -> None:
             f"test_seq_lens={list(cfg.test_seq_lens)} is not allowed with this dataset: it has no "
             f"eval_seq_len. Use a sequence dataset whose test length can change (adding, copy, shakespeare)."
         )
-    device = str(cfg.device)
-    if not (device in ("auto", "cpu", "cuda", "mps") or device.startswith("cuda:")):
-        raise ConfigError(f"device={device!r} is not allowed: use auto, cpu, cuda or cuda:N.")
+    check_device_name(str(cfg.device))
     _check_schedule(cfg)
     _check_sweep_record(cfg)
+
+
+DEVICE_NAME = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
+
+
+def check_device_name(device: str) -> None:
+    """A device's name as torch reads it (`cuda:abc` would be torch's RuntimeError deep in a run); whether this
+    machine has it is lnbench.training.device's question, asked before any job starts (lnbench.launch.preflight)."""
+    if not DEVICE_NAME.fullmatch(device):
+        raise ConfigError(f"device={device!r} is not allowed: use auto, cpu, cuda or cuda:N (N = 0, 1, ...) or mps.")
 
 
 # The learning-rate schedule's arguments (torch's schedulers, passed through, so no schema declares their domains):

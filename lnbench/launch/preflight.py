@@ -14,6 +14,7 @@ import importlib
 import itertools
 import logging
 import math
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ from lnbench.config import overrides as hydra_args
 from lnbench.config import user_folder
 from lnbench.config.hydra_errors import composing
 from lnbench.config.presets import Sweep
-from lnbench.config.validate import check_keys, check_typed, validate, validate_sweep
+from lnbench.config.validate import check_device_name, check_keys, check_typed, validate, validate_sweep
 from lnbench.errors import ConfigError, UserError
 from lnbench.launch import user_modules
 from lnbench.runs import OVERRIDES, RunLock
@@ -105,10 +106,13 @@ def preflight(
         )
         if multirun:
             validate_sweep(master)
-            for job in sweep_jobs(master):
+            jobs = sweep_jobs(master)
+            devices = set() if jobs else {str(master.device)}
+            for job in jobs:
                 with composing(job, sweep=True):
                     job_cfg = without_hydra(loader.load_sweep_config(master, job))
                     check_keys(job_cfg)
+                    devices.add(str(job_cfg.device))
                     if sweep_values:
                         user_modules.load(job_cfg.imports)
                         try:
@@ -116,6 +120,7 @@ def preflight(
                         except ConfigError:
                             if users is None or not refused_anyway(loader, overrides, job, users):
                                 raise
+            check_machine(devices, plan, str(master.hydra.runtime.choices.get("hydra/launcher")))
             user_folder.say_ignored()
             return plan
     cfg = without_hydra(master)
@@ -127,6 +132,27 @@ def preflight(
     if not plan.new_dir:
         claim(plan, cfg)
     return plan
+
+
+def check_machine(devices: set[str], plan: Plan, launcher: str) -> None:
+    """This machine has what a sweep's jobs need, refused before any job starts whichever launcher runs them: each
+    device they train on, as a single run's is (build_check), and SLURM for a SLURM launcher (submitit would raise
+    only once Hydra began). A SLURM job's device is its node's, which the machine that submits it cannot see."""
+    if plan.launcher == "slurm":
+        if shutil.which("srun") is None:  # submitit's own test
+            raise ConfigError(
+                f"hydra/launcher={launcher} is not allowed here: this machine is no SLURM cluster's (no srun on "
+                "PATH). Submit from the cluster's login node, or run on this machine with hydra/launcher=basic, "
+                "joblib, submitit_local or packed."
+            )
+        return
+    if devices <= {"auto", "cpu"}:
+        return
+    from lnbench.training.device import resolve_device  # noqa: PLC0415 (torch: only for a device to look for)
+
+    for name in sorted(devices):
+        check_device_name(name)
+        resolve_device(name)
 
 
 def check_claims(cfg) -> None:
