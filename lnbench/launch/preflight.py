@@ -10,10 +10,12 @@ Each refusal is a ConfigError: one paragraph naming the override as typed and wh
 from __future__ import annotations
 
 import copy
+import errno
 import importlib
 import itertools
 import logging
 import math
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -36,6 +38,7 @@ from lnbench.errors import ConfigError, UserError
 from lnbench.launch import user_modules
 from lnbench.runs import OVERRIDES, RunLock
 
+MIN_FREE_BYTES = 2**20  # a disk with less free is full: a run's first checkpoint and records would not fit
 ALL_JOBS_UP_TO = 24  # sweeps up to this many jobs compose every job before the first starts
 
 
@@ -237,6 +240,9 @@ def check_output_dir(folder: Path, key: str) -> None:
             f"{key}={folder} is not allowed: the output directory cannot be written ({e.strerror or e}). "
             f"Choose a writable one with {key}=<dir>, or start lnbench from a writable folder."
         ) from None
+    disk = os.statvfs(existing)
+    if disk.f_bavail * disk.f_frsize < MIN_FREE_BYTES:  # the machine's state (lnbench.launch.failures), not the input
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(existing))
 
 
 def without_hydra(config):

@@ -15,6 +15,7 @@ end of the step with a checkpoint; a second signal stops at once. (The run lock:
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from lnbench.atomic import replacing
+from lnbench.atomic import write_bytes
 from lnbench.config.renamed import RENAMED
 from lnbench.config.runtime import Runtime
 from lnbench.errors import ConfigError, DataError, Interrupted
@@ -60,8 +61,9 @@ log = logging.getLogger("lnbench")
 # ---- save and load ----------------------------------------------------------------------------
 def save(run_dir: Path, state: dict[str, Any]) -> None:
     """`state` plus the RNG states, written to a temp file and renamed over the last checkpoint."""
-    with replacing(run_dir / FILE) as tmp:
-        torch.save({**state, Key.RNG: rng_state(), Key.VERSION: 1}, tmp)
+    data = io.BytesIO()  # written by Python, not torch: a full disk is its OSError (ENOSPC), not a bare RuntimeError
+    torch.save({**state, Key.RNG: rng_state(), Key.VERSION: 1}, data)
+    write_bytes(run_dir / FILE, data.getbuffer())
 
 
 def load(run_dir: Path, config: dict[str, Any]) -> dict[str, Any] | None:
