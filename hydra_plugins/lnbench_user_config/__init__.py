@@ -21,6 +21,7 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 from omegaconf import OmegaConf
 
 import lnbench
+from lnbench import environment
 from lnbench.config.overrides import applied_where_it_exists
 
 PROVIDER = "lnbench-user"
@@ -29,7 +30,7 @@ SCHEME = "lnbench-user"  # UserFolderSource's: the folder as Hydra's file source
 
 def user_config_dir() -> Path | None:
     """The folder, or None where LNBENCH_CONFIG_DIR is set empty (for tests: a developer's defaults stay out)."""
-    given = os.environ.get("LNBENCH_CONFIG_DIR")
+    given = environment.given("LNBENCH_CONFIG_DIR")  # its ~user checked before any command (lnbench.environment)
     if given is not None:
         return Path(given).expanduser() if given else None
     return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config").expanduser() / "lnbench"

@@ -11,7 +11,6 @@ one paragraph naming the file and line, exit 2.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import sys
 import typing
@@ -22,7 +21,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.lnbench_user_config import user_config_dir
-from lnbench import CONF_DIR
+from lnbench import CONF_DIR, environment
 from lnbench.config.schema import SCHEMAS, TrainConfig
 from lnbench.config.validate import did_you_mean
 from lnbench.errors import ConfigError
@@ -49,7 +48,7 @@ def chosen(overrides: list[str]) -> str:
 def check(overrides: list[str]) -> None:
     """The folder, the chosen file, its YAML and its keys; raises ConfigError naming the file and line."""
     where, name = folder(), chosen(overrides)
-    given = os.environ.get("LNBENCH_CONFIG_DIR")
+    given = environment.given("LNBENCH_CONFIG_DIR")
     if where is None:
         if name != "default":
             raise ConfigError(

@@ -18,7 +18,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
 import random
 import shlex
 import signal
@@ -30,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from lnbench import environment
 from lnbench.atomic import write_bytes
 from lnbench.config.renamed import RENAMED
 from lnbench.config.runtime import Runtime
@@ -213,7 +213,7 @@ class StopSignals:
 
     def __enter__(self) -> "StopSignals":
         if threading.current_thread() is threading.main_thread():
-            for s in (*self.SIGNALS, *extra_stop_signals()):
+            for s in (*self.SIGNALS, *environment.stop_signals()):
                 self._previous[s] = signal.signal(s, self._handle)
             # A sweep's job starts with them blocked (lnbench.launch.sweep.stop): one that came while it started
             # waited, and arrives now.
@@ -226,10 +226,3 @@ class StopSignals:
         for s, handler in self._previous.items():
             signal.signal(s, handler)
         self._previous.clear()
-
-
-def extra_stop_signals() -> tuple[int, ...]:
-    """The signals named in $LNBENCH_STOP_SIGNALS (comma-separated, `USR2` or `SIGUSR2`); unknown names are ignored."""
-    names = [n.strip().upper() for n in os.environ.get("LNBENCH_STOP_SIGNALS", "").split(",") if n.strip()]
-    found = (getattr(signal, n if n.startswith("SIG") else "SIG" + n, None) for n in names)
-    return tuple(s for s in found if isinstance(s, signal.Signals))
