@@ -309,6 +309,14 @@ def check_batch_fits(model, dataset, few, device=None) -> None:
     from lnbench.training import tasks  # noqa: PLC0415 (torch: as above)
 
     x, y = few
+    if hasattr(model, "kept_bytes_per_glimpse"):  # DRAW: a forward of too many glimpses would take long to say so
+        check_fits(
+            "model.glimpses",
+            model.glimpses,
+            dataset.batch_size * model.kept_bytes_per_glimpse(),
+            f"a training batch of {dataset.batch_size} cases keeping each glimpse's canvas for the backward",
+            device,
+        )
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     kept: dict[int, int] = {}
 
