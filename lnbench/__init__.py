@@ -3,6 +3,8 @@
 import os
 from pathlib import Path
 
+from lnbench import environment
+
 _HERE = Path(__file__).resolve().parent
 # The Hydra config groups: the one place every module finds them. An installed wheel carries them as package data
 # (lnbench/conf, setup.py); a checkout or an editable install keeps them at the repository's top level, beside the
@@ -14,7 +16,7 @@ def user_conf_dir() -> Path | None:
     """The folder of your own defaults and presets (docs/install.md), which Hydra searches after CONF_DIR
     (hydra_plugins/lnbench_user_config): $LNBENCH_CONFIG_DIR, else $XDG_CONFIG_HOME/lnbench, else ~/.config/lnbench;
     None where LNBENCH_CONFIG_DIR is set empty (for tests: a developer's defaults stay out)."""
-    given = os.environ.get("LNBENCH_CONFIG_DIR")
+    given = environment.given("LNBENCH_CONFIG_DIR")  # its ~user checked before any command (lnbench.environment)
     if given is not None:
         return Path(given).expanduser() if given else None
     return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config").expanduser() / "lnbench"

@@ -24,7 +24,9 @@ MAX_LINES = 400
 # The layers, bottom first: a module may import its own layer and those below it, never one above nor a peer of
 # its own rank (nn and data, models and runs, training and claims are independent of each other).
 LAYERS = [
-    {"errors", "atomic", "phases"},  # the top-level modules every layer shares
+    {"errors", "atomic"},  # the top-level modules every layer shares
+    {"environment"},  # the LNBENCH_* variables, checked (errors, atomic) and read by the layers above
+    {"phases"},  # timed phases, to $LNBENCH_PHASES
     {"nn", "data"},
     {"config"},
     {"models", "runs"},

@@ -12,8 +12,8 @@ from omegaconf import DictConfig
 
 
 class PackedLauncher(Launcher):
-    def __init__(self, size: Any = 64, **params: Any) -> None:
-        self.size, self.params = size, params
+    def __init__(self, size: Any = 64) -> None:  # its options: lnbench.config.validate.check_launcher_keys
+        self.size = size
         self.config: Optional[DictConfig] = None
         self.hydra_context: Optional[HydraContext] = None
         self.task_function: Optional[TaskFunction] = None

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from lnbench import CONF_DIR, user_conf_dir
+from lnbench import CONF_DIR, environment, user_conf_dir
 from lnbench.config.domains import declared, innermost
 from lnbench.config.presets import yaml_tree
 from lnbench.config.schema import SCHEMAS, TrainConfig, presets
@@ -57,7 +57,7 @@ def check(overrides: list[str]) -> None:
     """The folder, the chosen file, its YAML and its keys, and every other file of yours Hydra may read; raises
     ConfigError naming the file and line."""
     where, name = user_conf_dir(), chosen(overrides)
-    given = os.environ.get("LNBENCH_CONFIG_DIR")
+    given = environment.given("LNBENCH_CONFIG_DIR")
     if where is None:
         if name not in ("default", "null"):
             raise ConfigError(

@@ -230,7 +230,7 @@ class Job:
             failures.record(run_dir, error, started)
         if failures.full_error():
             raise error
-        sys.exit(failures.say(error, run_dir / CRASH_LOG if failure.bug else None))
+        sys.exit(failures.say(error, run_dir / CRASH_LOG if failure.bug else None, run_dir))
 
     def job_ended(self, error: BaseException, run_dir: Path, started: float, hc, record: bool = True) -> dict:
         """A sweep job that did not complete. Interrupted: it answers, so that the launcher waits for every

@@ -15,9 +15,9 @@ end of the step with a checkpoint; a second signal stops at once. (The run lock:
 
 from __future__ import annotations
 
+import io
 import json
 import logging
-import os
 import random
 import shlex
 import signal
@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from lnbench.atomic import replacing
+from lnbench import environment
+from lnbench.atomic import write_bytes
 from lnbench.config.renamed import RENAMED
 from lnbench.config.runtime import Runtime
 from lnbench.errors import ConfigError, DataError, Interrupted
@@ -61,8 +62,9 @@ log = logging.getLogger("lnbench")
 # ---- save and load ----------------------------------------------------------------------------
 def save(run_dir: Path, state: dict[str, Any]) -> None:
     """`state` plus the RNG states, written to a temp file and renamed over the last checkpoint."""
-    with replacing(run_dir / FILE) as tmp:
-        torch.save({**state, Key.RNG: rng_state(), Key.VERSION: 1}, tmp)
+    data = io.BytesIO()  # written by Python, not torch: a full disk is its OSError (ENOSPC), not a bare RuntimeError
+    torch.save({**state, Key.RNG: rng_state(), Key.VERSION: 1}, data)
+    write_bytes(run_dir / FILE, data.getbuffer())
 
 
 def load(run_dir: Path, config: dict[str, Any]) -> dict[str, Any] | None:
@@ -212,7 +214,7 @@ class StopSignals:
 
     def __enter__(self) -> "StopSignals":
         if threading.current_thread() is threading.main_thread():
-            for s in (*self.SIGNALS, *extra_stop_signals()):
+            for s in (*self.SIGNALS, *environment.stop_signals()):
                 self._previous[s] = signal.signal(s, self._handle)
             # A sweep's job starts with them blocked (lnbench.launch.sweep.stop): one that came while it started
             # waited, and arrives now.
@@ -225,10 +227,3 @@ class StopSignals:
         for s, handler in self._previous.items():
             signal.signal(s, handler)
         self._previous.clear()
-
-
-def extra_stop_signals() -> tuple[int, ...]:
-    """The signals named in $LNBENCH_STOP_SIGNALS (comma-separated, `USR2` or `SIGUSR2`); unknown names are ignored."""
-    names = [n.strip().upper() for n in os.environ.get("LNBENCH_STOP_SIGNALS", "").split(",") if n.strip()]
-    found = (getattr(signal, n if n.startswith("SIG") else "SIG" + n, None) for n in names)
-    return tuple(s for s in found if isinstance(s, signal.Signals))
