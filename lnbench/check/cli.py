@@ -36,7 +36,7 @@ from lnbench.check.args import (
     sweep_overrides,
 )
 from lnbench.check.budget import Budget
-from lnbench.check.design import check_design
+from lnbench.check.design import check_design, kept_design
 from lnbench.check.page import write_page
 from lnbench.check.preset import Outcome, PresetCheck, judge_preset  # noqa: F401 (Outcome, judge_preset: as before)
 from lnbench.config import overrides as hydra_args
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     except CheckError as e:
         print(f"lnbench: error: {e}", file=sys.stderr)
         return 2
-    for line in replaced_axes(args):
+    for line in [*replaced_axes(args), *kept_design(args)]:
         print(f"lnbench check: {line}", file=sys.stderr)
     t0 = time.time()
     runner, workers = make_runner(args)
@@ -121,17 +121,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def describe(args: Args, runner, workers: int) -> str:
-    """The page's line on how the check ran its rounds and planned its judging seeds."""
+    """The page's line on how the check ran its rounds (how it planned its judging seeds: the page reads each
+    preset's judging.json, the design that decided)."""
     how = (
         f"one warm pool of {workers} worker(s) for every preset, their rounds overlapping"
         if runner.overlapping
         else f"each round a sweep of its own, one preset after the other ({workers} job slot(s) counted for the budget)"
     )
-    if args.judging == 0:
-        seeds = "no judging seeds (--judging-seeds 0)"
-    elif args.planned:
-        budget = "no budget" if args.budget_s is None else f"a budget of {args.budget_s / 60:g} min for the whole check"
-        seeds = f"judging seeds planned per claim for its test's power, within {budget} (judging.json)"
-    else:
-        seeds = f"judging seeds in looks of {', '.join(map(str, args.looks))} for every claim"
-    return f"rounds: {how}; {seeds}"
+    return f"rounds: {how}"

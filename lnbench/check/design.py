@@ -46,3 +46,28 @@ def check_design(args: Args) -> None:
                 + ". Changing the looks after seeing results would void their error rates: "
                 + (f"continue it with {again}, or give another --out." if again else "give another --out.")
             )
+
+
+def kept_design(args: Args) -> list[str]:
+    """A line per option a rerun gives that its preset's declared design overrides: --widen, and --max-seeds under a
+    plan per claim (looks by hand that differ are refused above). The rerun goes on under the declared design, as
+    a rerun of the same command would: a changed option applies to a new --out."""
+    out = []
+    for preset in args.presets:
+        path = sweep_dir(args, preset) / DESIGN_FILE
+        try:
+            raw = json.loads(path.read_text()) if path.is_file() else None
+        except (OSError, ValueError):
+            raw = None  # check_design refused it
+        if not isinstance(raw, dict):
+            continue
+        options = raw.get("options") if isinstance(raw.get("options"), dict) else {}
+        given = {"--widen": args.widen} | ({"--max-seeds": args.max_seeds} if args.planned else {})
+        for flag, value in given.items():
+            declared = options.get(flag.lstrip("-").replace("-", "_"), "not recorded")
+            if value is not None and value != declared:
+                out.append(
+                    f"{flag} {value} is not applied to {preset}: its judging was declared under {flag} {declared} "
+                    f"({path}), which decides its verdicts; give another --out to check it anew with {flag} {value}."
+                )
+    return out

@@ -224,11 +224,13 @@ def find_run_dirs(root: Path) -> list[Path]:
         dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
         if any((here / m).is_file() for m in markers):
             found.add(here)
-    return sorted(found, key=lambda p: [_natural(s) for s in p.relative_to(root).parts])
+    return sorted(found, key=lambda p: run_order(p, root))
 
 
-def _natural(part: str) -> tuple:
-    return (0, int(part), "") if part.isdigit() else (1, 0, part)
+def run_order(path: Path, root: Path) -> list[tuple]:
+    """The order runs are listed in: by their folders' names, numbers as numbers (2 before 10) and before names
+    (a check's tuning jobs 0, 1, ... before its rounds widen-1, judge-1: never a number compared with a name)."""
+    return [(0, int(s), "") if s.isdigit() else (1, 0, s) for s in Path(path).relative_to(root).parts]
 
 
 def load_run(path: Path, root: Path, source: str | None = None) -> Run:
