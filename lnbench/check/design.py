@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from lnbench.check.args import Args, CheckError, check_out, sweep_dir
-from lnbench.claims.judge import DESIGN_FILE
+from lnbench.claims.judge import DESIGN_FILE, DesignDamaged, read_design_record
 
 
 def check_design(args: Args) -> None:
@@ -17,16 +17,13 @@ def check_design(args: Args) -> None:
     check_out(args.out)
     for preset in args.presets:
         path = sweep_dir(args, preset) / DESIGN_FILE
-        if not path.is_file():
+        if not path.exists():
             continue
         try:
-            raw = json.loads(path.read_text())
-            had, planned = raw.get("looks"), bool(raw.get("planned", "claims" in raw))
-        except (OSError, ValueError, AttributeError):
-            raise CheckError(
-                f"{path} is not the design lnbench check wrote (a JSON object with `looks`): the looks this sweep "
-                "was judged in are unknown. Restore it, or give another --out."
-            ) from None
+            raw = read_design_record(path, "Restore it, or give another --out")
+        except DesignDamaged as e:
+            raise CheckError(str(e)) from None
+        had, planned = raw.get("looks"), bool(raw.get("planned", "claims" in raw))
         where = f"{sweep_dir(args, preset)} was judged"
         if planned and not args.planned:
             raise CheckError(
@@ -64,10 +61,12 @@ def kept_design(args: Args) -> list[str]:
         options = raw.get("options") if isinstance(raw.get("options"), dict) else {}
         given = {"--widen": args.widen} | ({"--max-seeds": args.max_seeds} if args.planned else {})
         for flag, value in given.items():
-            declared = options.get(flag.lstrip("-").replace("-", "_"), "not recorded")
-            if value is not None and value != declared:
-                out.append(
-                    f"{flag} {value} is not applied to {preset}: its judging was declared under {flag} {declared} "
-                    f"({path}), which decides its verdicts; give another --out to check it anew with {flag} {value}."
-                )
+            key = flag.lstrip("-").replace("-", "_")
+            if value is None or options.get(key, value) == value and key in options:
+                continue
+            under = f"under {flag} {options[key]}" if key in options else f"before its {flag} was recorded"
+            out.append(
+                f"{flag} {value} is not applied to {preset}: its judging was declared {under} ({path}), which "
+                f"decides its verdicts; give another --out to check it anew with {flag} {value}."
+            )
     return out

@@ -44,6 +44,7 @@ from lnbench.runs.reader import (
     recorded_sweep,
     run_order,
     source_names,
+    sweep_record_problem,
     sweep_total,
     unreadable_text,
 )
@@ -88,6 +89,7 @@ __all__ = [
     "recorded_sweep",
     "run_order",
     "source_names",
+    "sweep_record_problem",
     "sweep_total",
     "unreadable_text",
     "write_config",

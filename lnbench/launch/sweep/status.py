@@ -36,6 +36,7 @@ from lnbench.runs import (
     find_run_dirs,
     load_run,
     recorded_sweep,
+    sweep_record_problem,
     sweep_total,
     unreadable_text,
 )
@@ -77,7 +78,7 @@ def state_of(run: Run, now: float) -> str:
     here (a run killed with kill -9 left its lock file, which no process holds: stopped, however fresh its
     files); only where it cannot (a SLURM job on another node) do fresh files say it runs."""
     status = run.status
-    if status in DONE or status == "running":
+    if status in (*DONE, "running", "unreadable"):  # unreadable: a record of it is damaged (its summary says which)
         return status
     if status in ("incomplete", "not started") and not run.lock_seen and fresh(run.path, now):
         return "running"
@@ -155,7 +156,7 @@ class Tally:
         done = sum(self.counts[s] for s in DONE)
         how = ", ".join(f"{self.counts[s]} {s}" for s in DONE if self.counts[s])
         parts = [f"{done} of {self.total} done" + (f" ({how})" if how else "")]
-        parts += [f"{self.counts[s]} {s}" for s in ("running", "stopped") if self.counts[s]]
+        parts += [f"{self.counts[s]} {s}" for s in ("running", "stopped", "unreadable") if self.counts[s]]
         parts += [f"{self.pending} pending"] if self.pending else []
         return ", ".join(parts)
 
@@ -251,6 +252,8 @@ def lines(root: Path, now: float | None = None) -> list[str]:
         out.append(f"  jobs       {whole.text()}")
     out += [f"  running    {label(j, jobs)}: {progress(j)}" for j in jobs if j.state == "running"]
     out += [f"  skipped    {label(j, jobs)}: {unreadable_text(j.run.unreadable)}" for j in jobs if j.run.unreadable]
+    out += [f"  unreadable {j.run.name}: {j.run.summary.get('error')}" for j in jobs if j.state == "unreadable"]
+    out += [f"  unreadable {problem}" for s in sweeps if (problem := sweep_record_problem(s))]
     return out + [time_line(root, kind, jobs, whole, now)]
 
 
