@@ -18,6 +18,7 @@ hydra/launcher=slurm hydra.launcher.partition=gpu.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -40,6 +41,7 @@ from lnbench.check.design import check_design, kept_design
 from lnbench.check.page import write_page
 from lnbench.check.preset import Outcome, PresetCheck, judge_preset  # noqa: F401 (Outcome, judge_preset: as before)
 from lnbench.config import overrides as hydra_args
+from lnbench.runs import check_command, write_check_record
 
 
 def make_runner(args: Args):
@@ -80,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     for line in [*replaced_axes(args), *kept_design(args)]:
         print(f"lnbench check: {line}", file=sys.stderr)
     t0 = time.time()
+    record = {"command": argv, "presets": args.presets, "pid": os.getpid(), "host": os.uname().nodename}
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_check_record(args.out, {**record, "state": "running", "started": t0})  # for status, a sweep's end
     runner, workers = make_runner(args)
     checks: list[PresetCheck] = []
 
@@ -108,8 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         runner.run(checks, done)
     except KeyboardInterrupt:
-        print("\nlnbench check: interrupted; run the same command again to resume.", file=sys.stderr)
+        write_check_record(args.out, {**record, "state": "stopped", "started": t0})
+        print(f"\nlnbench check: interrupted; `{check_command(record)}` resumes it.", file=sys.stderr)
         return 130
+    write_check_record(args.out, {**record, "state": "finished", "started": t0})
     print("\n" + md)
     print(f"{args.out / 'check.md'}\n{args.out / 'check.html'}")
     if any(o.startswith("logger.wandb.report=") for o in args.overrides):  # the pages as a W&B artifact too

@@ -2,6 +2,7 @@
 (reader), and the lock that keeps one process per run directory (lock). The names most modules need are here."""
 
 from lnbench.runs.files import (
+    CHECK_RECORD,
     CHECKPOINT,
     CONFIG,
     CRASH_LOG,
@@ -23,12 +24,15 @@ from lnbench.runs.files import (
     UNSET,
     CheckpointKey,
     Summary,
+    check_command,
     config_from_checkpoint,
+    find_check_record,
     read_summary,
+    write_check_record,
     write_config,
     write_summary,
 )
-from lnbench.runs.lock import RunLock, lock_held
+from lnbench.runs.lock import RunLock, lock_held, process_alive
 from lnbench.runs.reader import (
     PRIMARY_METRICS,
     RECORD_AXES,
@@ -50,6 +54,7 @@ from lnbench.runs.reader import (
 )
 
 __all__ = [
+    "CHECK_RECORD",
     "CHECKPOINT",
     "CONFIG",
     "CRASH_LOG",
@@ -76,7 +81,9 @@ __all__ = [
     "Run",
     "RunLock",
     "Summary",
+    "check_command",
     "config_from_checkpoint",
+    "find_check_record",
     "find_run_dirs",
     "job_axes",
     "load_run",
@@ -85,6 +92,7 @@ __all__ = [
     "lookup",
     "parse_scalar",
     "primary_of",
+    "process_alive",
     "read_summary",
     "recorded_sweep",
     "run_order",
@@ -92,6 +100,7 @@ __all__ = [
     "sweep_record_problem",
     "sweep_total",
     "unreadable_text",
+    "write_check_record",
     "write_config",
     "write_summary",
 ]

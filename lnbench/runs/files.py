@@ -9,6 +9,7 @@ through the constants here.
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ INTERPOLATION = "${"
 NOT_RECORDED = "(not recorded)"
 MULTIRUN = "multirun.yaml"  # Hydra's record of a sweep, in the sweep's directory (lnbench.runs.reader.recorded_sweep)
 STOPPED = ".stopped"  # a sweep's stop mark, in the sweep's directory (lnbench.launch.sweep.stop)
+CHECK_RECORD = ".check.json"  # lnbench check's record in its --out: its command, its process, how it ended
 # Inside HYDRA:
 OVERRIDES = f"{HYDRA}/overrides.yaml"
 HYDRA_CONFIG = f"{HYDRA}/config.yaml"
@@ -191,3 +193,34 @@ def summary_problem(data: Any) -> str:
         if key in data and not ok(data[key]):
             return f"has `{key}`: {json.dumps(data[key])[:60]}, not {want}"
     return ""
+
+
+# ---- lnbench check's record in its --out: what `lnbench status` and a sweep's end say of the check ----------
+def write_check_record(out: Path, record: dict[str, Any]) -> None:
+    """{"command": the `lnbench check` arguments, "pid", "host", "state": running, stopped or finished}."""
+    write_json(Path(out) / CHECK_RECORD, record)
+
+
+def find_check_record(folder: Path) -> tuple[Path, dict[str, Any]] | None:
+    """The check whose --out holds `folder` (its --out, a preset's sweep, a round's sweep or a job of either):
+    its --out and record, or None (no check's, or a record that is not one: a check is then told by its rounds)."""
+    folder = Path(folder).absolute()
+    for out in [folder, *list(folder.parents)[:3]]:
+        path = out / CHECK_RECORD
+        if not path.is_file():
+            continue
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        if not (isinstance(record, dict) and isinstance(record.get("command"), list)):
+            return None
+        presets = record.get("presets") or []
+        mine = out == folder or isinstance(presets, list) and folder.relative_to(out).parts[0] in presets
+        return (out, record) if mine and all(isinstance(a, str) for a in record["command"]) else None
+    return None
+
+
+def check_command(record: dict[str, Any]) -> str:
+    """The command that continues the check: the same `lnbench check` as it was typed."""
+    return shlex.join(["lnbench", "check", *record["command"]])

@@ -30,7 +30,7 @@ from lnbench import phases
 from lnbench.config.overrides import shell_arg
 from lnbench.launch.sweep.progress import SweepProgress
 from lnbench.launch.sweep.status import sweep_of
-from lnbench.runs import LOCK, OVERRIDES, lock_held, read_summary, run_order
+from lnbench.runs import LOCK, OVERRIDES, check_command, find_check_record, lock_held, read_summary, run_order
 from lnbench.training.tracker import job_name
 
 log = logging.getLogger("lnbench")
@@ -167,7 +167,9 @@ def end_of_sweep_block(sweep_dir: Path, jobs: dict[str, dict[str, Any]], report_
         )
     if report_run:
         lines.append(f"  W&B report {report_run}")
-    if counts.get("interrupted") or counts.get("no summary"):
+    if (counts.get("interrupted") or counts.get("no summary")) and (check := find_check_record(sweep_dir)):
+        lines.append(f"  continue   `{check_command(check[1])}`: the check goes on, each job from its checkpoint")
+    elif counts.get("interrupted") or counts.get("no summary"):
         lines.append(
             f"  continue   the same command with {shell_arg('hydra.sweep.dir', sweep_dir)}: each job goes on from its "
             "checkpoint"

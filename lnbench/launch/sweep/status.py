@@ -33,8 +33,11 @@ from lnbench.runs import (
     SUMMARY,
     TRAIN_LOG,
     Run,
+    check_command,
+    find_check_record,
     find_run_dirs,
     load_run,
+    process_alive,
     recorded_sweep,
     sweep_record_problem,
     sweep_total,
@@ -234,16 +237,21 @@ def kind_of(root: Path, jobs: list[Job], sweeps: list[Path]) -> str:
 def lines(root: Path, now: float | None = None) -> list[str]:
     """What `lnbench status` prints for `root`."""
     now = time.time() if now is None else now
+    given, check = root, find_check_record(root)
+    root = root.absolute() if check else root  # paths compared with the check's --out, which is absolute
     jobs, sweeps = jobs_in(root, now), sweeps_in(root)
-    if not jobs and not sweeps:
+    if not jobs and not sweeps and not check:
         raise UserError(
             f"no runs under {root} (no {SUMMARY}, {METRICS}, {OVERRIDES} or "
             f"{MULTIRUN}): give the directory of a run, a sweep or a check (outputs/check)."
         )
     kind, whole = kind_of(root, jobs, sweeps), tally(jobs, sweeps)
-    out = [f"{kind} {root}"]
+    check = check if kind != "run" else None  # one job of a check is a run
+    kind = "check" if check else kind
+    state = check_state(check[1], now) if check else ""
+    out = [f"{kind} {given}" + (f" ({state}: `{check_command(check[1])}`)" if check else "")]
     if kind in ("check", "sweeps"):
-        out += stage_lines(root, jobs, sweeps, stages=kind == "check")
+        out += stage_lines(check[0] if check else root, jobs, sweeps, stages=kind == "check")
     if kind == "run":
         out.append(
             f"  state      {jobs[0].state}, step {jobs[0].step}" + (f" of {jobs[0].steps}" if jobs[0].steps else "")
@@ -254,7 +262,20 @@ def lines(root: Path, now: float | None = None) -> list[str]:
     out += [f"  skipped    {label(j, jobs)}: {unreadable_text(j.run.unreadable)}" for j in jobs if j.run.unreadable]
     out += [f"  unreadable {j.run.name}: {j.run.summary.get('error')}" for j in jobs if j.state == "unreadable"]
     out += [f"  unreadable {problem}" for s in sweeps if (problem := sweep_record_problem(s))]
+    if check and state != "running" and not whole.counts["running"]:  # no estimate: nothing will run until resumed
+        so_far = minutes(elapsed(root, jobs, now, False))
+        again = f"`{check_command(check[1])}` continues it" if state != "finished" else "nothing left to run"
+        return out + [f"  time       {so_far} from start to last write; nothing running ({state}: {again})"]
     return out + [time_line(root, kind, jobs, whole, now)]
+
+
+def check_state(record: dict, now: float) -> str:
+    """running, stopped (Ctrl-C, or its process gone: kill -9, a crash) or finished, from the check's record."""
+    state = record.get("state")
+    if state == "running" and isinstance(record.get("pid"), int) and isinstance(record.get("host"), str):
+        alive = process_alive(record["pid"], record["host"])
+        return "stopped (its process is gone)" if alive is False else "running"
+    return "stopped" if state == "stopped" else "finished" if state == "finished" else "running"
 
 
 def progress(job: Job) -> str:
