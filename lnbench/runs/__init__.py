@@ -2,6 +2,7 @@
 (reader), and the lock that keeps one process per run directory (lock). The names most modules need are here."""
 
 from lnbench.runs.files import (
+    CHECK_RECORD,
     CHECKPOINT,
     CRASH_LOG,
     ENDED,
@@ -20,11 +21,14 @@ from lnbench.runs.files import (
     TRAIN_LOG,
     CheckpointKey,
     Summary,
+    check_command,
+    find_check_record,
     read_summary,
+    write_check_record,
     write_config,
     write_summary,
 )
-from lnbench.runs.lock import RunLock, lock_held
+from lnbench.runs.lock import RunLock, lock_held, process_alive
 from lnbench.runs.reader import (
     SOURCE_KEY,
     Run,
@@ -34,12 +38,15 @@ from lnbench.runs.reader import (
     load_runs,
     primary_of,
     recorded_sweep,
+    run_order,
     source_names,
+    sweep_record_problem,
     sweep_total,
     unreadable_text,
 )
 
 __all__ = [
+    "CHECK_RECORD",
     "CHECKPOINT",
     "CRASH_LOG",
     "ENDED",
@@ -61,17 +68,23 @@ __all__ = [
     "Run",
     "RunLock",
     "Summary",
+    "check_command",
+    "find_check_record",
     "find_run_dirs",
     "job_axes",
     "load_run",
     "load_runs",
     "lock_held",
     "primary_of",
+    "process_alive",
     "read_summary",
     "recorded_sweep",
+    "run_order",
     "source_names",
+    "sweep_record_problem",
     "sweep_total",
     "unreadable_text",
+    "write_check_record",
     "write_config",
     "write_summary",
 ]

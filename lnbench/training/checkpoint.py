@@ -79,6 +79,14 @@ def load(run_dir: Path, config: dict[str, Any]) -> dict[str, Any] | None:
             f"{path} cannot be read as an lnbench checkpoint ({type(e).__name__}): it is damaged or not "
             f"one. Move it away to start this run from step 0, or train in a new run directory."
         ) from None
+    missing = [k for k in (Key.CONFIG, Key.STEP, Key.MODEL) if not isinstance(ckpt, dict) or k not in ckpt]
+    if missing or not isinstance(ckpt[Key.CONFIG], dict) or not isinstance(ckpt[Key.STEP], int):
+        raise DataError(
+            f"{path} is not an lnbench checkpoint: it holds {type(ckpt).__name__}"
+            + (f" without {', '.join(missing)}" if isinstance(ckpt, dict) and missing else "")
+            + (" whose config or step has another type" if not missing else "")
+            + ". Move it away to start this run from step 0, or train in a new run directory."
+        )
     check_same_config(ckpt[Key.CONFIG], config, run_dir)
     return ckpt
 

@@ -133,6 +133,39 @@ def test_a_rerun_keeps_the_declared_plan_whatever_the_budget_says_now(tmp_path):
     assert not [n for n, _, _ in again.rounds if n.startswith("judge")]  # every planned seed had run
 
 
+class Drives:
+    """The check's runner, standing in: each preset's rounds driven by Runner (no process, no Hydra)."""
+
+    overlapping = False
+
+    def queued_s(self) -> float:
+        return 0.0
+
+    def run(self, checks, done) -> None:
+        for c in checks:
+            done(Runner(c.directory).drive(c))
+
+
+def test_a_rerun_with_other_options_exits_0_and_its_page_shows_the_design_that_decided(tmp_path, monkeypatch, capsys):
+    tuning_sweep(tmp_path / "ln_gain_init")
+    monkeypatch.setattr(check, "check_overrides", lambda args: None)  # Hydra's composition: not what is tested
+    monkeypatch.setattr(check, "make_runner", lambda args: (Drives(), 2))
+    out = ["ln_gain_init", "--out", str(tmp_path)]
+    assert check.main([*out, "--budget", "none", "--widen", "2", "--max-seeds", "6"]) == 0
+    declared = (tmp_path / "ln_gain_init" / DESIGN_FILE).read_text()
+    first = (tmp_path / "check.md").read_text()
+    capsys.readouterr()
+    assert check.main([*out, "--budget", "1m", "--widen", "0", "--max-seeds", "9"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert (tmp_path / "ln_gain_init" / DESIGN_FILE).read_text() == declared
+    assert len(err) == 2 and err[0].startswith("lnbench check: --widen 0 is not applied to ln_gain_init")
+    assert "declared under --max-seeds 6" in err[1] and "another --out" in err[1]
+    page = (tmp_path / "check.md").read_text()
+    design = "widened up to 2 value(s); judging seeds planned per claim for its test's power, with no budget"
+    assert design in first and design in page and "1 min" not in page
+    assert page.split("| claim |")[1] == first.split("| claim |")[1]  # the same verdicts, seeds and values
+
+
 def test_the_plan_fits_the_share_of_the_budget_left_after_the_work_still_to_come():
     budget = Budget(3600.0, 2, time.time(), still_to_come=lambda: 1200.0, claims_ahead=lambda preset: 2)
     plans, record = budget.plan("p", {"x": (23, 100.0), "y": (4, 100.0)}, cap=None)
