@@ -55,12 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     from lnbench.check.inprocess import InProcessHydra  # noqa: PLC0415 (Hydra: not for --help)
-    from lnbench.launch.process.pool import WarmPool, joblib_env, joblib_workers  # noqa: PLC0415
+    from lnbench.config.launchers import JOBLIB  # noqa: PLC0415
+    from lnbench.launch.process.pool import WarmPool, joblib_env  # noqa: PLC0415
 
     out = args.out or Path(tempfile.mkdtemp(prefix="lnbench-startcost-"))
     load = [os.getloadavg()[0]]
     t0 = time.perf_counter()
-    workers = joblib_workers(None)
+    workers = JOBLIB.job_slots({})
     pool, hydra = WarmPool(workers, joblib_env(workers)), InProcessHydra()
     made = time.perf_counter() - t0
     try:
