@@ -40,29 +40,25 @@ from lnbench.check.budget import Budget
 from lnbench.check.design import check_design, kept_design
 from lnbench.check.page import write_page
 from lnbench.check.preset import Outcome, PresetCheck, judge_preset  # noqa: F401 (Outcome, judge_preset: as before)
+from lnbench.config import launchers
 from lnbench.config import overrides as hydra_args
 from lnbench.runs import check_command, write_check_record
 
 
 def make_runner(args: Args):
-    """The warm pool under the basic and joblib launchers (every round in this process's pool); under any other
-    (SLURM, submitit) each round a `lnbench train -m` of its own. Returns (runner, workers: jobs run at once)."""
+    """The warm pool where it runs the jobs as the sweep's launcher would (basic, joblib: every round in this
+    process's pool); under any other (SLURM, submitit) each round a `lnbench train -m` of its own. Returns (runner,
+    workers: jobs run at once), both from the launcher's kind (lnbench.config.launchers)."""
     from lnbench.check.runner import PoolRunner, SubprocessRunner  # noqa: PLC0415 (Hydra, the pool: once checked)
-    from lnbench.launch.process.pool import joblib_env, joblib_workers  # noqa: PLC0415 (Hydra)
-    from lnbench.launch.process.threads import usable_cores  # noqa: PLC0415 (with the above)
+    from lnbench.launch.process.pool import joblib_env  # noqa: PLC0415 (Hydra)
 
     given = hydra_args.axes([a for a in sweep_overrides(args, args.presets[0]) if a != "-m"])
     value = {k: v[-1].split("=", 1)[1] for k, v in given.items()}
-    launcher = value.get("hydra/launcher", "joblib")
-    if launcher == "joblib":
-        workers = joblib_workers(int(value["hydra.launcher.n_jobs"]) if "hydra.launcher.n_jobs" in value else None)
-        return PoolRunner(workers, joblib_env(workers)), workers
-    if launcher == "basic":
-        return PoolRunner(1, {}), 1
-    slots = value.get("hydra.launcher.array_parallelism")
-    default = 256 if "slurm" in launcher else len(usable_cores())  # submitit's array_parallelism; a local one per core
-    workers = int(slots) if slots else default
-    return SubprocessRunner(workers), workers
+    kind = launchers.named(value.get("hydra/launcher", "joblib"))
+    workers = kind.job_slots({k.removeprefix("hydra.launcher."): v for k, v in value.items()})
+    if not kind.warm_pool:
+        return SubprocessRunner(workers), workers
+    return PoolRunner(workers, joblib_env(workers) if kind.runs == launchers.FORKED else {}), workers
 
 
 def main(argv: list[str] | None = None) -> int:

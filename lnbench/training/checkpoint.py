@@ -19,7 +19,6 @@ import io
 import json
 import logging
 import random
-import shlex
 import signal
 import threading
 import time
@@ -33,7 +32,7 @@ from lnbench import environment
 from lnbench.atomic import write_bytes
 from lnbench.config.renamed import RENAMED
 from lnbench.config.runtime import Runtime
-from lnbench.errors import ConfigError, DataError, Interrupted
+from lnbench.errors import ConfigError, DataError, Interrupted, resume_command
 from lnbench.runs import CHECKPOINT, read_summary
 from lnbench.runs import CheckpointKey as Key
 
@@ -161,10 +160,9 @@ def check_same_config(saved: dict[str, Any], current: dict[str, Any], run_dir: P
     if diff:
         shown = "; ".join(f"{k}={_show(a.get(k, '<unset>'))} there, {_show(b.get(k, '<unset>'))} now" for k in diff[:6])
         more = f" (and {len(diff) - 6} more)" if len(diff) > 6 else ""
-        again = shlex.quote(f"resume={run_dir}")
         raise ConfigError(
             f"{run_dir} holds a run with another config: {shown}{more}. A resume continues a run exactly "
-            f"as it was started: drop the differing overrides (`lnbench train {again}` reuses the "
+            f"as it was started: drop the differing overrides (`{resume_command(run_dir)}` reuses the "
             f"run's own), or start a new run in another directory."
         )
 

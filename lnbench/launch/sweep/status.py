@@ -12,7 +12,6 @@ the mean length of the jobs seen, shared among as many slots as jobs run now.
 
 from __future__ import annotations
 
-import shlex
 import statistics
 import sys
 import time
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lnbench.config.choices import Stage
-from lnbench.errors import OptionsParser, UserError
+from lnbench.errors import OptionsParser, UserError, resume_command
 from lnbench.runs import (
     HYDRA,
     HYDRA_CONFIG,
@@ -298,11 +297,7 @@ def time_line(root: Path, kind: str, jobs: list[Job], whole: Tally, now: float) 
     stopped = whole.counts["stopped"]
     return (
         f"  time       {so_far} {'of training' if kind == 'run' else 'from start to last write'}; nothing running"
-        + (
-            f" (stopped: `lnbench train {shlex.quote(f'resume={root}')}` continues it)"
-            if stopped and kind == "run"
-            else ""
-        )
+        + (f" (stopped: `{resume_command(root)}` continues it)" if stopped and kind == "run" else "")
         + (f" ({stopped} stopped: run the same command again to resume)" if stopped and kind != "run" else "")
     )
 
