@@ -1,4 +1,4 @@
-"""Your own defaults and presets (the folder lnbench.user_conf_dir names, on Hydra's search path through
+"""Your own defaults and presets (the folder lnbench.environment.user_conf_dir names, on Hydra's search path through
 hydra_plugins/lnbench_user_config; docs/install.md), refused before anything runs where they are wrong (`check`).
 
 Hydra merges `local/<name>.yaml` whole into every run, so it may set only what every config has: the `site` node
@@ -20,11 +20,12 @@ from typing import Any
 
 import yaml
 
-from lnbench import CONF_DIR, environment, user_conf_dir
+from lnbench import CONF_DIR, environment
 from lnbench.config.domains import declared, innermost
 from lnbench.config.presets import yaml_tree
 from lnbench.config.schema import SCHEMAS, TrainConfig, presets
 from lnbench.config.validate import did_you_mean
+from lnbench.environment import user_conf_dir
 from lnbench.errors import ConfigError
 
 LOCAL = "local"  # the group of your defaults files (conf/train.yaml: `optional local: default`)
