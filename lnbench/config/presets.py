@@ -69,7 +69,8 @@ def yaml_tree(path: Path) -> yaml.Node | None:
     except yaml.YAMLError as e:
         raise ConfigError(f"{path} is not YAML: {yaml_problem(e)}. Fix the file, or move it away.") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path} cannot be read ({e.strerror or e}). Fix the file, or move it away.") from None
+        why = getattr(e, "strerror", None) or e
+        raise ConfigError(f"{path} cannot be read ({why}). Fix the file, or move it away.") from None
     except RecursionError:
         raise ConfigError(f"{path} is not allowed: it nests deeper than any config does. Fix the file.") from None
     if tree is not None and _values(tree, {}, path) > MAX_VALUES:
