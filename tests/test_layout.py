@@ -65,10 +65,10 @@ RUN_FILE = re.compile(r"(?:^|[/*])(" + "|".join(re.escape(f) for f in RUN_FILES)
 # in pyproject.toml). Hydra's: one place only.
 PRIVATE_API_PINNED = {
     "config/overrides.py": "Hydra's argument parser: lnbench reads `lnbench train` as Hydra will (hydra-core 1.3.8)",
-    "launch/slurm/launcher.py": "submitit's requeue, which it exposes no public way to do ourselves (submitit 1.5.x)",
+    "launch/slurm/launcher.py": "submitit's requeue, which it exposes no public way to do ourselves (submitit 1.5.4)",
     # torch's fused LSTM/GRU ops as torch.nn.LSTM calls them. The same functions are public as torch.lstm and
     # torch.gru: to switch to once lnbench/nn/fast/ is free to edit (its kernel work was under way in issue 38).
-    "nn/fast/layers.py": "torch._VF.lstm / gru",
+    "nn/fast/layers.py": "torch._VF.lstm / gru (torch 2.13.0)",
 }
 
 
