@@ -60,7 +60,7 @@ def check(overrides: list[str]) -> None:
     where, name = user_conf_dir(), chosen(overrides)
     given = os.environ.get("LNBENCH_CONFIG_DIR")
     if where is None:
-        if name not in ("default", "null"):
+        if name != "default":
             raise ConfigError(
                 f"local={name} is not allowed: LNBENCH_CONFIG_DIR is empty, so the folder of your defaults is off "
                 "and has no local/ files. Set LNBENCH_CONFIG_DIR to your folder, or leave local= out."

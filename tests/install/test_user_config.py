@@ -174,8 +174,9 @@ def test_a_broken_preset_of_yours_is_named_before_it_is_chosen(user_dir, capsys,
             "local=nope is not allowed: there is no {t}/user/local/nope.yaml. The files there are default, laptop",
         ),
         ("", ["local=laptop"], "local=laptop is not allowed: LNBENCH_CONFIG_DIR is empty"),
+        ("", ["local=null"], "local=null is not allowed: LNBENCH_CONFIG_DIR is empty"),
     ],
-    ids=["a-file", "missing", "no-such-local", "folder-off"],
+    ids=["a-file", "missing", "no-such-local", "folder-off", "folder-off-null"],
 )
 def test_a_bad_folder_or_local_choice_is_refused(folder, args, says, monkeypatch, capsys, tmp_path):
     t = tmp_path / "t"
