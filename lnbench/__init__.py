@@ -16,8 +16,16 @@ def user_conf_dir() -> Path | None:
     None where LNBENCH_CONFIG_DIR is set empty (for tests: a developer's defaults stay out)."""
     given = os.environ.get("LNBENCH_CONFIG_DIR")
     if given is not None:
-        return Path(given).expanduser() if given else None
-    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config").expanduser() / "lnbench"
+        return _expanded(given) if given else None
+    return _expanded(os.environ.get("XDG_CONFIG_HOME") or "~/.config") / "lnbench"
+
+
+def _expanded(path: str) -> Path:
+    """`~`, `~user` expanded; left as given where there is no such user or home (lnbench.config.user_folder says)."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        return Path(path)
 
 
 def conf_dirs() -> list[Path]:

@@ -67,6 +67,11 @@ def check(overrides: list[str]) -> None:
             )
         return
     named = f"LNBENCH_CONFIG_DIR={given}" if given else f"{where} (the folder of your own defaults)"
+    if str(where).startswith("~"):  # expanduser found no such user, or no home folder
+        raise ConfigError(
+            f"{named} is not allowed: {str(where).split('/')[0]} names no user of this machine with a home folder. "
+            "Give the folder's path, or set LNBENCH_CONFIG_DIR= (empty) for none."
+        )
     if broken_link(where):
         raise ConfigError(f"{named} is not allowed: {broken_link(where)}. Point it at a folder, or remove the link.")
     if where.exists() and not where.is_dir() or given and not where.is_dir():
