@@ -39,6 +39,7 @@ MOVED = {
     "hydra.launcher.partition": "site.slurm_partition",
     "hydra.launcher.account": "site.slurm_account",
 }
+NOT_A_FILE = "it is not a plain file (a folder, a pipe, a device)"
 ONE_PRESET = {  # keys below these belong to one preset of the group, which not every run has
     "logger.": "a key of one sink, which not every run has on: choose a logger preset of your own (logger/NAME.yaml "
     "in {where}) with `defaults: [override /logger: NAME]`",
@@ -103,7 +104,7 @@ def check(overrides: list[str]) -> None:
     if broken_link(path):
         raise ConfigError(f"{path} is not allowed: {broken_link(path)}. Fix the link, or remove it.")
     if path.exists() and not path.is_file():
-        raise ConfigError(f"{path} is not allowed: it is a folder, where your defaults are a file. Move it away.")
+        raise ConfigError(f"{path} is not allowed: {NOT_A_FILE}, where your defaults are a file. Move it away.")
     if not path.is_file():
         if name == "default":
             return  # no defaults of your own: lnbench's presets alone
@@ -137,6 +138,8 @@ def your_presets(where: Path) -> list[Path]:
     for p in found:
         if broken_link(p):
             raise ConfigError(f"{p} is not allowed: {broken_link(p)}. Fix the link, or remove it.")
+        if not p.is_file():  # reading a pipe would wait for ever
+            raise ConfigError(f"{p} is not allowed: {NOT_A_FILE}. Move it away.")
     return found
 
 

@@ -2,6 +2,7 @@
 local/default.yaml applied to every run after lnbench's presets and before +experiment and the command line, the
 `site` node the presets read, local/<group>/<preset>.yaml where that preset is chosen (Hydra's specialisation)."""
 
+import os
 import re
 import textwrap
 
@@ -293,6 +294,18 @@ def test_a_file_of_yours_hydra_would_hang_or_crash_on_is_refused_naming_it(rel, 
     line = refused([f"hydra.run.dir={tmp_path / 'run'}"], capsys)
     assert line.startswith(f"lnbench: error: {path}") and says in line, line
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("rel", ["local/default.yaml", "model/mine.yaml", "local/dataset/adding.yaml"])
+def test_a_pipe_or_folder_where_a_file_of_yours_goes_is_refused_not_read(rel, user_dir, capsys, tmp_path):
+    """Reading a named pipe would wait for ever."""
+    (user_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+    (user_dir / rel).unlink(missing_ok=True)
+    os.mkfifo(user_dir / rel)
+    line = refused([f"hydra.run.dir={tmp_path / 'run'}"], capsys)
+    assert f"{user_dir / rel} is not allowed: it is not a plain file (a folder, a pipe, a device)" in line, line
+    if rel == "model/mine.yaml":  # lnbench presets lists the presets where Hydra finds them, yours too
+        assert main(["presets"]) == 2 and "mine.yaml is not allowed: it is not a plain file" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [["presets"], ["check", "ln_gain_init", "--out", "{t}/out"]], ids=["presets", "check"])
