@@ -7,6 +7,8 @@ import re
 import sys
 
 import lnbench
+from lnbench import environment
+from lnbench.errors import ConfigError
 
 USAGE = """usage: lnbench <command> [args]
 
@@ -50,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     cmd, rest = argv[0], argv[1:]
     if cmd in COMPLETION or (cmd == "train" and any(a in COMPLETION for a in rest)):
         return shell_completion(cmd, rest)
+    try:
+        environment.check()  # before any command: a bad LNBENCH_* value is refused as a bad flag is
+    except ConfigError as e:
+        print(f"lnbench: error: {e}", file=sys.stderr)
+        return 2
     if cmd in NEEDS_CONF and not (lnbench.CONF_DIR / "train.yaml").is_file():
         print(NO_CONF.format(conf=lnbench.CONF_DIR, parent=lnbench.CONF_DIR.parent.parent / "conf"), file=sys.stderr)
         return 2

@@ -23,6 +23,8 @@ from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
 
+from lnbench import environment
+
 ENV = "LNBENCH_PHASES"
 
 # ---- the phases, by name -------------------------------------------------------------------------
@@ -73,7 +75,7 @@ class Timer:
     @classmethod
     def from_env(cls, job: str | Path | None = None) -> "Timer":
         """On where $LNBENCH_PHASES names a file."""
-        return cls(os.environ.get(ENV), job)
+        return cls(_file(), job)
 
     @property
     def on(self) -> bool:
@@ -121,9 +123,14 @@ _process: list[Timer] = []  # this process's Timer (a forked child inherits it, 
 
 def timer() -> Timer:
     """This process's Timer, for the launcher's phases (a run times its own: Timer.from_env in the recipe)."""
-    if not _process or _process[0].file != (os.environ.get(ENV) or None):
+    if not _process or _process[0].file != _file():
         _process[:] = [Timer.from_env()]
     return _process[0]
+
+
+def _file() -> str | None:
+    where = environment.path(ENV)
+    return None if where is None else str(where)
 
 
 def process_start() -> float | None:

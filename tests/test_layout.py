@@ -25,7 +25,9 @@ MAX_LINES = 400
 # The layers, bottom first: a module may import its own layer and those below it, never one above nor a peer of
 # its own rank (nn and data, models and runs, training and claims are independent of each other).
 LAYERS = [
-    {"errors", "atomic", "phases"},  # the top-level modules every layer shares
+    {"errors", "atomic"},  # the top-level modules every layer shares
+    {"environment"},  # the LNBENCH_* variables, checked (errors, atomic) and read by the layers above
+    {"phases"},  # timed phases, to $LNBENCH_PHASES
     {"nn", "data"},
     {"config"},
     {"models", "runs"},
@@ -38,6 +40,9 @@ LAYERS = [
     {"options", "train"},  # the old flat names, shims over the package (deprecated)
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
+# Beside the package, above every layer: what calibrates lnbench's verdicts (simulations, synthetic sweeps). It
+# imports lnbench; no module of lnbench imports it (the wheel does not ship it).
+ABOVE = "calibration"
 # lnbench's Hydra plugins (hydra_plugins/lnbench_*): above every layer. Hydra imports them in every process of every
 # Hydra app; they may import lnbench, and nothing in lnbench imports them.
 PLUGINS = "hydra_plugins"
@@ -190,6 +195,8 @@ def climbing_imports(path: str, source: str) -> list[str]:
         # `from lnbench import phases`: a module the package holds (names it defines have no layer)
         for dotted in [f"{module}.{n}" for n in names] if module in ("lnbench", PLUGINS) else [module]:
             plugin, there = our_plugin(dotted), layer_of(dotted)
+            if dotted.split(".")[0] == ABOVE:  # calibration/ sits above lnbench and its plugins
+                found.append(f"{line}: {me} -> {dotted}")
             if parts[0] == PLUGINS:
                 climbs = plugin is not None and plugin != me
             else:
@@ -416,11 +423,13 @@ def test_the_scan_finds_an_upward_import_in_any_scope_and_nothing_else():
         "    from lnbench.launch.process.threads import usable_cores\n"  # a climb, in a function
         "    import lnbench.report.make\n"  # another
         "    from lnbench.claims import stats\n"  # a peer
+        "    from calibration.nulls import SHAPES\n"  # beside the package: never imported by it
     )
     assert climbing_imports("training/recipe.py", source) == [
         "6: training -> lnbench.launch.process.threads",
         "7: training -> lnbench.report.make",
         "8: training -> lnbench.claims",
+        "9: training -> calibration.nulls",
     ]
     assert climbing_imports("phases.py", "from lnbench.nn import norm\n") == ["1: phases -> lnbench.nn"]
     assert climbing_imports("nn/norm.py", "from lnbench import errors, phases, runs\n") == ["1: nn -> lnbench.runs"]

@@ -1,7 +1,7 @@
-"""Your own defaults and presets for every `lnbench train`: the folder lnbench.user_conf_dir() names, on Hydra's config
-search path after lnbench's presets (a SearchPathPlugin: Hydra's public way, which it loads from hydra_plugins only,
-so that it holds for `lnbench train`, check's sweeps and every config lnbench composes, in a checkout as in an
-installed wheel, whose conf/ a user cannot edit).
+"""Your own defaults and presets for every `lnbench train`: the folder lnbench.environment.user_conf_dir() names,
+on Hydra's config search path after lnbench's presets (a SearchPathPlugin: Hydra's public way, which it loads from
+hydra_plugins only, so that it holds for `lnbench train`, check's sweeps and every config lnbench composes, in a
+checkout as in an installed wheel, whose conf/ a user cannot edit).
 
 What it holds is plain Hydra: conf/train.yaml's `optional local: default` merges local/default.yaml (local=NAME:
 local/NAME.yaml), its `optional local/dataset: ${dataset}` (model, optim) the file of the chosen preset; any other
@@ -20,7 +20,8 @@ from hydra.plugins.config_source import ConfigLoadError, ConfigResult, ConfigSou
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 from omegaconf import OmegaConf
 
-from lnbench import CONF_DIR, user_conf_dir
+from lnbench import CONF_DIR
+from lnbench.environment import user_conf_dir
 
 PROVIDER = "lnbench-user"
 SCHEME = "lnbench-user"  # UserFolderSource's: the folder as Hydra's file source reads it, with local/'s packages

@@ -5,7 +5,6 @@ one paragraph, exit 2, nothing written."""
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import importlib.util
 import math
@@ -24,7 +23,7 @@ from lnbench.claims.stats import ADJUST
 from lnbench.config import overrides as hydra_args
 from lnbench.config.choices import Stage
 from lnbench.config.presets import experiments, read_experiment, sweeper_params
-from lnbench.errors import UserError
+from lnbench.errors import OptionsParser, UserError
 
 # The order of a full check: the cheap synthetic presets first, so a first verdict comes early.
 ORDER = (
@@ -111,8 +110,8 @@ class Args:
         return looks + ([last] if looks[-1] != last else [])
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse's errors as one paragraph (it would print its usage and exit), in lnbench check's words."""
+class _Parser(OptionsParser):
+    """argparse's errors as one paragraph, in lnbench check's words where it has its own."""
 
     argv: list[str] = []
 
@@ -129,7 +128,7 @@ class _Parser(argparse.ArgumentParser):
                 f"option {option!r} is not allowed: use --out, {', '.join(OPTIONS)}, scale=K, preset "
                 "names or key=value overrides for every sweep (`lnbench check --help`)."
             )
-        raise CheckError(f"{message} (`lnbench check --help` lists the options).")
+        super().error(message)
 
     def format_help(self) -> str:
         from lnbench.claims import plan  # noqa: PLC0415 (scipy: only for the help's defaults)
@@ -164,7 +163,7 @@ RESERVED = {
 
 
 def parser(argv: list[str]) -> _Parser:
-    p = _Parser(prog="lnbench check", allow_abbrev=False)
+    p = _Parser(prog="lnbench check", allow_abbrev=False, refuse=CheckError)
     p.argv = argv
     p.add_argument("items", nargs="*", metavar="PRESET|scale=K|key=value")
     p.add_argument("--out", type=Path, default=Args.out)

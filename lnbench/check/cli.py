@@ -18,6 +18,7 @@ hydra/launcher=slurm hydra.launcher.partition=gpu.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -36,31 +37,28 @@ from lnbench.check.args import (
     sweep_overrides,
 )
 from lnbench.check.budget import Budget
-from lnbench.check.design import check_design
+from lnbench.check.design import check_design, kept_design
 from lnbench.check.page import write_page
 from lnbench.check.preset import Outcome, PresetCheck, judge_preset  # noqa: F401 (Outcome, judge_preset: as before)
+from lnbench.config import launchers
 from lnbench.config import overrides as hydra_args
+from lnbench.runs import check_command, write_check_record
 
 
 def make_runner(args: Args):
-    """The warm pool under the basic and joblib launchers (every round in this process's pool); under any other
-    (SLURM, submitit) each round a `lnbench train -m` of its own. Returns (runner, workers: jobs run at once)."""
+    """The warm pool where it runs the jobs as the sweep's launcher would (basic, joblib: every round in this
+    process's pool); under any other (SLURM, submitit) each round a `lnbench train -m` of its own. Returns (runner,
+    workers: jobs run at once), both from the launcher's kind (lnbench.config.launchers)."""
     from lnbench.check.runner import PoolRunner, SubprocessRunner  # noqa: PLC0415 (Hydra, the pool: once checked)
-    from lnbench.launch.process.pool import joblib_env, joblib_workers  # noqa: PLC0415 (Hydra)
-    from lnbench.launch.process.threads import usable_cores  # noqa: PLC0415 (with the above)
+    from lnbench.launch.process.pool import joblib_env  # noqa: PLC0415 (Hydra)
 
     given = hydra_args.axes([a for a in sweep_overrides(args, args.presets[0]) if a != "-m"])
     value = {k: v[-1].split("=", 1)[1] for k, v in given.items()}
-    launcher = value.get("hydra/launcher", "joblib")
-    if launcher == "joblib":
-        workers = joblib_workers(int(value["hydra.launcher.n_jobs"]) if "hydra.launcher.n_jobs" in value else None)
-        return PoolRunner(workers, joblib_env(workers)), workers
-    if launcher == "basic":
-        return PoolRunner(1, {}), 1
-    slots = value.get("hydra.launcher.array_parallelism")
-    default = 256 if "slurm" in launcher else len(usable_cores())  # submitit's array_parallelism; a local one per core
-    workers = int(slots) if slots else default
-    return SubprocessRunner(workers), workers
+    kind = launchers.named(value.get("hydra/launcher", "joblib"))
+    workers = kind.job_slots({k.removeprefix("hydra.launcher."): v for k, v in value.items()})
+    if not kind.warm_pool:
+        return SubprocessRunner(workers), workers
+    return PoolRunner(workers, joblib_env(workers) if kind.runs == launchers.FORKED else {}), workers
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,9 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     except CheckError as e:
         print(f"lnbench: error: {e}", file=sys.stderr)
         return 2
-    for line in replaced_axes(args):
+    for line in [*replaced_axes(args), *kept_design(args)]:
         print(f"lnbench check: {line}", file=sys.stderr)
     t0 = time.time()
+    record = {"command": argv, "presets": args.presets, "pid": os.getpid(), "host": os.uname().nodename}
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_check_record(args.out, {**record, "state": "running", "started": t0})  # for status, a sweep's end
     runner, workers = make_runner(args)
     checks: list[PresetCheck] = []
 
@@ -108,8 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         runner.run(checks, done)
     except KeyboardInterrupt:
-        print("\nlnbench check: interrupted; run the same command again to resume.", file=sys.stderr)
+        write_check_record(args.out, {**record, "state": "stopped", "started": t0})
+        print(f"\nlnbench check: interrupted; `{check_command(record)}` resumes it.", file=sys.stderr)
         return 130
+    write_check_record(args.out, {**record, "state": "finished", "started": t0})
     print("\n" + md)
     print(f"{args.out / 'check.md'}\n{args.out / 'check.html'}")
     if any(o.startswith("logger.wandb.report=") for o in args.overrides):  # the pages as a W&B artifact too
@@ -121,17 +124,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def describe(args: Args, runner, workers: int) -> str:
-    """The page's line on how the check ran its rounds and planned its judging seeds."""
+    """The page's line on how the check ran its rounds (how it planned its judging seeds: the page reads each
+    preset's judging.json, the design that decided)."""
     how = (
         f"one warm pool of {workers} worker(s) for every preset, their rounds overlapping"
         if runner.overlapping
         else f"each round a sweep of its own, one preset after the other ({workers} job slot(s) counted for the budget)"
     )
-    if args.judging == 0:
-        seeds = "no judging seeds (--judging-seeds 0)"
-    elif args.planned:
-        budget = "no budget" if args.budget_s is None else f"a budget of {args.budget_s / 60:g} min for the whole check"
-        seeds = f"judging seeds planned per claim for its test's power, within {budget} (judging.json)"
-    else:
-        seeds = f"judging seeds in looks of {', '.join(map(str, args.looks))} for every claim"
-    return f"rounds: {how}; {seeds}"
+    return f"rounds: {how}"

@@ -44,6 +44,7 @@ class Outcome:
     verdicts: list[dict[str, Any]]
     note: str = ""
     added: dict[str, int] = field(default_factory=dict)  # runs by stage: tune, widen, judge
+    design: dict[str, Any] = field(default_factory=dict)  # its judging.json: the design that decided ({}: none)
 
 
 @dataclass
@@ -90,9 +91,11 @@ class PresetCheck:
         self.started = True
         code = (yield [self.base])[0]
         refused: list[str] = []  # rounds whose sweep refused its input (exit 2): a bug to report, never a quiet gap
-        rep = self._report() if args.widen or args.judging != 0 else None
-        for k in range(1, args.widen + 1):
-            cells = rounds.widen_cells(rep, rounds.needed(rep), args.widen) if rep else []
+        declared = self.declared()
+        widen = declared_widen(declared, args.widen)
+        rep = self._report() if widen or args.judging != 0 else None
+        for k in range(1, widen + 1):
+            cells = rounds.widen_cells(rep, rounds.needed(rep), widen) if rep else []
             if not cells:
                 break
             codes = yield rounds.commands(self.base, self.directory, f"widen-{k}", cells, self._drop(cells))
@@ -119,16 +122,16 @@ class PresetCheck:
             return Outcome(self.preset, self.directory, seconds, load, code, [], "the sweep left no runs")
         notes = [n for n in [note(rep)] if n]
         notes += [f"the {r} sweep refused its input (see the log above it)" for r in dict.fromkeys(refused)]
-        return Outcome(self.preset, self.directory, seconds, load, code, rep.verdicts, "; ".join(notes), counts(rep))
+        verdicts, why = rep.verdicts, "; ".join(notes)
+        return Outcome(self.preset, self.directory, seconds, load, code, verdicts, why, counts(rep), self.declared())
 
     # ---- the plan -----------------------------------------------------------------------------------
     def design(self, rep) -> Design:
         """The design judging.json declares (a rerun keeps it), or a new one, written there before any judging seed
         of the preset runs: each claim that no grid edge blocks planned by the test's power within the check's
         budget (or in the looks given by hand), the blocked ones listed with why."""
-        path = self.directory / DESIGN_FILE
-        if path.is_file():
-            return self._declared(json.loads(path.read_text()), rep)
+        if (declared := self.declared()) is not None:
+            return self._declared(declared, rep)
         blocked = rounds.edge_blocked(rep)
         claims = [c for c in claimlib.claims_of(r.config for r in rep.runs) if c.id not in blocked]
         sizes = familylib.sizes((c.id, c.family) for c in claimlib.claims_of(r.config for r in rep.runs))
@@ -142,8 +145,9 @@ class PresetCheck:
         else:
             plans = {c.id: planlib.plan_for_looks(self.args.looks, size[c.id]) for c in claims}
         looks = self.args.looks if not self.args.planned else None
-        record = {**self.record(plans, looks), **record, "blocked": blocked}
-        write_bytes(path, (json.dumps(record, indent=1) + "\n").encode())
+        options = {"widen": self.args.widen, "max_seeds": self.args.max_seeds}  # those a rerun may not change
+        record = {**self.record(plans, looks), **record, "blocked": blocked, "options": options}
+        write_bytes(self.directory / DESIGN_FILE, (json.dumps(record, indent=1) + "\n").encode())
         design = Design(plans, list(record["rounds"]))
         self.judging_left_s = worst_case_s(rep, design)
         self.planned = True
@@ -187,6 +191,12 @@ class PresetCheck:
         }
         return ids & undecided
 
+    def declared(self) -> dict[str, Any] | None:
+        """judging.json, where the preset's design is declared (lnbench check refused a damaged one before it
+        started: lnbench.check.design)."""
+        path = self.directory / DESIGN_FILE
+        return json.loads(path.read_text()) if path.is_file() else None
+
     # ---- bookkeeping -------------------------------------------------------------------------------
     def _report(self):
         rep = judge_preset(self.args, self.directory, figures=False)
@@ -203,6 +213,15 @@ class PresetCheck:
         """The overrides a round's sweep leaves out of the preset's command: its cells set them (and the seeds)."""
         params = sweeper_params(read_experiment(self.preset))
         return {"seed", *params, *(k for c in cells for k in c.values)}
+
+
+def declared_widen(declared: dict[str, Any] | None, given: int) -> int:
+    """The widening a preset's rounds go to: once judging.json is declared, the --widen it was declared under (its
+    judging seeds run at the values that widening chose; one declared before --widen was recorded widened no
+    further), else the one given."""
+    if declared is None:
+        return given
+    return int((declared.get("options") or {}).get("widen", 0))
 
 
 def group_cost(g) -> float | None:

@@ -79,7 +79,7 @@ class Active:
     check: PresetCheck
     steps: Any  # its rounds() generator
     order: int
-    sweeps: list = field(default_factory=list)  # lnbench.check.inprocess.Sweep, or an int (a refused sweep's code)
+    sweeps: list = field(default_factory=list)  # inprocess.ComposedSweep, or an int (a refused sweep's code)
     left: int = 0  # jobs of the round not ended yet
     rounds: int = 0  # rounds started so far
     advancing: Future | None = None  # its next round being made (composed, judged) in the helper thread

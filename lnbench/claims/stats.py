@@ -1,6 +1,6 @@
 """The statistics behind a verdict, as functions on numpy arrays: seeds on the last axis, any leading axes
 batched. `lnbench report` calls them on one comparison; the simulations of docs/verdicts.md
-(lnbench/claims/simulate.py) call the same functions on thousands at once, so the error rates they measure are
+(calibration/simulate.py) call the same functions on thousands at once, so the error rates they measure are
 those of the code that judges.
 
 d holds paired differences value(than) - value(better): positive supports the claim. margin >= 0 is the

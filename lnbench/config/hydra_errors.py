@@ -11,14 +11,11 @@ import yaml
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
+from lnbench.config import launchers, user_folder
 from lnbench.config import overrides as hydra_args
-from lnbench.config import user_folder
 from lnbench.config.presets import yaml_problem
 from lnbench.config.validate import did_you_mean
 from lnbench.errors import ConfigError
-
-# The launchers an extra of lnbench installs (pyproject.toml): refused with the extra to install where it is missing.
-LAUNCHER_EXTRAS = {"joblib": "joblib", "submitit_local": "slurm", "submitit_slurm": "slurm"}
 
 
 @contextmanager
@@ -34,7 +31,8 @@ def composing(overrides: list[str], sweep: bool = False):
             typed = f"{mine}: {group}: {name}"
         typed = typed or f"{group}={name}"
         options = [o for o in e.options or [] if not o.startswith("base_")]
-        if group == "hydra/launcher" and (extra := LAUNCHER_EXTRAS.get(name)):  # slurm.yaml names submitit_slurm
+        # a launcher an extra of lnbench installs (slurm.yaml names submitit_slurm): the extra to install
+        if group == "hydra/launcher" and name in launchers.HYDRA and (extra := launchers.HYDRA[name][1].extra):
             raise ConfigError(
                 f"{typed} is not allowed{job}: the {name} launcher is not installed. Install it with "
                 f"pip install 'lnbench[{extra}]', or choose one of {', '.join(options)}."

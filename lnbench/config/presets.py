@@ -3,8 +3,8 @@ model, dataset and optimizer presets, each with its one-line description, read f
 comment line; an experiment's axes from its hydra.sweeper.params), so the list never goes stale and nothing is
 typed twice. The one reader of conf/<group>/*.yaml as written (`read_preset`, `preset_names`): the schemas'
 list of presets (lnbench.config.schema.presets), the claims, `lnbench check` and the bench ask here. Presets are
-found where Hydra finds them (lnbench.conf_dirs): lnbench's conf/, then the folder of your own, so that a claim
-preset of yours is one `lnbench check` runs."""
+found where Hydra finds them (lnbench.environment.conf_dirs): lnbench's conf/, then the folder of your own, so
+that a claim preset of yours is one `lnbench check` runs."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from lnbench import conf_dirs
 from lnbench.config import overrides
+from lnbench.environment import conf_dirs
 from lnbench.errors import ConfigError
 
 # A YAML file whose aliases expand past this many values is refused: no config needs it, and one that does (a

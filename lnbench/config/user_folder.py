@@ -1,4 +1,4 @@
-"""Your own defaults and presets (the folder lnbench.user_conf_dir names, on Hydra's search path through
+"""Your own defaults and presets (the folder lnbench.environment.user_conf_dir names, on Hydra's search path through
 hydra_plugins/lnbench_user_config; docs/install.md), refused before anything runs where they are wrong (`check`).
 
 Hydra merges `local/<name>.yaml` whole into every run, so it may set only what every config has: the `site` node
@@ -12,20 +12,20 @@ exit 2.
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import os
 import re
-import typing
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from lnbench import CONF_DIR, user_conf_dir
+from lnbench import CONF_DIR, environment
+from lnbench.config.domains import declared, innermost
 from lnbench.config.presets import yaml_tree
 from lnbench.config.schema import SCHEMAS, TrainConfig, presets
 from lnbench.config.validate import did_you_mean
+from lnbench.environment import user_conf_dir
 from lnbench.errors import ConfigError
 
 LOCAL = "local"  # the group of your defaults files (conf/train.yaml: `optional local: default`)
@@ -59,7 +59,7 @@ def check(overrides: list[str]) -> None:
     """The folder, the chosen file, its YAML and its keys, and every other file of yours Hydra may read; raises
     ConfigError naming the file and line."""
     where, name = user_conf_dir(), chosen(overrides)
-    given = os.environ.get("LNBENCH_CONFIG_DIR")
+    given = environment.given("LNBENCH_CONFIG_DIR")
     if where is None:
         if name != "default":
             raise ConfigError(
@@ -68,11 +68,6 @@ def check(overrides: list[str]) -> None:
             )
         return
     named = f"LNBENCH_CONFIG_DIR={given}" if given else f"{where} (the folder of your own defaults)"
-    if str(where).startswith("~"):  # expanduser found no such user, or no home folder
-        raise ConfigError(
-            f"{named} is not allowed: {str(where).split('/')[0]} names no user of this machine with a home folder. "
-            "Give the folder's path, or set LNBENCH_CONFIG_DIR= (empty) for none."
-        )
     if broken_link(where):
         raise ConfigError(f"{named} is not allowed: {broken_link(where)}. Point it at a folder, or remove the link.")
     if where.exists() and not where.is_dir() or given and not where.is_dir():
@@ -248,15 +243,11 @@ def _keys_of(schema: type) -> dict[str, Any]:
 
 
 def _fields(schema: type, prefix: str, known: dict[str, Any]) -> None:
-    hints = typing.get_type_hints(schema)
-    for f in dataclasses.fields(schema):
-        hint = hints.get(f.name, Any)
-        inner = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
-        if dataclasses.is_dataclass(inner[0]):
-            known[f"{prefix}{f.name}"] = dict
-            _fields(inner[0], f"{prefix}{f.name}.", known)
-        elif f"{prefix}{f.name}" not in known:
-            known[f"{prefix}{f.name}"] = bool if inner[0] is bool else Any if hint is Any else object
+    for key, hint, _ in declared(schema, prefix):
+        parts = key.split(".")
+        for end in range(prefix.count(".") + 1, len(parts)):  # the nested schemas' nodes on the way
+            known[".".join(parts[:end])] = dict
+        known.setdefault(key, bool if innermost(hint) is bool else Any if hint is Any else object)
 
 
 # ---- where a refusal or a value came from ------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import difflib
 import importlib
 import inspect
 import math
+import re
 from typing import Any, Iterable
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -208,11 +209,19 @@ def _check_combinations(cfg: Any) -> None:
             f"test_seq_lens={list(cfg.test_seq_lens)} is not allowed with this dataset: it has no "
             f"eval_seq_len. Use a sequence dataset whose test length can change (adding, copy, shakespeare)."
         )
-    device = str(cfg.device)
-    if not (device in ("auto", "cpu", "cuda", "mps") or device.startswith("cuda:")):
-        raise ConfigError(f"device={device!r} is not allowed: use auto, cpu, cuda or cuda:N.")
+    check_device_name(str(cfg.device))
     _check_schedule(cfg)
     _check_sweep_record(cfg)
+
+
+DEVICE_NAME = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
+
+
+def check_device_name(device: str) -> None:
+    """A device's name as torch reads it (`cuda:abc` would be torch's RuntimeError deep in a run); whether this
+    machine has it is lnbench.training.device's question, asked before any job starts (lnbench.launch.preflight)."""
+    if not DEVICE_NAME.fullmatch(device):
+        raise ConfigError(f"device={device!r} is not allowed: use auto, cpu, cuda or cuda:N (N = 0, 1, ...) or mps.")
 
 
 # The learning-rate schedule's arguments (torch's schedulers, passed through, so no schema declares their domains):
@@ -286,6 +295,7 @@ def validate_sweep(master: Any) -> None:
     only after Hydra began), and the same job twice (`seed=0,0`: twice the time for one result, and a report
     that counts one seed as two)."""
     launcher = OmegaConf.select(master, "hydra.launcher", default=None) or {}
+    check_launcher_keys(launcher, str(OmegaConf.select(master, "hydra.runtime.choices.hydra/launcher", default="")))
     if str(launcher.get("_target_", "")).endswith("JoblibLauncher") and launcher.get("n_jobs") == 0:
         raise ConfigError(
             "hydra.launcher.n_jobs=0 is not allowed: it is how many jobs joblib runs at once. Give an "
@@ -304,6 +314,32 @@ def validate_sweep(master: Any) -> None:
                 f"{key}={','.join(v.split('=', 1)[1] for v in values)} is not allowed: it sweeps "
                 f"{' and '.join(twice)} more than once, so the sweep would run the same job twice. Give each value "
                 "once."
+            )
+
+
+def check_launcher_keys(launcher: Any, choice: str) -> None:
+    """Each key of the launcher's config is an option the launcher takes (Hydra lets `+hydra.launcher.x=1` add any
+    key, which a launcher would swallow or choke on once the sweep began): its schema's fields, or, for a launcher
+    without one (lnbench's packed), its constructor's arguments."""
+    schema = OmegaConf.get_type(launcher) if OmegaConf.is_config(launcher) else None
+    if dataclasses.is_dataclass(schema):
+        takes = {f.name for f in dataclasses.fields(schema)}
+    else:
+        module, _, name = str(launcher.get("_target_", "")).rpartition(".")
+        try:
+            params = inspect.signature(getattr(importlib.import_module(module), name)).parameters
+        except (ImportError, AttributeError, TypeError, ValueError):  # Hydra itself says what it cannot load
+            return
+        if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            return
+        takes = set(params) - {"self"}
+    options = sorted(k for k in takes if not k.startswith("_"))
+    for key in launcher:
+        if str(key) not in takes and str(key) != "_target_":
+            raise ConfigError(
+                f"hydra.launcher.{key}={OmegaConf.select(launcher, str(key))} is not allowed: the {choice} launcher "
+                f"(hydra/launcher={choice}) has no option {key!r}.{did_you_mean(str(key), takes)} "
+                + (f"Its options are {', '.join(options)}." if options else "It takes no options.")
             )
 
 

@@ -1,14 +1,18 @@
 """The failure policy of `lnbench train`: what each kind of exception means for the user, in one table.
 
 Input that validation refused (a config value, a path, data files) is the user's to fix: exit 2 and one
-paragraph. An exception raised anywhere else, in lnbench's code or in a user's component (a model,
-normalizer or dataset constructor, a forward pass), is a bug: exit 1, its traceback on stderr and in the
+paragraph. The machine's own state (a full disk, a used-up quota, a read-only file system, wherever a run writes)
+is named as such: exit 1, one paragraph, and the run resumable from its last checkpoint (written atomically). An
+exception raised anywhere else, in lnbench's code or in a user's component (a model, normalizer or dataset
+constructor, a forward pass), is a bug: exit 1, its traceback on stderr and in the
 run's crash.log, and a line saying where to report it. Whatever ended a run, its summary.json says so.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import shlex
 import sys
 import traceback
 from dataclasses import dataclass
@@ -51,7 +55,49 @@ POLICY: list[tuple[type[BaseException], Failure]] = [
 ]
 
 
+# The machine's state, not the input's nor a bug: what each errno says of the disk a run writes to.
+DISK_STATES = {
+    errno.ENOSPC: "is full",
+    errno.EDQUOT: "has no room left in your disk quota",
+    errno.EROFS: "is mounted read-only",
+}
+MACHINE_STATE = Failure("failed", 1, False)
+
+
+def disk_state(error: BaseException) -> OSError | None:
+    """The OSError saying the disk is full (or its quota used up, or read-only) that caused `error`, if one did:
+    anywhere in its chain, since a write that fails inside torch.save or while a run stops is re-raised as
+    another exception."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in DISK_STATES:
+            return error
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def machine_state(error: BaseException, where: Path, again: str | None) -> str | None:
+    """One paragraph naming the state of the disk holding `where` that `error` met (None where it met none): what
+    was written before stays, and `again` goes on from there once there is room (None: nothing had started)."""
+    cause = disk_state(error)
+    if cause is None:
+        return None
+    what = (
+        f"The run stopped; its last checkpoint and the lines logged before it are kept whole. Free some space "
+        f"there, then continue with {again}."
+        if again
+        else "Nothing was started. Free some space there, then run the same command again."
+    )
+    return (
+        f"the disk holding {where} {DISK_STATES[cause.errno]} ({cause.strerror}"
+        f"{f': {cause.filename}' if cause.filename and Path(cause.filename) != Path(where) else ''}). {what}"
+    )
+
+
 def classify(error: BaseException) -> Failure:
+    if not isinstance(error, (UserError, Interrupted, KeyboardInterrupt)) and disk_state(error) is not None:
+        return MACHINE_STATE
     failure = next(f for kind, f in POLICY if isinstance(error, kind))
     if isinstance(error, Interrupted):
         return Failure(failure.status, error.exit_code, False)
@@ -69,10 +115,15 @@ def traceback_text(error: BaseException) -> str:
     return getattr(error, "child_traceback", None) or "".join(traceback.format_exception(error))
 
 
-def say(error: BaseException, crash_log: Path | None = None) -> int:
-    """Tells the user what ended the command, on stderr; returns its exit code."""
+def say(error: BaseException, crash_log: Path | None = None, run_dir: Path | None = None) -> int:
+    """Tells the user what ended the command (the run in `run_dir`, where it began one), on stderr; returns its
+    exit code."""
     failure = classify(error)
-    if isinstance(error, UserError):
+    if failure is MACHINE_STATE:
+        where = run_dir or Path(disk_state(error).filename or ".")
+        again = f"`lnbench train {shlex.quote(f'resume={run_dir}')}`" if run_dir else None
+        print(f"lnbench: {machine_state(error, where, again)}", file=sys.stderr)
+    elif isinstance(error, UserError):
         print(f"lnbench: error: {error}" + (f"\nlnbench: {error.hint}" if error.hint else ""), file=sys.stderr)
     elif isinstance(error, KeyboardInterrupt):
         print("lnbench: interrupted outside the train loop: nothing was checkpointed.", file=sys.stderr)
@@ -87,8 +138,13 @@ def say(error: BaseException, crash_log: Path | None = None) -> int:
 def one_line(job: int, overrides: list[str], error: BaseException, run_dir: Path) -> str:
     """A failed sweep job, as the sweep reports it."""
     what = "diverged" if isinstance(error, Diverged) else "failed"
-    bug = classify(error).bug
-    said = f"{type(error).__name__}: {error}; {REPORT_BUGS} {run_dir / CRASH_LOG}" if bug else str(error)
+    failure = classify(error)
+    if failure is MACHINE_STATE:
+        said = machine_state(error, run_dir, "the same sweep command: each job goes on from its checkpoint")
+    elif failure.bug:
+        said = f"{type(error).__name__}: {error}; {REPORT_BUGS} {run_dir / CRASH_LOG}"
+    else:
+        said = str(error)
     return f"lnbench: job {job} ({' '.join(overrides)}) {what}: {said}"
 
 

@@ -10,10 +10,12 @@ Each refusal is a ConfigError: one paragraph naming the override as typed and wh
 from __future__ import annotations
 
 import copy
-import importlib
+import errno
 import itertools
 import logging
 import math
+import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,15 +28,17 @@ from hydra.types import RunMode
 from omegaconf import OmegaConf, open_dict, read_write
 
 from lnbench.claims.spec import ClaimError, parse_claim
+from lnbench.config import launchers, user_folder
 from lnbench.config import overrides as hydra_args
-from lnbench.config import user_folder
 from lnbench.config.hydra_errors import composing
+from lnbench.config.launchers import LauncherKind
 from lnbench.config.presets import Sweep
-from lnbench.config.validate import check_keys, check_typed, validate, validate_sweep
+from lnbench.config.validate import check_device_name, check_keys, check_typed, validate, validate_sweep
 from lnbench.errors import ConfigError, UserError
 from lnbench.launch import user_modules
 from lnbench.runs import OVERRIDES, RunLock
 
+MIN_FREE_BYTES = 2**20  # a disk with less free is full: a run's first checkpoint and records would not fit
 ALL_JOBS_UP_TO = 24  # sweeps up to this many jobs compose every job before the first starts
 
 
@@ -45,7 +49,7 @@ class Plan:
     args: list[str]  # for Hydra: the overrides as typed, then the output directory, resolved once
     multirun: bool
     out_dir: Path  # the run's directory, or the sweep's
-    launcher: str  # "in-process" (basic, joblib: lnbench forks each job), "submitit_local" or "slurm"
+    kind: LauncherKind  # how the sweep's launcher runs its jobs (lnbench.config.launchers)
     new_dir: bool = True  # a single run's directory did not exist: a run refused later removes it again
     # a single run's existing directory, locked (lnbench.runs.RunLock) before Hydra writes there
     lock: Any = None
@@ -54,14 +58,14 @@ class Plan:
 
     @property
     def isolated(self) -> bool:
-        """submitit runs each job in a process of its own; the other launchers run many in one."""
-        return self.launcher in ("submitit_local", "slurm")
+        """The launcher runs each job in a process of its own (submitit); the others run many in one."""
+        return self.kind.isolated
 
     @property
     def local(self) -> bool:
         """A stop signal stops the whole sweep (lnbench.launch.sweep.stop); a SLURM job's SIGTERM is SLURM's
         business."""
-        return self.launcher != "slurm"
+        return not self.kind.remote
 
 
 def preflight(
@@ -105,10 +109,13 @@ def preflight(
         )
         if multirun:
             validate_sweep(master)
-            for job in sweep_jobs(master):
+            jobs = sweep_jobs(master)
+            devices = set() if jobs else {str(master.device)}
+            for job in jobs:
                 with composing(job, sweep=True):
                     job_cfg = without_hydra(loader.load_sweep_config(master, job))
                     check_keys(job_cfg)
+                    devices.add(str(job_cfg.device))
                     if sweep_values:
                         user_modules.load(job_cfg.imports)
                         try:
@@ -116,6 +123,7 @@ def preflight(
                         except ConfigError:
                             if users is None or not refused_anyway(loader, overrides, job, users):
                                 raise
+            check_machine(devices, plan, str(master.hydra.runtime.choices.get("hydra/launcher")))
             return plan
     cfg = without_hydra(master)
     user_modules.load(cfg.imports)  # before validation: a user's normalizer is a kind model.norm.kind may name
@@ -125,6 +133,27 @@ def preflight(
     if not plan.new_dir:
         claim(plan, cfg)
     return plan
+
+
+def check_machine(devices: set[str], plan: Plan, launcher: str) -> None:
+    """This machine has what a sweep's jobs need, refused before any job starts whichever launcher runs them: each
+    device they train on, as a single run's is (build_check), and SLURM for a SLURM launcher (submitit would raise
+    only once Hydra began). A SLURM job's device is its node's, which the machine that submits it cannot see."""
+    if plan.kind.remote:  # SLURM (slurm, submitit_slurm)
+        if shutil.which("srun") is None:  # submitit's own test
+            raise ConfigError(
+                f"hydra/launcher={launcher} is not allowed here: this machine is no SLURM cluster's (no srun on "
+                "PATH). Submit from the cluster's login node, or run on this machine with hydra/launcher=basic, "
+                "joblib, submitit_local or packed."
+            )
+        return
+    if devices <= {"auto", "cpu"}:
+        return
+    from lnbench.training.device import resolve_device  # noqa: PLC0415 (torch: only for a device to look for)
+
+    for name in sorted(devices):
+        check_device_name(name)
+        resolve_device(name)
 
 
 def check_claims(cfg) -> None:
@@ -154,26 +183,12 @@ def refused_anyway(loader, overrides: list[str], job: list[str], users: list[str
     return False
 
 
-SUBMITIT = "hydra_plugins.hydra_submitit_launcher.submitit_launcher"
-
-
-def launcher_kind(master) -> str:
-    """Which launcher runs the jobs, by its class and the classes it derives from (lnbench's SLURM launcher is
-    Hydra's). By their qualified names: Hydra's plugin scan may import a plugin module twice, and the two
-    copies' classes are not each other's subclasses."""
-    module, _, name = str(master.hydra.launcher._target_).rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):  # Hydra itself says what it cannot load
-        return "in-process"
-    bases = [f"{c.__module__}.{c.__qualname__}" for c in cls.__mro__]
-    if bases[0] == f"{SUBMITIT}.SlurmLauncher":
-        from lnbench.launch.slurm.launcher import PLAIN_SUBMITIT_SLURM  # noqa: PLC0415 (slurm extra: if chosen)
-
-        logging.getLogger("lnbench").warning(PLAIN_SUBMITIT_SLURM)
-    if f"{SUBMITIT}.SlurmLauncher" in bases:
-        return "slurm"
-    return "submitit_local" if f"{SUBMITIT}.LocalLauncher" in bases else "in-process"
+def launcher_kind(master) -> LauncherKind:
+    """The kind of the launcher that runs the jobs (lnbench.config.launchers), its warning said where it has one."""
+    kind = launchers.of_config(OmegaConf.select(master, "hydra.launcher", default=None))
+    if kind.said:
+        logging.getLogger("lnbench").warning(kind.said)
+    return kind
 
 
 def claim(plan: Plan, cfg) -> None:
@@ -209,6 +224,9 @@ def check_output_dir(folder: Path, key: str) -> None:
             f"{key}={folder} is not allowed: the output directory cannot be written ({e.strerror or e}). "
             f"Choose a writable one with {key}=<dir>, or start lnbench from a writable folder."
         ) from None
+    disk = os.statvfs(existing)
+    if disk.f_bavail * disk.f_frsize < MIN_FREE_BYTES:  # the machine's state (lnbench.launch.failures), not the input
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(existing))
 
 
 def without_hydra(config):
@@ -275,6 +293,14 @@ def check_batch_fits(model, dataset, few, device=None) -> None:
     from lnbench.training import tasks  # noqa: PLC0415 (torch: as above)
 
     x, y = few
+    if hasattr(model, "kept_bytes_per_glimpse"):  # DRAW: a forward of too many glimpses would take long to say so
+        check_fits(
+            "model.glimpses",
+            model.glimpses,
+            dataset.batch_size * model.kept_bytes_per_glimpse(),
+            f"a training batch of {dataset.batch_size} cases keeping each glimpse's canvas for the backward",
+            device,
+        )
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     kept: dict[int, int] = {}
 

@@ -105,6 +105,13 @@ class DRAW(nn.Module):
                 "part of the paper's experiment; use a per-case normalizer (none, layer, rms, group)."
             )
         self.side = image_side(spec, "DRAW")
+        for key, value in (("read_size", read_size), ("write_size", write_size)):
+            if value > self.side:  # more filters than pixels: a window finer than the image, at N^2 inputs a glimpse
+                raise ConfigError(
+                    f"model.{key}={value} is not allowed for DRAW on {self.side} x {self.side} images: an attention "
+                    f"window is an N x N grid of filters over the image, N from 2 to its side ({self.side}); Gregor "
+                    "et al. use 2 to read, 5 to write MNIST."
+                )
         self.spec, self.norm, self.glimpses = spec, norm, glimpses
         self.read_att, self.write_att = (
             Attention(hidden_size, self.side, read_size),
@@ -114,6 +121,11 @@ class DRAW(nn.Module):
         self.decoder = CELLS[cell](latent_size, hidden_size, norm, time_steps=glimpses)
         self.latent = nn.Linear(hidden_size, 2 * latent_size)  # mu, log sigma
         self.patch = nn.Linear(hidden_size, write_size**2)
+
+    def kept_bytes_per_glimpse(self) -> int:
+        """A floor on the bytes autograd keeps per case and glimpse (the canvas and its sigmoid, A x A float32 each):
+        lnbench.launch.preflight refuses glimpses a batch cannot hold before it runs a forward of that many."""
+        return 2 * self.side**2 * 4
 
     def noise(self, like: Tensor, generator: torch.Generator | None) -> Tensor:
         if generator is None:

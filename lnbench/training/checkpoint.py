@@ -15,11 +15,10 @@ end of the step with a checkpoint; a second signal stops at once. (The run lock:
 
 from __future__ import annotations
 
+import io
 import json
 import logging
-import os
 import random
-import shlex
 import signal
 import threading
 import time
@@ -29,10 +28,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from lnbench.atomic import replacing
+from lnbench import environment
+from lnbench.atomic import write_bytes
 from lnbench.config.renamed import RENAMED
 from lnbench.config.runtime import Runtime
-from lnbench.errors import ConfigError, DataError, Interrupted
+from lnbench.errors import ConfigError, DataError, Interrupted, resume_command
 from lnbench.runs import CHECKPOINT, read_summary
 from lnbench.runs import CheckpointKey as Key
 
@@ -61,8 +61,9 @@ log = logging.getLogger("lnbench")
 # ---- save and load ----------------------------------------------------------------------------
 def save(run_dir: Path, state: dict[str, Any]) -> None:
     """`state` plus the RNG states, written to a temp file and renamed over the last checkpoint."""
-    with replacing(run_dir / FILE) as tmp:
-        torch.save({**state, Key.RNG: rng_state(), Key.VERSION: 1}, tmp)
+    data = io.BytesIO()  # written by Python, not torch: a full disk is its OSError (ENOSPC), not a bare RuntimeError
+    torch.save({**state, Key.RNG: rng_state(), Key.VERSION: 1}, data)
+    write_bytes(run_dir / FILE, data.getbuffer())
 
 
 def load(run_dir: Path, config: dict[str, Any]) -> dict[str, Any] | None:
@@ -77,6 +78,14 @@ def load(run_dir: Path, config: dict[str, Any]) -> dict[str, Any] | None:
             f"{path} cannot be read as an lnbench checkpoint ({type(e).__name__}): it is damaged or not "
             f"one. Move it away to start this run from step 0, or train in a new run directory."
         ) from None
+    missing = [k for k in (Key.CONFIG, Key.STEP, Key.MODEL) if not isinstance(ckpt, dict) or k not in ckpt]
+    if missing or not isinstance(ckpt[Key.CONFIG], dict) or not isinstance(ckpt[Key.STEP], int):
+        raise DataError(
+            f"{path} is not an lnbench checkpoint: it holds {type(ckpt).__name__}"
+            + (f" without {', '.join(missing)}" if isinstance(ckpt, dict) and missing else "")
+            + (" whose config or step has another type" if not missing else "")
+            + ". Move it away to start this run from step 0, or train in a new run directory."
+        )
     check_same_config(ckpt[Key.CONFIG], config, run_dir)
     return ckpt
 
@@ -151,10 +160,9 @@ def check_same_config(saved: dict[str, Any], current: dict[str, Any], run_dir: P
     if diff:
         shown = "; ".join(f"{k}={_show(a.get(k, '<unset>'))} there, {_show(b.get(k, '<unset>'))} now" for k in diff[:6])
         more = f" (and {len(diff) - 6} more)" if len(diff) > 6 else ""
-        again = shlex.quote(f"resume={run_dir}")
         raise ConfigError(
             f"{run_dir} holds a run with another config: {shown}{more}. A resume continues a run exactly "
-            f"as it was started: drop the differing overrides (`lnbench train {again}` reuses the "
+            f"as it was started: drop the differing overrides (`{resume_command(run_dir)}` reuses the "
             f"run's own), or start a new run in another directory."
         )
 
@@ -212,7 +220,7 @@ class StopSignals:
 
     def __enter__(self) -> "StopSignals":
         if threading.current_thread() is threading.main_thread():
-            for s in (*self.SIGNALS, *extra_stop_signals()):
+            for s in (*self.SIGNALS, *environment.stop_signals()):
                 self._previous[s] = signal.signal(s, self._handle)
             # A sweep's job starts with them blocked (lnbench.launch.sweep.stop): one that came while it started
             # waited, and arrives now.
@@ -225,10 +233,3 @@ class StopSignals:
         for s, handler in self._previous.items():
             signal.signal(s, handler)
         self._previous.clear()
-
-
-def extra_stop_signals() -> tuple[int, ...]:
-    """The signals named in $LNBENCH_STOP_SIGNALS (comma-separated, `USR2` or `SIGUSR2`); unknown names are ignored."""
-    names = [n.strip().upper() for n in os.environ.get("LNBENCH_STOP_SIGNALS", "").split(",") if n.strip()]
-    found = (getattr(signal, n if n.startswith("SIG") else "SIG" + n, None) for n in names)
-    return tuple(s for s in found if isinstance(s, signal.Signals))

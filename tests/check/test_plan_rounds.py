@@ -1,5 +1,5 @@
 """lnbench check's rounds of a preset (lnbench.check.preset), driven here by a runner that writes the runs a round
-asks for (synthetic numbers, lnbench.check.synthetic's layout): widening goes on while a compared line's winner
+asks for (synthetic numbers, calibration.synthetic's layout): widening goes on while a compared line's winner
 sits at its grid's edge, up to --widen; a claim an edge still blocks gets no judging seed; the judging plan is in
 judging.json before the first judging seed, within the budget, and a rerun keeps it."""
 
@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import yaml
 
+from calibration.synthetic import LRS, SyntheticSweep, claim, job, write
 from lnbench.check import cli as check
 from lnbench.check import rounds
 from lnbench.check.budget import Budget, parse_budget
 from lnbench.check.preset import PresetCheck
-from lnbench.check.synthetic import LRS, Sweep, claim, job, write
 from lnbench.claims.judge import DESIGN_FILE
 
 CLAIMS = [claim("a_beats_b", "a", "b"), claim("c_beats_a", "c", "a")]
@@ -35,7 +35,7 @@ def error(line: str, lr: float, seed: int) -> float:
 
 def tuning_sweep(root: Path, claims: list = CLAIMS) -> None:
     tune = {line: np.array([[error(line, lr, s) for s in range(3)] for lr in LRS]) for line in "abc"}
-    write(root, Sweep(tune, {"a": np.zeros(0)}, claims))
+    write(root, SyntheticSweep(tune, {"a": np.zeros(0)}, claims))
     timed(root)
 
 
@@ -131,6 +131,39 @@ def test_a_rerun_keeps_the_declared_plan_whatever_the_budget_says_now(tmp_path):
     again.drive(preset_check(tmp_path, Budget(60.0, 2), "--budget", "1m"))
     assert (tmp_path / DESIGN_FILE).read_text() == before
     assert not [n for n, _, _ in again.rounds if n.startswith("judge")]  # every planned seed had run
+
+
+class Drives:
+    """The check's runner, standing in: each preset's rounds driven by Runner (no process, no Hydra)."""
+
+    overlapping = False
+
+    def queued_s(self) -> float:
+        return 0.0
+
+    def run(self, checks, done) -> None:
+        for c in checks:
+            done(Runner(c.directory).drive(c))
+
+
+def test_a_rerun_with_other_options_exits_0_and_its_page_shows_the_design_that_decided(tmp_path, monkeypatch, capsys):
+    tuning_sweep(tmp_path / "ln_gain_init")
+    monkeypatch.setattr(check, "check_overrides", lambda args: None)  # Hydra's composition: not what is tested
+    monkeypatch.setattr(check, "make_runner", lambda args: (Drives(), 2))
+    out = ["ln_gain_init", "--out", str(tmp_path)]
+    assert check.main([*out, "--budget", "none", "--widen", "2", "--max-seeds", "6"]) == 0
+    declared = (tmp_path / "ln_gain_init" / DESIGN_FILE).read_text()
+    first = (tmp_path / "check.md").read_text()
+    capsys.readouterr()
+    assert check.main([*out, "--budget", "1m", "--widen", "0", "--max-seeds", "9"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert (tmp_path / "ln_gain_init" / DESIGN_FILE).read_text() == declared
+    assert len(err) == 2 and err[0].startswith("lnbench check: --widen 0 is not applied to ln_gain_init")
+    assert "declared under --max-seeds 6" in err[1] and "another --out" in err[1]
+    page = (tmp_path / "check.md").read_text()
+    design = "widened up to 2 value(s); judging seeds planned per claim for its test's power, with no budget"
+    assert design in first and design in page and "1 min" not in page
+    assert page.split("| claim |")[1] == first.split("| claim |")[1]  # the same verdicts, seeds and values
 
 
 def test_the_plan_fits_the_share_of_the_budget_left_after_the_work_still_to_come():

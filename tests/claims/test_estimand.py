@@ -1,6 +1,6 @@
 """Issue 39: the declared estimand (the median: `better` beats `than` by more than the margin on most seeds), its
 exact sign tests, the judging seeds planned for them (lnbench/claims/plan.py), and their error rates and power
-simulated under every shape of lnbench/claims/nulls.py (a fast version by default, 50,000 trials with `-m slow`).
+simulated under every shape of calibration/nulls.py (a fast version by default, 50,000 trials with `-m slow`).
 A rate passes below its nominal level plus three binomial standard errors; the mean option is shown to fail the
 same bound where its label says it may."""
 
@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from scipy import stats as sst
 
+from calibration import simulate
+from calibration.nulls import SHAPES
 from lnbench.check.rounds import design_record
-from lnbench.claims import plan, simulate, stats
-from lnbench.claims.nulls import SHAPES
+from lnbench.claims import plan, stats
 
 FAST, SLOW = 4000, 50_000
 

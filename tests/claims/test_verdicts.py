@@ -11,8 +11,8 @@ from lnbench import report
 from lnbench.check import cli as check
 from lnbench.check import rounds
 from lnbench.claims import judge
-from lnbench.report import claims_text
-from lnbench.runs import parse_scalar
+from lnbench.report import claims_text, page
+from lnbench.runs.reader import parse_scalar
 
 CLAIM = {
     "id": "ln_beats_bn",
@@ -231,7 +231,7 @@ def test_judging_seeds_judge_and_the_page_says_which_seeds_chose_and_which_judge
         1002,
     ]
     assert claims_text.seeds_text(d) == "3 + 3"
-    md = report.render_markdown(rep)
+    md = page.render_markdown(rep)
     assert "3 + 3" in md and "chose: seed 0,1,2; judged: seed 1000,1001,1002" in md
     assert "Judging runs not used" in md and "judge/stale" in md
 
@@ -246,7 +246,7 @@ def test_a_sweep_without_judging_seeds_is_judged_on_its_tuning_seeds_and_says_so
         v["ln_beats_bn"]["note"] == judge.ON_TUNING_SEEDS
         and claims_text.seeds_text(v["ln_beats_bn"]) == "3 (the tuning seeds)"
     )
-    assert judge.ON_TUNING_SEEDS in report.render_markdown(rep)
+    assert judge.ON_TUNING_SEEDS in page.render_markdown(rep)
 
 
 def test_the_looks_of_the_design_spend_their_declared_shares(tmp_path):
@@ -280,7 +280,7 @@ def test_the_adjusted_verdict_stands_beside_the_raw_one(tmp_path):
     assert "held before the family adjustment" in d["reason"] or "underpowered" in d["reason"]
     _, none = entries(tmp_path, adjust="none")
     assert none["c0"]["verdict"] == "held"
-    assert "| inconclusive (" in report.render_markdown(rep) and "| held |" in report.render_markdown(rep)
+    assert "| inconclusive (" in page.render_markdown(rep) and "| held |" in page.render_markdown(rep)
 
 
 # ---- lnbench check's rounds ---------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from conftest import TINY_CLI, lnbench_cmd, metrics_without_time, run_cli, start_cli, summary_of
 
+from lnbench import environment
 from lnbench.training import checkpoint
 
 # submitit configures logging when imported (dictConfig, which closes the handlers that exist then): imported
@@ -86,8 +87,10 @@ def test_a_job_missing_from_one_poll_is_not_over(monkeypatch):
 
 
 def test_extra_stop_signals_come_from_the_environment(monkeypatch, tmp_path):
-    monkeypatch.setenv("LNBENCH_STOP_SIGNALS", "USR2, SIGUSR1,NOSUCH")
-    assert checkpoint.extra_stop_signals() == (signal.SIGUSR2, signal.SIGUSR1)
+    monkeypatch.setenv(
+        "LNBENCH_STOP_SIGNALS", "USR2, SIGUSR1"
+    )  # a name of no signal: refused (tests/test_environment.py)
+    assert environment.stop_signals() == (signal.SIGUSR2, signal.SIGUSR1)
     with checkpoint.StopSignals(tmp_path) as stop:
         os.kill(os.getpid(), signal.SIGUSR2)  # without the handler this would end the test process
         deadline = time.time() + 5
@@ -96,7 +99,7 @@ def test_extra_stop_signals_come_from_the_environment(monkeypatch, tmp_path):
     assert stop.requested == signal.SIGUSR2
     assert signal.getsignal(signal.SIGUSR2) is signal.SIG_DFL  # given back
     monkeypatch.delenv("LNBENCH_STOP_SIGNALS")
-    assert checkpoint.extra_stop_signals() == ()
+    assert environment.stop_signals() == ()
 
 
 def test_the_slurm_preset_is_lnbench_launcher_with_requeue_settings():

@@ -221,3 +221,32 @@ def test_the_draw_preset_trains_through_smoke(tmp_path):
     test = summary["test"]
     assert test["bound"] == pytest.approx(test["recon"] + test["kl"], rel=1e-5) and test["kl"] >= 0
     assert {c["id"].split(".")[0] for c in cfg.claims} == {"draw"} and all("6.4" in c["text"] for c in cfg.claims)
+
+
+@pytest.mark.parametrize("key", ["read_size", "write_size"])
+@pytest.mark.parametrize("side", [2, 8, 28])
+def test_an_attention_window_larger_than_the_image_is_refused_and_one_as_large_is_not(key, side):
+    """A window is an N x N grid of filters over the A x A image: N from 2 to A. Larger, it trains at 2 N^2 inputs a
+    glimpse (about 30 s a step) on filters finer than the pixels."""
+    spec = DataSpec(kind="binary", task="bound", num_outputs=side * side, input_size=side * side)
+    small = {"glimpses": 1, "hidden_size": 4, "latent_size": 2, "read_size": 2, "write_size": 2}
+    for n in (side + 1, 10 * side):
+        with pytest.raises(ConfigError, match=f"model.{key}={n} is not allowed for DRAW on {side} x {side} images"):
+            DRAW(spec, **{**small, key: n})
+    assert getattr(DRAW(spec, **{**small, key: side}), "read_att" if key == "read_size" else "write_att").n == side
+
+
+def test_glimpses_a_batch_cannot_hold_are_refused_before_a_forward_of_that_many(monkeypatch):
+    from types import SimpleNamespace
+
+    from lnbench.data import memory
+    from lnbench.launch.preflight import check_batch_fits
+
+    monkeypatch.setattr(memory, "available_bytes", lambda device=None: 2**30)
+    model = DRAW(SPEC, glimpses=10**9, hidden_size=4, latent_size=2)  # a forward would take days
+    few, dataset = (torch.zeros(2, 64), torch.zeros(2, 64)), SimpleNamespace(batch_size=128, spec=SPEC)
+    with pytest.raises(ConfigError, match=r"model.glimpses=1000000000 is not allowed here: .* Use model.glimpses <= "):
+        check_batch_fits(model, dataset, few)
+    most = 2**30 // (128 * model.kept_bytes_per_glimpse())
+    check_batch_fits(DRAW(SPEC, glimpses=2, hidden_size=4, latent_size=2), dataset, few)
+    assert most > 64  # the paper's 64 glimpses of MNIST-sized batches stay far inside

@@ -35,6 +35,8 @@ from typing import Any, Optional
 
 import torch
 
+from lnbench import environment
+
 log = logging.getLogger("lnbench")
 
 CSRC = Path(__file__).parent / "csrc"
@@ -80,7 +82,7 @@ def compiler() -> Optional[str]:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("LNBENCH_CACHE") or Path.home() / ".cache" / "lnbench")
+    return environment.path("LNBENCH_CACHE") or Path.home() / ".cache" / "lnbench"
 
 
 def build_name() -> str:
@@ -114,7 +116,7 @@ def status() -> str:
 
 @lru_cache(maxsize=None)
 def _load() -> Optional[Any]:
-    if os.environ.get("LNBENCH_NATIVE", "1") == "0":
+    if environment.value("LNBENCH_NATIVE", "1") == "0":
         _status["text"] = "torch ops (LNBENCH_NATIVE=0)"
         return None
     name = build_name()

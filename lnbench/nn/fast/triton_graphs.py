@@ -17,13 +17,13 @@ the eager loops', that shape runs eager, logged once.
 from __future__ import annotations
 
 import logging
-import os
 from collections import OrderedDict
 from contextlib import nullcontext
 from typing import Optional
 
 import torch
 
+from lnbench import environment
 from lnbench.nn.fast.triton_lstm import Grads, Kept, backward_loop, forward_loop
 
 log = logging.getLogger("lnbench")
@@ -107,7 +107,7 @@ class LoopGraphs:
 
 def enabled() -> bool:
     """On unless LNBENCH_CUDA_GRAPHS=0 (then every launch goes from Python, as eager)."""
-    return os.environ.get("LNBENCH_CUDA_GRAPHS", "1") != "0"
+    return environment.value("LNBENCH_CUDA_GRAPHS", "1") != "0"
 
 
 _graphs: "OrderedDict[tuple, Optional[LoopGraphs]]" = OrderedDict()

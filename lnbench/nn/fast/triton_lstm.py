@@ -31,6 +31,8 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from lnbench import environment
+
 log = logging.getLogger("lnbench")
 PROBE_TOLERANCE = 1e-4  # relative (norm of the difference over the norm): float32 lands near 1e-6
 
@@ -38,7 +40,7 @@ PROBE_TOLERANCE = 1e-4  # relative (norm of the difference over the norm): float
 def available() -> bool:
     """triton installed (torch's CUDA wheels bring it; CPU installs get it from the `triton` extra, for the tests),
     and not turned off (LNBENCH_TRITON=0). Asked without importing it."""
-    return importlib.util.find_spec("triton") is not None and os.environ.get("LNBENCH_TRITON", "1") != "0"
+    return importlib.util.find_spec("triton") is not None and environment.value("LNBENCH_TRITON", "1") != "0"
 
 
 @lru_cache(maxsize=None)
@@ -55,7 +57,7 @@ def runs_on(x: Tensor) -> bool:
     scripts/gpu/run.sh --dry-run)."""
     if not available() or x.dtype != torch.float32:
         return False
-    interpret = os.environ.get("LNBENCH_TRITON") == "interpret" and os.environ.get("TRITON_INTERPRET") == "1"
+    interpret = environment.value("LNBENCH_TRITON") == "interpret" and os.environ.get("TRITON_INTERPRET") == "1"
     return x.is_cuda or interpret
 
 
