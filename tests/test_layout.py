@@ -12,6 +12,7 @@ Each scan is also fed a planted example, so that a scan that found nothing becau
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
@@ -70,10 +71,10 @@ RUN_FILE = re.compile(r"(?:^|[/*])(" + "|".join(re.escape(f) for f in RUN_FILES)
 # in pyproject.toml). Hydra's: one place only.
 PRIVATE_API_PINNED = {
     "config/overrides.py": "Hydra's argument parser: lnbench reads `lnbench train` as Hydra will (hydra-core 1.3.8)",
-    "launch/slurm/launcher.py": "submitit's requeue, which it exposes no public way to do ourselves (submitit 1.5.x)",
+    "launch/slurm/launcher.py": "submitit's requeue, which it exposes no public way to do ourselves (submitit 1.5.4)",
     # torch's fused LSTM/GRU ops as torch.nn.LSTM calls them. The same functions are public as torch.lstm and
     # torch.gru: to switch to once lnbench/nn/fast/ is free to edit (its kernel work was under way in issue 38).
-    "nn/fast/layers.py": "torch._VF.lstm / gru",
+    "nn/fast/layers.py": "torch._VF.lstm / gru (torch 2.13.0)",
 }
 
 
@@ -122,13 +123,19 @@ MIRRORED = {
 }
 
 
+@functools.cache
+def parsed(source: str) -> ast.Module:
+    """A module's syntax tree, parsed once for all the scans (read-only: no scan changes it)."""
+    return ast.parse(source)
+
+
 def private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
 def private_crossings(source: str) -> list[str]:
     """Each use of a private name that another lnbench module defines: `line: what`."""
-    tree = ast.parse(source)
+    tree = parsed(source)
     imported: set[str] = set()  # local names bound to lnbench modules or to names taken from them
     found = []
     for node in ast.walk(tree):
@@ -184,7 +191,7 @@ def climbing_imports(path: str, source: str) -> list[str]:
     parts = Path(path).parts
     me = parts[1] if parts[0] == PLUGINS else parts[0].removesuffix(".py")
     found = []
-    for line, module, names in imports(ast.parse(source)):
+    for line, module, names in imports(parsed(source)):
         # `from lnbench import phases`: a module the package holds (names it defines have no layer)
         for dotted in [f"{module}.{n}" for n in names] if module in ("lnbench", PLUGINS) else [module]:
             plugin, there = our_plugin(dotted), layer_of(dotted)
@@ -221,7 +228,7 @@ def import_graph(sources: dict[str, str]) -> dict[str, set[str]]:
     for path, source in sources.items():
         me = module_of(path)
         package = me if path.endswith("__init__.py") else me.rpartition(".")[0]
-        for node in ast.walk(ast.parse(source)):
+        for node in ast.walk(parsed(source)):
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -267,7 +274,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 # ---- third-party private attributes ------------------------------------------------------------------
 def assigned(node: ast.AST) -> list[ast.expr]:
     """The targets an assignment binds, tuples unpacked."""
-    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+    targets = (
+        list(node.targets) if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+    )
     flat = []
     while targets:
         t = targets.pop()
@@ -279,7 +288,7 @@ def assigned(node: ast.AST) -> list[ast.expr]:
 def defined_names(source: str) -> set[str]:
     """The names a module of ours defines: functions, classes, arguments, variables, fields, `self._x`."""
     names = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parsed(source)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, ast.arg):
@@ -296,7 +305,7 @@ def third_party_privates(source: str, ours_define: set[str]) -> list[str]:
     """Each private attribute used on an object that is not ours: `line: expression`. On self, cls or super() in a
     class with a third-party base, any attribute the class does not define itself is its base's; on anything
     else, an attribute no module of ours defines (`ours_define`)."""
-    tree = ast.parse(source)
+    tree = parsed(source)
     own: dict[int, tuple[set[str], bool]] = {}  # id(node in a class) -> what the class defines, a base not ours
     for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
         names = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
@@ -340,7 +349,7 @@ def docstrings(tree: ast.AST) -> set[int]:
 def run_file_literals(source: str) -> list[str]:
     """Each string (or f-string part) that names a run directory's file as a path, not in prose: `line: text`.
     A path has no spaces: "summary.json", ".hydra/overrides.yaml", "**/checkpoint.pt", f"{d}/train.log"."""
-    tree = ast.parse(source)
+    tree = parsed(source)
     prose = docstrings(tree)
     found = []
     for node in ast.walk(tree):
@@ -354,7 +363,7 @@ def run_file_literals(source: str) -> list[str]:
 def private_module_imports(source: str) -> list[str]:
     """Each import of another package's private module or name (`hydra._internal.x`, `from x import _y`)."""
     found = []
-    for line, module, names in imports(ast.parse(source)):
+    for line, module, names in imports(parsed(source)):
         if module.split(".")[0] in ("lnbench", "hydra_plugins") and not module.startswith("hydra_plugins.hydra_"):
             continue  # ours (lnbench's privates: test_no_module_imports_a_private_name_from_another)
         if any(private(part) for part in module.split(".")):

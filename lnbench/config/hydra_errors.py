@@ -39,7 +39,7 @@ def composing(overrides: list[str], sweep: bool = False):
             ) from None
         raise ConfigError(
             f"{typed} is not allowed{job}: there is no {group} preset {name!r}."
-            f"{did_you_mean(name, options)} The {group} presets are {', '.join(options)}."
+            f"{did_you_mean(name, options)}" + (f" The {group} presets are {', '.join(options)}." if options else "")
         ) from None
     except yaml.YAMLError as e:  # a preset file of yours (or ours) that is not YAML: Hydra lets it through
         name = getattr(getattr(e, "problem_mark", None), "name", None) or "a config file"

@@ -47,7 +47,7 @@ def preset_file(group: str, name: str, conf_dir: Path | str | None = None) -> Pa
     """The file of a preset: in `conf_dir`, or where Hydra finds it (lnbench's conf/ first, then yours)."""
     dirs = [Path(conf_dir)] if conf_dir is not None else conf_dirs()
     files = [d / group / f"{name}.yaml" for d in dirs]
-    return next((f for f in files if f.is_file()), files[0])
+    return next((f for f in files if f.exists()), files[0])
 
 
 def preset_names(group: str, conf_dir: Path | str | None = None) -> list[str]:
@@ -64,12 +64,15 @@ def read_preset(group: str, name: str, conf_dir: Path | str | None = None) -> di
 def yaml_tree(path: Path) -> yaml.Node | None:
     """The YAML file's node tree (None: empty), refused (ConfigError naming the file) where it cannot be read, is
     not YAML, nests past Python's recursion, or holds an alias that expands past MAX_VALUES or into itself."""
+    if path.exists() and not path.is_file():  # reading a pipe would wait for ever
+        raise ConfigError(f"{path} is not allowed: it is not a plain file (a folder, a pipe, a device). Move it away.")
     try:
         tree = yaml.compose(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
         raise ConfigError(f"{path} is not YAML: {yaml_problem(e)}. Fix the file, or move it away.") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path} cannot be read ({e.strerror or e}). Fix the file, or move it away.") from None
+        why = getattr(e, "strerror", None) or e
+        raise ConfigError(f"{path} cannot be read ({why}). Fix the file, or move it away.") from None
     except RecursionError:
         raise ConfigError(f"{path} is not allowed: it nests deeper than any config does. Fix the file.") from None
     if tree is not None and _values(tree, {}, path) > MAX_VALUES:
@@ -111,7 +114,8 @@ def read_presets(conf_dir: Path | None = None) -> list[Preset]:
     for group in GROUPS:
         for name in preset_names(group, conf_dir):
             path = preset_file(group, name, conf_dir)
-            found.append(Preset(group, name, description(path.read_text()), sweeper_params(read_yaml(path))))
+            axes = sweeper_params(read_yaml(path))  # first: it refuses what cannot be read
+            found.append(Preset(group, name, description(path.read_text()), axes))
     return found
 
 

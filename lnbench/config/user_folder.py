@@ -39,6 +39,7 @@ MOVED = {
     "hydra.launcher.partition": "site.slurm_partition",
     "hydra.launcher.account": "site.slurm_account",
 }
+NOT_A_FILE = "it is not a plain file (a folder, a pipe, a device)"
 ONE_PRESET = {  # keys below these belong to one preset of the group, which not every run has
     "logger.": "a key of one sink, which not every run has on: choose a logger preset of your own (logger/NAME.yaml "
     "in {where}) with `defaults: [override /logger: NAME]`",
@@ -60,7 +61,7 @@ def check(overrides: list[str]) -> None:
     where, name = user_conf_dir(), chosen(overrides)
     given = environment.given("LNBENCH_CONFIG_DIR")
     if where is None:
-        if name not in ("default", "null"):
+        if name != "default":
             raise ConfigError(
                 f"local={name} is not allowed: LNBENCH_CONFIG_DIR is empty, so the folder of your defaults is off "
                 "and has no local/ files. Set LNBENCH_CONFIG_DIR to your folder, or leave local= out."
@@ -81,22 +82,24 @@ def check(overrides: list[str]) -> None:
         )
     if not where.is_dir():
         return  # the default folder, absent: no defaults of your own
-    if not name or "/" in name or "\\" in name or name.startswith("."):
+    if not name or "/" in name or "\\" in name or name.startswith(".") or name == "null":
         there = sorted(p.stem for p in (where / LOCAL).glob("*.yaml"))
+        what = {"": "it is empty", "null": "Hydra takes no null here"}.get(name, "it is a path")
         raise ConfigError(
-            f"local={name} is not allowed: local= takes the name of a file in {where / LOCAL}"
+            f"local={name} is not allowed: {what}. local= takes the name of a file in {where / LOCAL}"
             + (f" ({', '.join(there)})" if there else "")
-            + ", not a path. Move or link the file there, or set LNBENCH_CONFIG_DIR to the folder above its local/."
+            + "; ~local runs without one. For a file elsewhere, move or link it there, or set LNBENCH_CONFIG_DIR to "
+            "the folder above its local/."
         )
     for preset in your_presets(where):  # a broken one is said before it is chosen
         check_file(preset, keys=False)
-    if name == "null":  # Hydra's way to leave an optional default out
+    if "~local" in overrides:  # Hydra's deletion: no defaults file of yours
         return
     path = where / LOCAL / f"{name}.yaml"
     if broken_link(path):
         raise ConfigError(f"{path} is not allowed: {broken_link(path)}. Fix the link, or remove it.")
     if path.exists() and not path.is_file():
-        raise ConfigError(f"{path} is not allowed: it is a folder, where your defaults are a file. Move it away.")
+        raise ConfigError(f"{path} is not allowed: {NOT_A_FILE}, where your defaults are a file. Move it away.")
     if not path.is_file():
         if name == "default":
             return  # no defaults of your own: lnbench's presets alone
@@ -130,6 +133,8 @@ def your_presets(where: Path) -> list[Path]:
     for p in found:
         if broken_link(p):
             raise ConfigError(f"{p} is not allowed: {broken_link(p)}. Fix the link, or remove it.")
+        if not p.is_file():  # reading a pipe would wait for ever
+            raise ConfigError(f"{p} is not allowed: {NOT_A_FILE}. Move it away.")
     return found
 
 
@@ -142,6 +147,22 @@ def check_file(path: Path, keys: bool) -> None:
         raise ConfigError(
             f"{path}, line {tree.start_mark.line + 1}: the file must be a mapping of keys to values (`steps: 500`, "
             f"`site: {{data_dir: /data}}`), not a {type(tree).__name__.removesuffix('Node').lower()}."
+        )
+    listed = next((v for k, v in tree.value if k.value == "defaults"), None)
+    if listed is not None and not (
+        isinstance(listed, yaml.SequenceNode)
+        and all(
+            isinstance(d, yaml.ScalarNode)
+            or isinstance(d, yaml.MappingNode)
+            and len(d.value) == 1
+            and not d.value[0][1].tag.endswith(":null")
+            for d in listed.value
+        )
+    ):
+        raise ConfigError(
+            f"{path}, line {listed.start_mark.line + 1}: defaults is not allowed as written: Hydra takes a list of "
+            "names, or of one `group: name` each with a preset's name "
+            "(`defaults: [override /hydra/launcher: cluster]`). Fix the file."
         )
     if keys:
         _check_keys(tree, "", path, every_configs_keys())
@@ -237,29 +258,42 @@ def located(message: str, key: str) -> str | None:
         return None
     path = where / f"{found.group(1)}.yaml"
     try:
-        node = yaml.compose(path.read_text())
-    except (OSError, yaml.YAMLError):
+        text = path.read_text()
+        node = yaml.compose(text)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return str(path)
-    for part in key.split(".") if key else ():
+    group = found.group(1).split("/")
+    key = key.removeprefix(f"{group[1]}.") if len(group) == 3 else key  # local/dataset/x.yaml holds dataset's keys
+    if not key:  # Hydra names no key: the line of the first name it quotes (`Could not override 'nogroup'`)
+        names = re.findall(r"'([^']+)'", message[found.end() :])
+        lines = [n for n, ln in enumerate(text.splitlines(), 1) for name in names if name in ln]
+        return f"{path}, line {lines[0]}" if lines else str(path)
+    for part in key.split("."):
         pairs = node.value if isinstance(node, yaml.MappingNode) else []
         match = next(((k, v) for k, v in pairs if str(k.value) == part), None)
         if match is None:
             return str(path)
         line, node = match[0].start_mark.line + 1, match[1]
-    return f"{path}, line {line}" if key else str(path)
+    return f"{path}, line {line}"
 
 
 def chose(group: str, name: str, overrides: list[str]) -> str | None:
-    """ "FILE, line N" of your defaults file whose defaults list chose `group`=`name` (none: None)."""
+    """ "FILE, line N" of the file of yours whose defaults list chose `group`=`name` (`override /model: nope`, or a
+    bare `- nope` in a file of that group); None where no file of yours did."""
     where = user_conf_dir()
-    path = where / LOCAL / f"{chosen(overrides)}.yaml" if where is not None else None
-    try:
-        text = path.read_text() if path is not None else ""
-    except OSError:
+    if where is None or not where.is_dir():
         return None
-    for n, line in enumerate(text.splitlines(), 1):
-        if re.search(rf"/?{re.escape(group)}\s*:\s*{re.escape(name)}\b", line):
-            return f"{path}, line {n}"
+    word = rf"(?<![\w.-]){re.escape(name)}(?![\w.-])"
+    own = rf"/?{re.escape(group)}\s*:\s*{word}"
+    for path in [where / LOCAL / f"{chosen(overrides)}.yaml", *your_presets(where)]:
+        try:
+            lines = path.read_text().splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        bare = rf"^\s*-\s*{word}\s*$" if path.parent.relative_to(where).as_posix() == group else own
+        for n, line in enumerate(lines, 1):
+            if re.search(own, line) or re.search(bare, line):
+                return f"{path}, line {n}"
     return None
 
 

@@ -139,7 +139,7 @@ def check_machine(devices: set[str], plan: Plan, launcher: str) -> None:
     """This machine has what a sweep's jobs need, refused before any job starts whichever launcher runs them: each
     device they train on, as a single run's is (build_check), and SLURM for a SLURM launcher (submitit would raise
     only once Hydra began). A SLURM job's device is its node's, which the machine that submits it cannot see."""
-    if plan.kind.remote:
+    if plan.kind.remote:  # SLURM (slurm, submitit_slurm)
         if shutil.which("srun") is None:  # submitit's own test
             raise ConfigError(
                 f"hydra/launcher={launcher} is not allowed here: this machine is no SLURM cluster's (no srun on "

@@ -2,6 +2,7 @@
 local/default.yaml applied to every run after lnbench's presets and before +experiment and the command line, the
 `site` node the presets read, local/<group>/<preset>.yaml where that preset is chosen (Hydra's specialisation)."""
 
+import os
 import re
 import textwrap
 
@@ -174,8 +175,9 @@ def test_a_broken_preset_of_yours_is_named_before_it_is_chosen(user_dir, capsys,
             "local=nope is not allowed: there is no {t}/user/local/nope.yaml. The files there are default, laptop",
         ),
         ("", ["local=laptop"], "local=laptop is not allowed: LNBENCH_CONFIG_DIR is empty"),
+        ("", ["local=null"], "local=null is not allowed: LNBENCH_CONFIG_DIR is empty"),
     ],
-    ids=["a-file", "missing", "no-such-local", "folder-off"],
+    ids=["a-file", "missing", "no-such-local", "folder-off", "folder-off-null"],
 )
 def test_a_bad_folder_or_local_choice_is_refused(folder, args, says, monkeypatch, capsys, tmp_path):
     t = tmp_path / "t"
@@ -239,3 +241,153 @@ def test_the_install_docs_cluster_example_as_written(tmp_path, monkeypatch):
     assert cfg.hydra.launcher.partition == "gpu" and cfg.hydra.launcher.account == "my-account"
     assert cfg.hydra.launcher.cpus_per_task == 4 and cfg.dataset.get("data_dir") is None
     assert cfg.logger.wandb.entity == "my-team" and "partition" not in basic.hydra.launcher
+
+
+# ---- issue 47: every reader of your folder refuses what Hydra would hang on, skip silently or blame elsewhere ------
+BOMB = "".join(  # 4 levels of 20 aliases: 160,000 values from 5 lines (a billion laughs, kept small)
+    f"{c}: &{c} [{', '.join([f'*{p}'] * 20 if p else ['x'] * 20)}]\n" for p, c in zip(["", "a", "b", "c"], "abcd")
+)
+LOOP = "a: &a [1, *a]\n"
+DEEP = "a: " + "[" * 1500 + "]" * 1500 + "\n"
+
+
+def write(root, rel, text=None, link=None):
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if link is not None:
+        path.symlink_to(link)
+    else:
+        path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return path
+
+
+@pytest.mark.parametrize(
+    "rel,text,says",
+    [
+        ("local/default.yaml", BOMB, "default.yaml is not allowed: its aliases (*name) expand to more than 100,000"),
+        ("model/mine.yaml", BOMB, "model/mine.yaml is not allowed: its aliases (*name) expand"),
+        ("local/dataset/adding.yaml", BOMB, "local/dataset/adding.yaml is not allowed: its aliases (*name) expand"),
+        ("experiment/mine.yaml", BOMB, "experiment/mine.yaml is not allowed: its aliases (*name) expand"),
+        ("local/default.yaml", LOOP, "default.yaml, line 1: an alias (*name) there contains itself"),
+        ("local/default.yaml", DEEP, "default.yaml is not allowed: it nests deeper than any config does"),
+        ("local/default.yaml", b"steps: \xff\n", "default.yaml cannot be read ('utf-8' codec can't decode"),
+        ("local/default.yaml", "defaults: 3\n", "default.yaml, line 1: defaults is not allowed as written"),
+        ("model/mine.yaml", "defaults: 3\n", "mine.yaml, line 1: defaults is not allowed as written"),
+        ("local/default.yaml", "defaults:\n  - override /model: null\n", "line 2: defaults is not allowed as written"),
+    ],
+    ids=[
+        "bomb",
+        "bomb-preset",
+        "bomb-specialised",
+        "bomb-experiment",
+        "self-alias",
+        "deep",
+        "utf8",
+        "defaults-3",
+        "defaults-3-preset",
+        "override-null",
+    ],  # fmt: skip
+)
+def test_a_file_of_yours_hydra_would_hang_or_crash_on_is_refused_naming_it(rel, text, says, user_dir, capsys, tmp_path):
+    path = write(user_dir, rel, text)
+    line = refused([f"hydra.run.dir={tmp_path / 'run'}"], capsys)
+    assert line.startswith(f"lnbench: error: {path}") and says in line, line
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("rel", ["local/default.yaml", "model/mine.yaml", "local/dataset/adding.yaml"])
+def test_a_pipe_or_folder_where_a_file_of_yours_goes_is_refused_not_read(rel, user_dir, capsys, tmp_path):
+    """Reading a named pipe would wait for ever."""
+    (user_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+    (user_dir / rel).unlink(missing_ok=True)
+    os.mkfifo(user_dir / rel)
+    line = refused([f"hydra.run.dir={tmp_path / 'run'}"], capsys)
+    assert f"{user_dir / rel} is not allowed: it is not a plain file (a folder, a pipe, a device)" in line, line
+    if rel == "model/mine.yaml":  # lnbench presets lists the presets where Hydra finds them, yours too
+        assert main(["presets"]) == 2 and "mine.yaml is not allowed: it is not a plain file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["presets"], ["check", "ln_gain_init", "--out", "{t}/out"]], ids=["presets", "check"])
+def test_the_other_readers_of_your_presets_refuse_a_bomb_too(argv, user_dir, capsys, tmp_path):
+    path = write(user_dir, "experiment/mine.yaml", BOMB)
+    assert main([a.format(t=tmp_path) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"lnbench: error: {path} is not allowed: its aliases") and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "rel,target,says",
+    [
+        ("local/default.yaml", "default.yaml", "default.yaml is a symbolic link that loops"),
+        (
+            "local/default.yaml",
+            "/nonexistent/x.yaml",
+            "is a symbolic link to /nonexistent/x.yaml, which does not exist",
+        ),
+        ("model/mine.yaml", "mine.yaml", "mine.yaml is a symbolic link that loops"),
+        ("local/dataset/adding.yaml", "adding.yaml", "adding.yaml is a symbolic link that loops"),
+    ],
+    ids=["loop", "dangling", "loop-preset", "loop-specialised"],
+)
+def test_a_link_that_leads_nowhere_is_named_not_taken_for_no_file(rel, target, says, user_dir, capsys, tmp_path):
+    (user_dir / rel).unlink(missing_ok=True)
+    write(user_dir, rel, link=target)
+    line = refused([f"hydra.run.dir={tmp_path / 'run'}"], capsys)
+    assert says in line and "Fix the link" in line, line
+
+
+def test_a_folder_that_is_a_link_loop_is_named(monkeypatch, capsys, tmp_path):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    monkeypatch.setenv("LNBENCH_CONFIG_DIR", str(tmp_path / "loop"))
+    line = refused([f"hydra.run.dir={tmp_path / 'run'}"], capsys)
+    assert (
+        f"LNBENCH_CONFIG_DIR={tmp_path / 'loop'} is not allowed: {tmp_path / 'loop'} is a symbolic link that loops"
+        in line
+    )
+
+
+@pytest.mark.parametrize(
+    "given,says",
+    [
+        ("/elsewhere/laptop", "local=/elsewhere/laptop is not allowed: it is a path"),
+        ("../laptop", "local=../laptop is not allowed: it is a path"),
+        ("", "local= is not allowed: it is empty"),
+        ("null", "local=null is not allowed: Hydra takes no null here"),
+    ],
+    ids=["absolute", "relative", "empty", "null"],
+)
+def test_a_local_choice_hydra_would_not_load_is_refused(given, says, user_dir, capsys, tmp_path):
+    line = refused([f"local={given}", f"hydra.run.dir={tmp_path / 'run'}"], capsys)
+    assert says in line and "(default, laptop)" in line and "~local runs without one" in line, line
+
+
+def test_a_local_choice_is_what_hydra_loads(user_dir):
+    assert composed("local=laptop.yaml").steps == 5  # Hydra reads laptop.yaml as laptop: so does the check
+    (user_dir / "local" / "default.yaml").write_text("stepz: 1\n")  # ~local: this file is not read, nor refused
+    from lnbench.config.user_folder import check
+
+    check(["~local"])
+    assert composed("~local").steps == 2000
+
+
+@pytest.mark.parametrize(
+    "rel,text,says",
+    [
+        ("local/default.yaml", "defaults:\n  - override /model: nope\n", "default.yaml, line 2: model: nope is not"),
+        (
+            "local/default.yaml",
+            "steps: 3\ndefaults:\n  - override /hydra/launcher: nope\n",
+            "default.yaml, line 3: hydra/launcher: nope is not allowed: there is no hydra/launcher preset 'nope'",
+        ),
+        ("local/default.yaml", "defaults:\n  - nothing_here\n", "default.yaml, line 2: local: nothing_here is not"),
+        ("local/default.yaml", "defaults:\n  - override /nogroup: x\n", "default.yaml, line 2: the file is not"),
+        ("local/dataset/adding.yaml", "batch_size: 8\nseq_lenn: 3\n", "adding.yaml, line 2: dataset.seq_lenn is not"),
+        ("local/dataset/adding.yaml", "seq_len: abc\n", "adding.yaml, line 1: dataset.seq_len is not allowed"),
+    ],
+    ids=["no-model", "no-launcher", "bare-name", "no-group", "specialised-key", "specialised-type"],
+)
+def test_what_hydra_refuses_in_a_file_of_yours_names_the_file_and_line(rel, text, says, user_dir, capsys, tmp_path):
+    path = write(user_dir, rel, text)
+    line = refused([f"hydra.run.dir={tmp_path / 'run'}"], capsys)
+    assert line.startswith(f"lnbench: error: {path}") and says in line, line
