@@ -60,7 +60,7 @@ def table(outcomes: list, family: list[dict[str, Any]], base) -> Table:
                     f"{d['id']}: {d['text']}",
                     o.preset,
                     claims_text.estimand_text(d),
-                    claims_text.verdict_text(d),
+                    claims_text.verdict_cell(d),
                     d["raw_verdict"],
                     claims_text.effect_text(d),
                     claims_text.margin_text(d),

@@ -93,7 +93,8 @@ class PresetCheck:
         refused: list[str] = []  # rounds whose sweep refused its input (exit 2): a bug to report, never a quiet gap
         declared = self.declared()
         widen = declared_widen(declared, args.widen)
-        rep = self._report() if widen or args.judging != 0 else None
+        judging = declared is not None or args.judging != 0  # a declared design goes on, whatever --judging-seeds
+        rep = self._report() if widen or judging else None
         for k in range(1, widen + 1):
             cells = rounds.widen_cells(rep, rounds.needed(rep), widen) if rep else []
             if not cells:
@@ -101,7 +102,7 @@ class PresetCheck:
             codes = yield rounds.commands(self.base, self.directory, f"widen-{k}", cells, self._drop(cells))
             refused += [f"widen-{k}"] * codes.count(2)
             rep = self._report()
-        if rep is not None and args.judging != 0:
+        if rep is not None and judging:
             design = self.design(rep)
             for r, n in enumerate(design.rounds):
                 ids = self._still_open(rep, design, n, first=r == 0)

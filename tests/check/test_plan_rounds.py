@@ -159,7 +159,7 @@ def test_a_rerun_with_other_options_exits_0_and_its_page_shows_the_design_that_d
     err = capsys.readouterr().err.splitlines()
     assert (tmp_path / "ln_gain_init" / DESIGN_FILE).read_text() == declared
     assert len(err) == 2 and err[0].startswith("lnbench check: --widen 0 is not applied to ln_gain_init")
-    assert "declared under --max-seeds 6" in err[1] and "another --out" in err[1]
+    assert "declared under a plan per claim, --max-seeds 6" in err[1] and "another --out" in err[1]
     page = (tmp_path / "check.md").read_text()
     design = "widened up to 2 value(s); judging seeds planned per claim for its test's power, with no budget"
     assert design in first and design in page and "1 min" not in page
@@ -201,13 +201,21 @@ def test_looks_by_hand_are_declared_and_a_rerun_with_the_same_looks_goes_on(tmp_
     args = check.parse_args(["ln_gain_init", "--judging-seeds", "3", "--max-seeds", "6", "--out", str(tmp_path)])
     (tmp_path / "ln_gain_init").mkdir()
     (tmp_path / "ln_gain_init" / DESIGN_FILE).write_text(json.dumps(declared))
-    check.check_design(args)  # the same looks: no refusal
-    with pytest.raises(check.CheckError, match="was judged in looks of \\[3, 6\\]"):
-        check.check_design(check.parse_args(["ln_gain_init", "--judging-seeds", "3", "--out", str(tmp_path)]))
+    check.check_design(args)  # the same looks: no refusal, nothing said
+    assert check.kept_design(args) == []
+    for other in (["--judging-seeds", "3"], [], ["--judging-seeds", "0"]):  # other looks, a plan, none: kept
+        said = check.kept_design(check.parse_args(["ln_gain_init", *other, "--out", str(tmp_path)]))
+        assert len(said) == 1 and said[0].startswith("--judging-seeds ")
+        assert "declared under looks of [3, 6] judging seeds" in said[0] and "another --out" in said[0]
 
 
-def test_a_plan_is_kept_and_looks_by_hand_are_refused_over_it(tmp_path, capsys):
+@pytest.mark.parametrize("given", [["--judging-seeds", "3"], ["--judging-seeds", "0"], ["--max-seeds", "9"]])
+def test_a_rerun_keeps_a_declared_plan_and_says_which_option_it_does_not_apply(tmp_path, given):
     (tmp_path / "pmnist").mkdir()
-    (tmp_path / "pmnist" / DESIGN_FILE).write_text(json.dumps({"planned": True, "claims": {}, "rounds": []}))
-    assert check.main(["pmnist", "--out", str(tmp_path), "--judging-seeds", "3"]) == 2
-    assert "under a plan per claim" in capsys.readouterr().err
+    declared = {"planned": True, "claims": {}, "rounds": [], "options": {"widen": 3, "max_seeds": None}}
+    (tmp_path / "pmnist" / DESIGN_FILE).write_text(json.dumps(declared))
+    args = check.parse_args(["pmnist", "--out", str(tmp_path), *given])
+    check.check_design(args)
+    said = check.kept_design(args)
+    assert len(said) == 1 and said[0].startswith(f"{given[0]} {given[1]} is not applied to pmnist")
+    assert "declared under a plan per claim" in said[0]

@@ -329,7 +329,7 @@ def test_check_options_are_checked(argv, match, capsys):
     assert check.main(argv) == 2 and match in capsys.readouterr().err
 
 
-def test_check_looks_and_a_changed_design_is_refused(tmp_path, capsys):
+def test_check_looks_and_a_changed_design_is_kept_and_said(tmp_path):
     assert check.parse_args([]).planned and check.parse_args([]).looks == []  # the default: a plan per claim
     assert check.parse_args(["--judging-seeds", "3"]).looks == [3, 6, 9]
     assert check.parse_args(["--judging-seeds", "3", "--max-seeds", "10"]).looks == [3, 6, 9, 10]
@@ -337,10 +337,10 @@ def test_check_looks_and_a_changed_design_is_refused(tmp_path, capsys):
     assert check.parse_args(["--judging-seeds", "3", "--max-seeds", "3"]).looks == [3]
     (tmp_path / "pmnist").mkdir()
     (tmp_path / "pmnist" / judge.DESIGN_FILE).write_text(json.dumps({"looks": [3, 6, 9]}))
-    assert check.main(["pmnist", "--out", str(tmp_path), "--judging-seeds", "3", "--max-seeds", "6"]) == 2
-    assert "was judged in looks of [3, 6, 9]" in capsys.readouterr().err
-    assert check.main(["pmnist", "--out", str(tmp_path)]) == 2  # a plan per claim would change its looks
-    assert "continue it with --judging-seeds 3 --max-seeds 9" in capsys.readouterr().err
+    for other in (["--judging-seeds", "3", "--max-seeds", "6"], []):  # other looks; a plan per claim (the default)
+        args = check.parse_args(["pmnist", "--out", str(tmp_path), *other])
+        check.check_design(args)  # not refused: the rerun goes on in the declared looks, and says so
+        assert any("declared under looks of [3, 6, 9] judging seeds" in line for line in check.kept_design(args))
 
 
 def test_report_command_adjusts_as_asked_and_draws_every_claims_numbers(tmp_path, capsys):

@@ -27,6 +27,7 @@ WRONG_TYPE = {  # valid JSON/YAML, of another shape than lnbench or Hydra writes
     HYDRA_CONFIG: "- seed\n",
     HYDRA_RECORD: "hydra:\n  runtime:\n    choices: [a]\n",
     MULTIRUN: "- 1\n",
+    ".check.json": json.dumps({"command": "lnbench check ln_gain_init"}),  # lnbench check's record in its --out
 }
 DAMAGES = ["cut off", "wrong type", "not JSON or YAML", "empty"]
 
@@ -103,3 +104,12 @@ def test_a_checkpoint_of_another_shape_is_refused_by_name_not_a_traceback(tmp_pa
     torch.save(held, tmp_path / CHECKPOINT)
     with pytest.raises(DataError, match=f"{tmp_path / CHECKPOINT} is not an lnbench checkpoint: it holds"):
         checkpoint.load(tmp_path, {})
+
+
+@pytest.mark.parametrize("how", DAMAGES)
+def test_a_damaged_check_record_is_named_by_status(tmp_path, how):
+    root = sweep(tmp_path)
+    (root / ".check.json").write_text(json.dumps({"command": ["x"], "presets": [], "pid": 1, "host": "h"}) + "\n")
+    damage(root / ".check.json", how)
+    said = [line for line in status.lines(root) if line.startswith("  unreadable")]
+    assert said == [f"  unreadable {root / '.check.json'}: not the record lnbench check writes (its command unknown)"]

@@ -22,6 +22,7 @@ from pathlib import Path
 from lnbench.config.choices import Stage
 from lnbench.errors import OptionsParser, UserError, resume_command
 from lnbench.runs import (
+    CHECK_RECORD,
     HYDRA,
     HYDRA_CONFIG,
     METRICS,
@@ -55,7 +56,10 @@ class Job:
 
     @property
     def step(self) -> int:
-        return max((int(r["step"]) for r in self.run.records if "step" in r), default=0)
+        """The steps done: its log's last, or its summary's where that says more (a job stopped between logs)."""
+        logged = max((int(r["step"]) for r in self.run.records if "step" in r), default=0)
+        done = self.run.summary.get("steps")
+        return max(logged, done) if isinstance(done, int) and not isinstance(done, bool) else logged
 
     @property
     def steps(self) -> int | None:
@@ -260,6 +264,8 @@ def lines(root: Path, now: float | None = None) -> list[str]:
     out += [f"  skipped    {label(j, jobs)}: {unreadable_text(j.run.unreadable)}" for j in jobs if j.run.unreadable]
     out += [f"  unreadable {j.run.name}: {j.run.summary.get('error')}" for j in jobs if j.state == "unreadable"]
     out += [f"  unreadable {problem}" for s in sweeps if (problem := sweep_record_problem(s))]
+    if not check and (given / CHECK_RECORD).exists():  # find_check_record reads the check's own folder as its
+        out.append(f"  unreadable {given / CHECK_RECORD}: not the record lnbench check writes (its command unknown)")
     if check and state != "running" and not whole.counts["running"]:  # no estimate: nothing will run until resumed
         so_far = minutes(elapsed(root, jobs, now, False))
         again = f"`{check_command(check[1])}` continues it" if state != "finished" else "nothing left to run"
