@@ -29,7 +29,7 @@ from lnbench.config.schema import register_configs
 from lnbench.config.user_folder import say_ignored
 from lnbench.config.validate import validate
 from lnbench.errors import UserError
-from lnbench.launch import failures, user_modules
+from lnbench.launch import failures, hydra_records, user_modules
 from lnbench.launch.preflight import Plan, preflight, resume_overrides
 from lnbench.launch.process import guardian, threads
 from lnbench.launch.process.closed_pipe import quiet_when_closed
@@ -139,10 +139,12 @@ class Job:
 
     def __init__(self, plan: Plan):
         self.plan = plan
+        hydra_records.install()  # Hydra's records of each job: atomic, a full disk the job's (hydra_records)
 
     def __setstate__(self, state: dict) -> None:  # in a joblib worker: the job has arrived
         self.__dict__.update(state)
         quiet_when_closed()  # the sweep's stdout may be a pipe its reader closed (`| head`)
+        hydra_records.install()
 
     def __call__(self, cfg) -> dict:
         hc = HydraConfig.get()
@@ -172,6 +174,7 @@ class Job:
             sys.exit(failures.say(e))
         with lock:
             try:
+                hydra_records.write_missing(hc, cfg, run_dir)
                 return self.train(cfg, hc, run_dir, self.plan.ckpt)
             except BaseException as e:  # noqa: BLE001 - lnbench.launch.failures decides
                 return self.run_ended(e, run_dir, started)
@@ -188,6 +191,7 @@ class Job:
             return self.job_ended(e, run_dir, started, hc, record=False)
         with lock:
             try:
+                hydra_records.write_missing(hc, cfg, run_dir)
                 user_modules.load(cfg.imports)
                 validate(cfg)
                 timer.since(phases.JOB_CHECKS, phases.JOB_CHECKS)
