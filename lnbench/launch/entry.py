@@ -149,6 +149,7 @@ class Job:
     def __call__(self, cfg) -> dict:
         hc = HydraConfig.get()
         run_dir, started = Path(hc.runtime.output_dir), time.time()
+        failures.quiet_full_disk_logs()  # Hydra has just set up the job's train.log
         timer = phases.timer()
         timer.job = str(run_dir)
         with timer.phase(phases.TASK):

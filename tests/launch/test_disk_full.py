@@ -169,3 +169,21 @@ def test_a_disk_full_before_the_run_starts_is_said_before_anything_is_written(mu
         "space there, then run the same command again."
     ], err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EACCES])
+def test_a_log_file_on_a_full_disk_drops_its_lines_quietly_and_only_then(code, tmp_path, capsys, monkeypatch):
+    """train.log's handler (Hydra's) on a full disk: no "--- Logging error ---" traceback per line (the run's next
+    write names the disk); any other error of a handler is still logging's to print."""
+    import logging
+
+    from lnbench.launch import failures
+
+    handler = logging.FileHandler(tmp_path / "train.log")
+    handler.stream.write = lambda text: (_ for _ in ()).throw(disk_error(code, tmp_path / "train.log"))
+    monkeypatch.setattr(logging.getLogger(), "handlers", [handler])  # the job's, as Hydra leaves them
+    failures.quiet_full_disk_logs()
+    failures.quiet_full_disk_logs()  # once is enough
+    logging.getLogger("lnbench").warning("a line")
+    err = capsys.readouterr().err
+    assert ("--- Logging error ---" in err) == (code != errno.ENOSPC), err
