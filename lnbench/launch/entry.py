@@ -28,7 +28,7 @@ from lnbench.config import launchers
 from lnbench.config.renamed import rewrite_and_say
 from lnbench.config.schema import register_configs
 from lnbench.errors import UserError
-from lnbench.launch import failures, start
+from lnbench.launch import failures, hydra_records, start
 from lnbench.launch.preflight import Plan, preflight, resume_overrides
 from lnbench.launch.process import guardian, threads
 from lnbench.launch.process.closed_pipe import quiet_when_closed
@@ -134,14 +134,17 @@ class Job:
 
     def __init__(self, plan: Plan):
         self.plan = plan
+        hydra_records.install()  # Hydra's records of each job: atomic, a full disk the job's (hydra_records)
 
     def __setstate__(self, state: dict) -> None:  # in a joblib worker: the job has arrived
         self.__dict__.update(state)
         quiet_when_closed()  # the sweep's stdout may be a pipe its reader closed (`| head`)
+        hydra_records.install()
 
     def __call__(self, cfg) -> dict:
         hc = HydraConfig.get()
         run_dir, started = Path(hc.runtime.output_dir), time.time()
+        failures.quiet_full_disk_logs()  # Hydra has just set up the job's train.log
         timer = phases.timer()
         timer.job = str(run_dir)
         with timer.phase(phases.TASK):
@@ -167,6 +170,7 @@ class Job:
             sys.exit(failures.say(e))
         with lock:
             try:
+                hydra_records.write_missing(hc, cfg, run_dir)
                 return self.train(cfg, hc, run_dir, self.plan.ckpt)
             except BaseException as e:  # noqa: BLE001 - lnbench.launch.failures decides
                 return self.run_ended(e, run_dir, started)
@@ -182,6 +186,7 @@ class Job:
                 return self.job_ended(refused[1], run_dir, started, hc, record=refused[0] != start.LOCKED)
             timer.since(phases.JOB_CHECKS, phases.JOB_CHECKS)
             try:
+                hydra_records.write_missing(hc, cfg, run_dir)
                 return self.train(cfg, hc, run_dir, UNREAD)
             except BaseException as e:  # noqa: BLE001 - lnbench.launch.failures decides
                 return self.job_ended(e, run_dir, started, hc)

@@ -11,11 +11,13 @@ run's crash.log, and a line saying where to report it. Whatever ended a run, its
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import shlex
 import sys
 import traceback
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from hydra.errors import CompactHydraException
@@ -93,6 +95,19 @@ def machine_state(error: BaseException, where: Path, again: str | None) -> str |
         f"the disk holding {where} {DISK_STATES[cause.errno]} ({cause.strerror}"
         f"{f': {cause.filename}' if cause.filename and Path(cause.filename) != Path(where) else ''}). {what}"
     )
+
+
+def quiet_full_disk_logs() -> None:
+    """The job's log files (Hydra's train.log) drop a line the disk cannot take instead of printing logging's
+    "--- Logging error ---" traceback for each: the run's own next write names the disk (machine_state)."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler) and not isinstance(handler.handleError, partial):
+            handler.handleError = partial(_unless_disk_state, handler.handleError)
+
+
+def _unless_disk_state(handle_error, record: logging.LogRecord) -> None:
+    if disk_state(sys.exc_info()[1]) is None:  # called by the handler inside its `except`
+        handle_error(record)
 
 
 def classify(error: BaseException) -> Failure:

@@ -89,6 +89,23 @@ def test_a_full_disk_at_each_write_of_a_run_is_named_as_the_machines_state(
     assert not list(run_dir.glob(".*.tmp")), "a temp file left behind"
 
 
+def test_a_full_disk_at_hydras_records_of_the_run_is_named_too(monkeypatch, tmp_path, capsys):
+    """Hydra writes <run>/.hydra/*.yaml before lnbench's task function runs (lnbench.launch.hydra_records)."""
+    run_dir = tmp_path / "run"
+    replacing = lnbench.atomic.replacing
+
+    @contextmanager
+    def records_full(path):
+        if path.parent.name == ".hydra":
+            raise disk_error(errno.ENOSPC, path)
+        with replacing(path) as tmp:
+            yield tmp
+
+    monkeypatch.setattr(lnbench.atomic, "replacing", records_full)
+    said_as_the_disks(*train([*RUN, f"hydra.run.dir={run_dir}"], capsys), run_dir)
+    assert not (run_dir / "checkpoint.pt").exists()  # stopped before training
+
+
 @pytest.mark.parametrize("code", [errno.EDQUOT, errno.EROFS])  # ENOSPC: above
 def test_each_disk_state_is_said_for_what_it_is(code, full_disk, tmp_path, capsys):
     run_dir = tmp_path / "run"
@@ -114,25 +131,28 @@ def test_a_run_stopped_by_a_full_disk_continues_from_its_checkpoint_to_an_uninte
 
 
 @pytest.mark.slow
-def test_a_full_disk_in_one_job_of_a_sweep_is_named_and_the_others_are_kept(tmp_path, capsys, caplog):
+def test_a_full_disk_in_one_job_of_a_sweep_is_named_and_the_others_are_kept(tmp_path, capsys):
     replacing = lnbench.atomic.replacing
 
     @contextmanager
-    def job_1_full(path):
-        if path.parent.name == "1" and path.name == "checkpoint.pt":
+    def job_1_full(path):  # at its checkpoint, and job 2's at Hydra's records of it
+        if path.parent.name == "1" and path.name == "checkpoint.pt" or path.parent.parent.name == "2":
             raise disk_error(errno.ENOSPC, path)
         with replacing(path) as tmp:
             yield tmp
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(lnbench.atomic, "replacing", job_1_full)
-        code = main(["train", "-m", *RUN, "seed=0,1,2", f"hydra.sweep.dir={tmp_path}"])
-    err = capsys.readouterr().err + caplog.text
+        code = main(["train", "-m", *RUN, "seed=0,1,2,3", f"hydra.sweep.dir={tmp_path}"])
+    said = capsys.readouterr()
+    err = said.err + said.out  # Hydra's line for the first failed job; each job's own, in its log on the console
     assert code == 1 and "Traceback" not in err and "bug" not in err, err
-    (line,) = {ln[ln.index("lnbench: job") :] for ln in err.splitlines() if "lnbench: job" in ln}
-    assert line.startswith("lnbench: job 1 (") and f"failed: the disk holding {tmp_path / '1'} is full" in line, line
-    assert "continue with the same sweep command" in line
-    for job in ("0", "2"):
+    lines = sorted({ln[ln.index("lnbench: job") :] for ln in err.splitlines() if "lnbench: job" in ln})
+    assert len(lines) == 2, err
+    for job, line in zip(("1", "2"), lines):
+        assert line.startswith(f"lnbench: job {job} (") and f"the disk holding {tmp_path / job} is full" in line
+        assert "continue with the same sweep command" in line
+    for job in ("0", "3"):
         assert summary_of(tmp_path / job)["status"] == "completed"
 
 
@@ -149,3 +169,21 @@ def test_a_disk_full_before_the_run_starts_is_said_before_anything_is_written(mu
         "space there, then run the same command again."
     ], err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EACCES])
+def test_a_log_file_on_a_full_disk_drops_its_lines_quietly_and_only_then(code, tmp_path, capsys, monkeypatch):
+    """train.log's handler (Hydra's) on a full disk: no "--- Logging error ---" traceback per line (the run's next
+    write names the disk); any other error of a handler is still logging's to print."""
+    import logging
+
+    from lnbench.launch import failures
+
+    handler = logging.FileHandler(tmp_path / "train.log")
+    handler.stream.write = lambda text: (_ for _ in ()).throw(disk_error(code, tmp_path / "train.log"))
+    monkeypatch.setattr(logging.getLogger(), "handlers", [handler])  # the job's, as Hydra leaves them
+    failures.quiet_full_disk_logs()
+    failures.quiet_full_disk_logs()  # once is enough
+    logging.getLogger("lnbench").warning("a line")
+    err = capsys.readouterr().err
+    assert ("--- Logging error ---" in err) == (code != errno.ENOSPC), err
