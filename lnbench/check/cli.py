@@ -5,8 +5,10 @@ the joblib launcher, into a fixed directory (outputs/check/<preset>, or <preset>
 running the command again resumes: completed jobs are skipped, killed ones continue from their checkpoint.
 Then, per preset, the rounds of lnbench/check/preset.py: a grid whose winner sits at a compared line's edge is
 widened a value at a time on that side (--widen, tuning seeds only); each claim no edge blocks gets its judging
-seeds planned for its test's power within the check's budget (--budget), declared in judging.json before any of
-them runs; the judging rounds add fresh seeds at each line's chosen value to the claims still open. The presets'
+seeds planned for its test's power at its family's level (the same on any machine), declared in judging.json
+before any of them runs; the judging rounds add fresh seeds at each line's chosen value to the claims still open.
+--budget limits the check's wall time only: once it has run out no round starts, open claims await their seeds
+and the same command continues. The presets'
 rounds overlap on one warm pool of workers (lnbench/check/runner.py; on SLURM each round is a sweep of its own,
 each job a SLURM job). One page, check.md / check.html, lists every verdict, adjusted over its declared family,
 with a link to its sweep's report and curves.
@@ -35,7 +37,7 @@ from lnbench.check.args import (
     sweep_dir,  # noqa: F401
     sweep_overrides,
 )
-from lnbench.check.budget import Budget
+from lnbench.check.budget import Budget, minutes
 from lnbench.check.design import check_design
 from lnbench.check.page import write_page
 from lnbench.check.preset import Outcome, PresetCheck, judge_preset  # noqa: F401 (Outcome, judge_preset: as before)
@@ -81,19 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lnbench check: {line}", file=sys.stderr)
     t0 = time.time()
     runner, workers = make_runner(args)
-    checks: list[PresetCheck] = []
-
-    def still_to_come() -> float:
-        """Worker-seconds the check will still spend besides the judging not planned yet."""
-        measured = [c.job_s for c in checks if c.job_s]
-        guess = sum(measured) / len(measured) if measured else 0.0
-        unstarted = sum(c.tuning_jobs * (c.job_s or guess) for c in checks if not c.started)
-        return runner.queued_s() + sum(c.judging_left_s for c in checks) + unstarted
-
-    budget = Budget(
-        args.budget_s, workers, t0, still_to_come, lambda p: sum(c.open_claims for c in checks if c.preset != p)
-    )
-    checks += [PresetCheck(args, preset, budget) for preset in args.presets]
+    budget = Budget(args.budget_s, args.budget, t0)
+    checks = [PresetCheck(args, preset, budget) for preset in args.presets]
+    for line in [budget.read_as(), *plan_estimate(checks, workers)]:
+        print(f"lnbench check: {line}", flush=True)
     outcomes: list[Outcome] = []
     extra = [describe(args, runner, workers)]
     md = ""
@@ -106,12 +99,15 @@ def main(argv: list[str] | None = None) -> int:
         md = write_page(outcomes, args, time.time() - t0, extra)
 
     try:
-        runner.run(checks, done)
+        runner.run(checks, done, budget)
     except KeyboardInterrupt:
         print("\nlnbench check: interrupted; run the same command again to resume.", file=sys.stderr)
         return 130
     print("\n" + md)
     print(f"{args.out / 'check.md'}\n{args.out / 'check.html'}")
+    if stopped := [c.preset for c in checks if c.stopped]:
+        waiting = sum(bool(d.get("awaiting_seeds")) for o in outcomes for d in o.verdicts)
+        print(f"lnbench check: {budget.ran_out()}: {', '.join(stopped)} stopped, {waiting} claim(s) await their seeds")
     if any(o.startswith("logger.wandb.report=") for o in args.overrides):  # the pages as a W&B artifact too
         from lnbench.report.wandb_page import log_check_pages  # noqa: PLC0415 (Hydra and W&B: only when asked)
 
@@ -130,8 +126,25 @@ def describe(args: Args, runner, workers: int) -> str:
     if args.judging == 0:
         seeds = "no judging seeds (--judging-seeds 0)"
     elif args.planned:
-        budget = "no budget" if args.budget_s is None else f"a budget of {args.budget_s / 60:g} min for the whole check"
-        seeds = f"judging seeds planned per claim for its test's power, within {budget} (judging.json)"
+        seeds = "judging seeds planned per claim for its test's power at its family's level (judging.json)"
     else:
         seeds = f"judging seeds in looks of {', '.join(map(str, args.looks))} for every claim"
-    return f"rounds: {how}; {seeds}"
+    return f"rounds: {how}; {seeds}; {budget_text(args)}"
+
+
+def budget_text(args: Args) -> str:
+    return "no --budget" if args.budget_s is None else f"--budget {args.budget} ({args.budget_s:g} s of wall time)"
+
+
+def plan_estimate(checks: list[PresetCheck], workers: int) -> list[str]:
+    """What the whole plan will take here, per preset and in all (an estimate, labelled so), and each claim's plan."""
+    from lnbench.report import load_runs  # noqa: PLC0415 (the report's imports: once the arguments are checked)
+
+    lines, total = [], 0.0
+    for c in checks:
+        took, text = c.estimate(load_runs(c.directory) if c.directory.is_dir() else [])
+        total += took
+        lines.append(f"  {c.preset}: {text}")
+        lines += [f"    {cid}: {p.summary()}" for cid, p in c.plans(c.claims()).items()]
+    head = f"the whole plan will take here about {minutes(total / workers)} on {workers} worker(s), an estimate:"
+    return [head, *lines]

@@ -12,7 +12,8 @@ from lnbench.claims.judge import DESIGN_FILE
 def check_design(args: Args) -> None:
     """A sweep judged under one design is never continued under another: choosing the looks after seeing the data
     would void the error rates they keep (lnbench/claims/plan.py). A plan per claim, once in judging.json, is kept
-    by every rerun (whatever --budget says now); looks given by hand must be given again. And --out must be
+    by every rerun (--budget never changes it; a --max-seeds other than its cap is refused); looks given by hand
+    must be given again. And --out must be
     writable."""
     check_out(args.out)
     for preset in args.presets:
@@ -28,6 +29,13 @@ def check_design(args: Args) -> None:
                 "was judged in are unknown. Restore it, or give another --out."
             ) from None
         where = f"{sweep_dir(args, preset)} was judged"
+        cap = raw.get("cap")
+        if planned and args.planned and args.max_seeds is not None and cap is not None and args.max_seeds != cap:
+            raise CheckError(
+                f"{where} under a plan capped at {cap} judging seeds ({path}); --max-seeds {args.max_seeds} asks "
+                f"for another. Changing the plan after seeing results would void its error rates: give no "
+                f"--max-seeds (a rerun keeps the plan), or another --out."
+            )
         if planned and not args.planned:
             raise CheckError(
                 f"{where} under a plan per claim ({path}); --judging-seeds {args.judging} asks for "

@@ -138,6 +138,10 @@ def judge_claim(
         reasons = [_where(p, panels) + p.reason for p in waiting]
         v.raw_reason = "; ".join(reasons) or "no look shared by every panel"
         v.awaiting_seeds = bool(waiting) and all(p.awaiting for p in waiting)
+        if v.awaiting_seeds and design is not None:  # its planned MDE is known before the seeds: shown
+            v.planned_looks = [int(n) for n in design.looks]
+            v.planned_shares = [float(design.share(n)) for n in design.looks]
+            v.max_seeds = v.planned_looks[-1]
         _headline(v, panels, None, None)
         return v
     shares = _shares(design, shared)

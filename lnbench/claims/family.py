@@ -94,7 +94,7 @@ def _set(v: ClaimVerdict, method: str, m: int, p_adjusted: float) -> None:
         else (max(1.0, p_adjusted / v.p_decide) if 0 < v.p_decide < 1 and p_adjusted < 1 else m)
     )
     v.ci_low, v.ci_high, v.level = interval_shown(v, factor, v.verdict)
-    v.mde = _mde(v) if not v.raw_reason else None
+    v.mde = _mde(v) if not v.raw_reason or v.awaiting_seeds else None
     v.reason = "" if v.verdict != INCONCLUSIVE else why(v)
 
 
@@ -126,7 +126,8 @@ def mde_text(v: ClaimVerdict) -> str:
 def why(v: ClaimVerdict) -> str:
     """Why an inconclusive verdict is one (a query: it changes nothing)."""
     if v.raw_reason:
-        return v.raw_reason
+        mde = mde_text(v) if v.awaiting_seeds and v.planned_looks else ""
+        return v.raw_reason + (f"; planned {mde}" if mde else "")
     where = f" in {v.panel}" if len(v.panels) > 1 else ""
     mde = mde_text(v)
     if v.raw_verdict != INCONCLUSIVE:
