@@ -16,6 +16,7 @@ never changes a declared family's size (issue 39: a page claim under an undeclar
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Iterable
 
@@ -134,6 +135,8 @@ def why(v: ClaimVerdict) -> str:
         return f"{v.raw_verdict} before the family adjustment (p {v.p_decide:.2g}, adjusted {v.p_adjusted:.2g})" + (
             f"; {mde}" if mde else ""
         )
+    if ruled := ruled_out(v):
+        return f"{ruled}{where} at look {v.decided_at}" + (f"; {mde}" if mde else "")
     if v.estimand == MEDIAN or v.ci_low is None:
         test = "the sign test" if v.estimand == MEDIAN else "the t test"
         seen = f" ({v.sign})" if v.sign else ""
@@ -141,12 +144,28 @@ def why(v: ClaimVerdict) -> str:
     return f"the interval{where} includes " + (f"±{v.margin:.3g}" if v.margin else "0") + (f"; {mde}" if mde else "")
 
 
+def ruled_out(v: ClaimVerdict) -> str:
+    """Under `estimand: mean`, what a pair known only as a bound did: "held ruled out: 1 pair diverged or never
+    reached the target, so that line's mean is unbounded; the t test on the 8 exact pairs passed no other side"
+    ("" where no side was ruled out, or the estimand is the median)."""
+    panel = next((p for p in v.panels if p["panel"] == v.panel), None)
+    look = next((lk for lk in (panel or {}).get("looks", []) if lk["n"] == v.decided_at), None)
+    if v.estimand == MEDIAN or not look or not look.get("ruled_out"):
+        return ""
+    pairs = panel.get("pairs", [])[: v.decided_at]
+    odd = sum(1 for lo, hi in pairs if not all(math.isfinite(float(x)) for x in (lo, hi)))
+    return (
+        f"{' and '.join(look['ruled_out'])} ruled out: {odd} pair(s) diverged or never reached the target, so that "
+        f"line's mean is unbounded; the t test on the {len(pairs) - odd} exact pairs passed no other side"
+    )
+
+
 def describe_method(method: str) -> str:
     return (
         "estimand: the median paired difference d = than - better (`better` beats `than` by more than "
         "min_effect on most seeds: P(d > min_effect) > 1/2), unless a claim declares `estimand: mean`; "
         "test: exact sign tests on every pair (ties and pairs of unknown order count against the claim; a "
-        "diverged run is its line's worst value, a target never reached comes after every run that reached it), "
+        "diverged run is its line's worst value, a target never reached is censored at its last evaluation), "
         "two one-sided sign tests for equivalence; `estimand: mean`: the paired t test, its verdict resting on "
         "the seeds' tails (flagged beyond 3 IQR); held/contradicted: the interval shown lies beyond ±min_effect, "
         "equivalent: inside it; looks spend their declared shares of alpha (judging.json); panels: "
