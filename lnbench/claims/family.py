@@ -96,6 +96,7 @@ def _set(v: ClaimVerdict, method: str, m: int, p_adjusted: float) -> None:
     )
     v.ci_low, v.ci_high, v.level = interval_shown(v, factor, v.verdict)
     v.mde = _mde(v) if not v.raw_reason or v.awaiting_seeds else None
+    v.power_with_ties = _power_with_ties(v)
     v.reason = "" if v.verdict != INCONCLUSIVE else why(v)
 
 
@@ -109,6 +110,29 @@ def _mde(v: ClaimVerdict) -> float | None:
     if v.estimand == MEDIAN:
         return plan.detectable(v.planned_looks, v.planned_shares, level)
     return stats.mde(1.0, v.max_seeds, 2 * level * v.planned_shares[-1])
+
+
+def _power_with_ties(v: ClaimVerdict) -> float | None:
+    """What the ties cost a sign test: the plan's power (at the family's Bonferroni level) for a claim whose
+    untied pairs favour it `agree` of the time, at the tie rate these pairs show: a description of the seeds
+    judged, never a test (None without ties or a planned design)."""
+    if not v.ties or not v.decided_at or not v.planned_looks or v.estimand != MEDIAN or v.raw_reason:
+        return None
+    level = stats.ALPHA / 2 / max(1, v.family_size)
+    return plan.power_of(v.planned_looks, v.planned_shares, level, plan.AGREE * (1 - v.ties / v.decided_at))
+
+
+def ties_text(v: ClaimVerdict | dict) -> str:
+    """'5 of 14 tied: power 85% → 31% at 9 in 10 of the other pairs' (the page's; "" without ties)."""
+    d = v if isinstance(v, dict) else v.as_dict()
+    if not d.get("ties") or d.get("power_with_ties") is None:
+        return ""
+    level = stats.ALPHA / 2 / max(1, d.get("family_size") or 1)
+    planned = plan.power_of(d["planned_looks"], d["planned_shares"], level, plan.AGREE)
+    return (
+        f"{d['ties']} of {d['decided_at']} tied: power {planned:.0%} → {d['power_with_ties']:.0%} at "
+        f"{plan.AGREE:.0%} of the other pairs"
+    )
 
 
 def mde_text(v: ClaimVerdict) -> str:
@@ -140,7 +164,8 @@ def why(v: ClaimVerdict) -> str:
     if v.estimand == MEDIAN or v.ci_low is None:
         test = "the sign test" if v.estimand == MEDIAN else "the t test"
         seen = f" ({v.sign})" if v.sign else ""
-        return f"{test}{where} did not pass at look {v.decided_at}{seen}" + (f"; {mde}" if mde else "")
+        tied = f"; ties: {ties_text(v)}" if ties_text(v) else ""
+        return f"{test}{where} did not pass at look {v.decided_at}{seen}" + (f"; {mde}" if mde else "") + tied
     return f"the interval{where} includes " + (f"±{v.margin:.3g}" if v.margin else "0") + (f"; {mde}" if mde else "")
 
 

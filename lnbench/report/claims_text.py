@@ -76,7 +76,9 @@ def pairs_text(d: dict[str, Any]) -> str:
     sign = d.get("sign") or ""
     if d.get("raw_reason") or not sign:
         return "—"
-    return sign.replace(" pairs above +margin,", " above,").replace(" below −margin", " below")
+    counted = sign.replace(" pairs above +margin,", " above,").replace(" below −margin", " below")
+    cost = family.ties_text(d)
+    return counted + (f"; {cost}" if cost else "")
 
 
 def mean_text(d: dict[str, Any]) -> str:

@@ -111,3 +111,21 @@ def test_a_claim_awaiting_its_seeds_shows_its_planned_mde():
     assert v.awaiting_seeds and v.verdict == "inconclusive" and v.planned_looks == [14, 21] and v.max_seeds == 21
     assert v.mde == pytest.approx(design.mde, abs=1e-3) and v.reason.startswith("n<14: 9 paired judging seed(s)")
     assert v.reason.endswith("planned MDE P(d > margin) 0.89 at up to 21 seeds")
+
+
+def test_the_page_shows_what_ties_cost_a_claim_on_a_quantized_metric():
+    from lnbench.claims import plan
+
+    design = plan.plan_judging(family_size=23)  # looks 14, 21
+    # an error rate on 100 test items: `better` one item lower on 8 seeds, the same on 6
+    than = {s: Value(0.10 + 0.01 * (s % 3)) for s in range(14)}
+    better = {s: Value(than[s].x - (0.01 if s < 8 else 0.0)) for s in range(14)}
+    v = verdict(better, than, family_size=23, design=design, min_effect=0.001)
+    assert v.verdict == "inconclusive" and v.ties == 6 and v.decided_at == 14
+    lost = plan.power_of(design.looks, design.shares, 0.025 / 23, 0.9 * (1 - 6 / 14))
+    assert v.power_with_ties == pytest.approx(lost) and lost < 0.05 < design.power_at_agree
+    cost = f"6 of 14 tied: power {design.power_at_agree:.0%} → {lost:.0%} at 90% of the other pairs"
+    assert cost in v.reason and claims_text.pairs_text(v.as_dict()) == f"8 of 14 above, 0 below; {cost}"
+    untied = verdict(*nine(), family_size=23, design=plan.plan_for_looks([9], 23))
+    assert untied.ties == 0 and untied.power_with_ties is None
+    assert "tied" not in claims_text.pairs_text(untied.as_dict())
