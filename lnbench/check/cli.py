@@ -121,7 +121,7 @@ def describe(args: Args, runner, workers: int) -> str:
     how = (
         f"one warm pool of {workers} worker(s) for every preset, their rounds overlapping"
         if runner.overlapping
-        else f"each round a sweep of its own, one preset after the other ({workers} job slot(s) counted for the budget)"
+        else f"each round a sweep of its own, one preset after the other ({workers} job slot(s))"
     )
     if args.judging == 0:
         seeds = "no judging seeds (--judging-seeds 0)"

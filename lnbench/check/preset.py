@@ -137,7 +137,12 @@ class PresetCheck:
         return claimlib.claims_of(r.config for r in rep.runs) if rep is not None else claimlib.claims_of([self.config])
 
     def plans(self, claims: list[claimlib.Claim]) -> dict[str, planlib.JudgingPlan]:
-        return claim_plans(claims, self.args.max_seeds)
+        """Each claim's plan (claim_plans), or the looks given by hand at its family's level (none: none)."""
+        if self.args.planned:
+            return claim_plans(claims, self.args.max_seeds)
+        sizes = {cid: p.family_size for cid, p in claim_plans(claims).items()}
+        looks = self.args.looks
+        return {c.id: planlib.plan_for_looks(looks, sizes[c.id]) for c in claims} if looks else {}
 
     def design(self, rep) -> Design:
         """The design judging.json declares (a rerun keeps it), or a new one, written there before any judging seed
@@ -147,12 +152,7 @@ class PresetCheck:
         if path.is_file():
             return self._declared(json.loads(path.read_text()), rep)
         blocked = rounds.edge_blocked(rep)
-        every = self.claims(rep)
-        if self.args.planned:
-            plans = {cid: p for cid, p in self.plans(every).items() if cid not in blocked}
-        else:
-            sizes = {cid: p.family_size for cid, p in claim_plans(every).items()}
-            plans = {c.id: planlib.plan_for_looks(self.args.looks, sizes[c.id]) for c in every if c.id not in blocked}
+        plans = {cid: p for cid, p in self.plans(self.claims(rep)).items() if cid not in blocked}
         looks = self.args.looks if not self.args.planned else None
         cap = (self.args.max_seeds or planlib.CAP) if self.args.planned else None
         record = {**self.record(plans, looks), "planned": self.args.planned, "cap": cap, "blocked": blocked}
@@ -253,7 +253,7 @@ class PresetCheck:
         seeds: dict[str, int] = {}
         for c in claims:
             for x in (c.better, c.than):
-                seeds[str(x)] = max(seeds.get(str(x), 0), plans[c.id].max_seeds)
+                seeds[str(x)] = max(seeds.get(str(x), 0), plans[c.id].max_seeds if c.id in plans else 0)
         return max(0, self.tuning_jobs - tuned), max(0, sum(seeds.values()) * panels - judged)
 
     # ---- bookkeeping -------------------------------------------------------------------------------

@@ -250,6 +250,11 @@ def test_looks_by_hand_are_declared_and_a_rerun_with_the_same_looks_goes_on(tmp_
 
 def test_a_plan_is_kept_and_looks_by_hand_are_refused_over_it(tmp_path, capsys):
     (tmp_path / "pmnist").mkdir()
-    (tmp_path / "pmnist" / DESIGN_FILE).write_text(json.dumps({"planned": True, "claims": {}, "rounds": []}))
+    (tmp_path / "pmnist" / DESIGN_FILE).write_text(json.dumps({"planned": True, "cap": 40, "claims": {}, "rounds": []}))
     assert check.main(["pmnist", "--out", str(tmp_path), "--judging-seeds", "3"]) == 2
     assert "under a plan per claim" in capsys.readouterr().err
+    assert check.main(["pmnist", "--out", str(tmp_path), "--max-seeds", "30"]) == 2  # the plan's cap is the plan's
+    err = capsys.readouterr().err
+    assert "under a plan capped at 40 judging seeds" in err and len(err.strip().splitlines()) == 1
+    for same in ([], ["--max-seeds", "40"], ["--budget", "1m"]):  # a rerun keeps the plan, whatever the budget
+        check.check_design(check.parse_args(["pmnist", "--out", str(tmp_path), *same]))
