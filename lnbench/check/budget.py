@@ -73,6 +73,7 @@ class Budget:
     seconds: float | None
     text: str = "none"  # as given, for what the check says
     start: float = field(default_factory=time.time)
+    workers: int = 1  # jobs run at once: what is left takes its worker-seconds over them
 
     def out(self) -> bool:
         return self.seconds is not None and time.time() - self.start >= self.seconds

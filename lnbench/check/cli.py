@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lnbench check: {line}", file=sys.stderr)
     t0 = time.time()
     runner, workers = make_runner(args)
-    budget = Budget(args.budget_s, args.budget, t0)
+    budget = Budget(args.budget_s, args.budget, t0, workers)
     checks = [PresetCheck(args, preset, budget) for preset in args.presets]
     for line in [budget.read_as(), *plan_estimate(checks, workers)]:
         print(f"lnbench check: {line}", flush=True)

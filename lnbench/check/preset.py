@@ -224,7 +224,9 @@ class PresetCheck:
         """What the budget left of the preset's plan, and what it would take here ("" if it did not stop it)."""
         if not self.stopped:
             return ""
-        return f"stopped {self.stopped}: {self.budget.ran_out()}; left: {self.estimate(rep.runs if rep else [])[1]}"
+        took, what = self.estimate(rep.runs if rep else [])
+        here = f"about {minutes(took / self.budget.workers)} here on {self.budget.workers} worker(s)"
+        return f"stopped {self.stopped}: {self.budget.ran_out()}; left: {what}: {here}"
 
     def estimate(self, runs: list) -> tuple[float, str]:
         """Seconds of a worker the plan still takes, and the words: the jobs not run yet (the runs given have),

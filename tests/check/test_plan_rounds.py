@@ -192,6 +192,7 @@ def test_a_budget_stops_between_rounds_every_open_claim_awaits_its_seeds_and_a_r
     if after == "judge-1" and not cut:
         assert verdicts[control]["verdict"] == "held" and verdicts[control]["decided_at"] == 10
     assert "stopped" in stopped.note and "--budget 1m" in stopped.note and "judging jobs" in stopped.note
+    assert "here on 1 worker(s)" in stopped.note and "an estimate" in stopped.note
     assert "lnbench check: ln_gain_init stopped" in capsys.readouterr().out
     args = check.parse_args(["ln_gain_init", "--out", str(tmp_path / "page")])
     page = check.write_page([stopped], args, 60.0)
