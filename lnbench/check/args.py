@@ -44,9 +44,10 @@ USAGE = """usage: lnbench check [PRESET ...] [scale=K] [--out DIR] [options] [ke
   PRESET              claim presets to run (default: all): {presets}
   scale=K             multiply steps (or epochs) by K, e.g. scale=10 on a GPU or a cluster
   --out DIR           where the sweeps and check.md/check.html go (default: outputs/check)
-  --budget TIME       the whole check's wall time to plan the judging seeds within, e.g. 90m, 2h, 1h30m,
-                      5400s (default {budget}; none: each claim gets the seeds its planned power asks for)
-  --max-seeds N       the most judging seeds a claim is planned (default {cap})
+  --budget TIME       the check's wall time, e.g. 90m, 2h, 1h30m, 5400s (default none): once it has run out
+                      no round starts; open claims await their seeds and the same command continues. It
+                      never changes a claim's plan
+  --max-seeds N       the most judging seeds a claim is planned (default {cap}; kept in judging.json)
   --judging-seeds N   judging seeds per look, looks of N, 2N, ... up to --max-seeds (default 3N), instead of
                       a plan per claim; 0: no judging seeds (judged on the tuning seeds, which favours the
                       noisier line)
@@ -64,7 +65,6 @@ OPTIONS = {
     "--adjust": "adjust",
     "--budget": "budget",
 }
-DEFAULT_BUDGET_S = 90 * 60.0  # issue 39's bar for the full default check on 2 idle cores
 DEFAULT_WIDEN = 3
 
 
@@ -92,11 +92,12 @@ class Args:
     max_seeds: int | None = None  # the cap of a plan, or the last look (default: 3 looks)
     widen: int = DEFAULT_WIDEN
     adjust: str = DEFAULT_ADJUST
-    budget_s: float | None = DEFAULT_BUDGET_S
+    budget_s: float | None = None  # the check's wall time (lnbench.check.budget); None: the whole plan
+    budget: str = "none"  # --budget as given
 
     @property
     def planned(self) -> bool:
-        """Each claim's judging seeds planned for its test's power, within the budget (the default)."""
+        """Each claim's judging seeds planned for its test's power (the default)."""
         return self.judging is None
 
     @property
@@ -137,7 +138,6 @@ class _Parser(OptionsParser):
         return USAGE.format(
             presets=", ".join(claim_presets()),
             defaults=defaults,
-            budget=f"{DEFAULT_BUDGET_S / 60:g}m",
             cap=plan.CAP,
             widen=DEFAULT_WIDEN,
         )
@@ -227,7 +227,7 @@ def _scale(arg: str, text: str) -> float:
 def _set_option(args: Args, name: str, text: str) -> None:
     if name == "--budget":
         try:
-            args.budget_s = parse_budget(text)
+            args.budget_s, args.budget = parse_budget(text), text
         except BudgetError as e:
             raise CheckError(str(e)) from None
         return

@@ -5,8 +5,10 @@ the joblib launcher, into a fixed directory (outputs/check/<preset>, or <preset>
 running the command again resumes: completed jobs are skipped, killed ones continue from their checkpoint.
 Then, per preset, the rounds of lnbench/check/preset.py: a grid whose winner sits at a compared line's edge is
 widened a value at a time on that side (--widen, tuning seeds only); each claim no edge blocks gets its judging
-seeds planned for its test's power within the check's budget (--budget), declared in judging.json before any of
-them runs; the judging rounds add fresh seeds at each line's chosen value to the claims still open. The presets'
+seeds planned for its test's power at its family's level (the same on any machine), declared in judging.json
+before any of them runs; the judging rounds add fresh seeds at each line's chosen value to the claims still open.
+--budget limits the check's wall time only: once it has run out no round starts, open claims await their seeds
+and the same command continues. The presets'
 rounds overlap on one warm pool of workers (lnbench/check/runner.py; on SLURM each round is a sweep of its own,
 each job a SLURM job). One page, check.md / check.html, lists every verdict, adjusted over its declared family,
 with a link to its sweep's report and curves.
@@ -36,7 +38,7 @@ from lnbench.check.args import (
     sweep_dir,  # noqa: F401
     sweep_overrides,
 )
-from lnbench.check.budget import Budget
+from lnbench.check.budget import Budget, minutes
 from lnbench.check.design import check_design, kept_design
 from lnbench.check.page import write_page
 from lnbench.check.preset import Outcome, PresetCheck, judge_preset  # noqa: F401 (Outcome, judge_preset: as before)
@@ -82,19 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     write_check_record(args.out, {**record, "state": "running", "started": t0})  # for status, a sweep's end
     runner, workers = make_runner(args)
-    checks: list[PresetCheck] = []
-
-    def still_to_come() -> float:
-        """Worker-seconds the check will still spend besides the judging not planned yet."""
-        measured = [c.job_s for c in checks if c.job_s]
-        guess = sum(measured) / len(measured) if measured else 0.0
-        unstarted = sum(c.tuning_jobs * (c.job_s or guess) for c in checks if not c.started)
-        return runner.queued_s() + sum(c.judging_left_s for c in checks) + unstarted
-
-    budget = Budget(
-        args.budget_s, workers, t0, still_to_come, lambda p: sum(c.open_claims for c in checks if c.preset != p)
-    )
-    checks += [PresetCheck(args, preset, budget) for preset in args.presets]
+    budget = Budget(args.budget_s, args.budget, t0, workers)
+    checks = [PresetCheck(args, preset, budget) for preset in args.presets]
+    for line in [budget.read_as(), *plan_estimate(checks, workers)]:
+        print(f"lnbench check: {line}", flush=True)
     outcomes: list[Outcome] = []
     extra = [describe(args, runner, workers)]
     md = ""
@@ -107,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         md = write_page(outcomes, args, time.time() - t0, extra)
 
     try:
-        runner.run(checks, done)
+        runner.run(checks, done, budget)
     except KeyboardInterrupt:
         write_check_record(args.out, {**record, "state": "stopped", "started": t0})
         print(f"\nlnbench check: interrupted; `{check_command(record)}` resumes it.", file=sys.stderr)
@@ -115,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     write_check_record(args.out, {**record, "state": "finished", "started": t0})
     print("\n" + md)
     print(f"{args.out / 'check.md'}\n{args.out / 'check.html'}")
+    if stopped := [c.preset for c in checks if c.stopped]:
+        waiting = sum(bool(d.get("awaiting_seeds")) for o in outcomes for d in o.verdicts)
+        print(f"lnbench check: {budget.ran_out()}: {', '.join(stopped)} stopped, {waiting} claim(s) await their seeds")
     if any(o.startswith("logger.wandb.report=") for o in args.overrides):  # the pages as a W&B artifact too
         from lnbench.report.wandb_page import log_check_pages  # noqa: PLC0415 (Hydra and W&B: only when asked)
 
@@ -129,6 +125,24 @@ def describe(args: Args, runner, workers: int) -> str:
     how = (
         f"one warm pool of {workers} worker(s) for every preset, their rounds overlapping"
         if runner.overlapping
-        else f"each round a sweep of its own, one preset after the other ({workers} job slot(s) counted for the budget)"
+        else f"each round a sweep of its own, one preset after the other ({workers} job slot(s))"
     )
-    return f"rounds: {how}"
+    return f"rounds: {how}; {budget_text(args)}"
+
+
+def budget_text(args: Args) -> str:
+    return "no --budget" if args.budget_s is None else f"--budget {args.budget} ({args.budget_s:g} s of wall time)"
+
+
+def plan_estimate(checks: list[PresetCheck], workers: int) -> list[str]:
+    """What the whole plan will take here, per preset and in all (an estimate, labelled so), and each claim's plan."""
+    from lnbench.report import load_runs  # noqa: PLC0415 (the report's imports: once the arguments are checked)
+
+    lines, total = [], 0.0
+    for c in checks:
+        took, text = c.estimate(load_runs(c.directory) if c.directory.is_dir() else [])
+        total += took
+        lines.append(f"  {c.preset}: {text}")
+        lines += [f"    {cid}: {p.summary()}" for cid, p in c.plans(c.claims()).items()]
+    head = f"the whole plan will take here about {minutes(total / workers)} on {workers} worker(s), an estimate:"
+    return [head, *lines]

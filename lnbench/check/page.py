@@ -124,10 +124,9 @@ def preset_design(design: dict[str, Any], args) -> str:
         return f"widened up to {args.widen} value(s); no judging seeds (judged on the tuning seeds)"
     widen = (design.get("options") or {}).get("widen")
     widened = f"widened up to {widen} value(s)" if widen is not None else "widened (how far was not recorded)"
-    budget = (design.get("budget") or {}).get("budget_s")
     if design.get("planned", "claims" in design):  # a record from before `planned`: a plan per claim has claims
-        within = f"within a budget of {budget / 60:g} min for the whole check" if budget else "with no budget"
-        seeds = f"judging seeds planned per claim for its test's power, {within}"
+        cap = f", at most {design['cap']} each" if design.get("cap") else ""
+        seeds = f"judging seeds planned per claim for its test's power at its family's level{cap}"
     else:
         seeds = f"judging seeds in looks of {', '.join(map(str, design.get('looks') or []))} for every claim"
     return f"{widened}; {seeds} (judging.json)"

@@ -19,7 +19,7 @@ def seeds_text(d: dict[str, Any]) -> str:
     lines = list((d.get("lines") or {}).values())
     tuning = min((len(x["tuning_seeds"]) for x in lines), default=0)
     judging = min((len(x["judging_seeds"]) for x in lines), default=0)
-    if judging:
+    if judging or d.get("awaiting_seeds"):
         planned = d.get("max_seeds") or 0
         return f"{tuning} + {judging}" + (f" (of up to {planned})" if planned > judging else "")
     return f"{tuning} (the tuning seeds)" if d.get("note") else str(d.get("n_seeds", 0))
@@ -82,7 +82,9 @@ def pairs_text(d: dict[str, Any]) -> str:
     sign = d.get("sign") or ""
     if d.get("raw_reason") or not sign:
         return "—"
-    return sign.replace(" pairs above +margin,", " above,").replace(" below −margin", " below")
+    counted = sign.replace(" pairs above +margin,", " above,").replace(" below −margin", " below")
+    cost = family.ties_text(d)
+    return counted + (f"; {cost}" if cost else "")
 
 
 def mean_text(d: dict[str, Any]) -> str:

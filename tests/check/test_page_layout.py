@@ -11,10 +11,10 @@ import re
 import numpy as np
 import pytest
 
+from calibration.synthetic import SyntheticSweep, claim, write
 from lnbench.check import cli as check
 from lnbench.check.page import preset_design, write_page
 from lnbench.check.preset import Outcome, judge_preset
-from lnbench.check.synthetic import Sweep, claim, write
 from lnbench.config.presets import read_experiment
 
 WINDOW_PX = 1280
@@ -50,7 +50,7 @@ def page(tmp_path_factory):
     tune = {line: 1.0 + 0.01 * rng.normal(size=(3, 3)) + np.array([[0.2], [0.0], [0.2]]) for line in "ab"}
     judge = {"b": 1.0 + 0.01 * rng.normal(size=14)}
     judge["a"] = judge["b"] - 0.02 + 0.01 * rng.normal(size=14)
-    root = write(out / "fig6_mnist", Sweep(tune, judge, claims, [7, 14]))
+    root = write(out / "fig6_mnist", SyntheticSweep(tune, judge, claims, [7, 14]))
     rep = judge_preset(args, root, figures=False)
     outcomes = [Outcome("fig6_mnist", root, 60.0, (1.0, 1.0), 0, rep.verdicts, "", {}, {"looks": [7, 14]})]
     write_page(outcomes, args, 120.0, ["rounds: one warm pool of 2 worker(s) for every preset"])
@@ -108,10 +108,10 @@ def test_a_verdict_cell_is_its_verdict_and_its_reason_folds_away_in_html_only(pa
 
 def test_the_design_sentence_reads_as_a_sentence_for_every_design():
     args = check.parse_args(["fig6_mnist"])
-    planned = {"planned": True, "claims": {}, "budget": {"budget_s": 5400}, "options": {"widen": 3}}
+    planned = {"planned": True, "claims": {}, "cap": 40, "options": {"widen": 3}}
     assert preset_design(planned, args) == (
-        "widened up to 3 value(s); judging seeds planned per claim for its test's power, within a budget of 90 min "
-        "for the whole check (judging.json)"
+        "widened up to 3 value(s); judging seeds planned per claim for its test's power at its family's level, at "
+        "most 40 each (judging.json)"
     )
     looks = {"planned": False, "looks": [3, 6, 9], "options": {"widen": 1}}
     assert preset_design(looks, args) == (

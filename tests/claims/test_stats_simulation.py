@@ -94,6 +94,16 @@ def test_tails_flags_a_seed_beyond_three_interquartile_ranges():
     assert list(stats.tails(d)) == [8] and len(stats.tails(d[:8])) == 0
 
 
+def test_tails_of_a_quantized_metric_are_not_its_ordinary_ties():
+    # an error rate on 100 test items: differences of whole items, mostly tied; float differences, not exact steps
+    than = np.array([0.12, 0.10, 0.11, 0.13, 0.12, 0.10, 0.11, 0.12, 0.14])
+    better = than - np.array([0, 0, 0, 0, 0, 0, 0, 0.01, -0.01])
+    d = than - better
+    assert np.percentile(d, 25) == np.percentile(d, 75) == 0 and len(stats.tails(d)) == 0  # a step off: ordinary
+    d[3] = -0.93 + d[3]  # a catastrophe among the ties is still far out, and so are 4 items beyond 3 steps' fence
+    assert list(stats.tails(d)) == [3] and list(stats.tails(np.r_[np.zeros(7), 0.01, 0.04])) == [8]
+
+
 def test_holm_and_bh_adjusted_p_values_by_hand():
     p = np.array([0.01, 0.04, 0.03, 0.005])
     # Holm: sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1, running max

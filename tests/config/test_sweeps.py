@@ -373,7 +373,7 @@ def test_check_fails_when_a_preset_gives_no_verdict(tmp_path, monkeypatch):
     class NoRuns:  # a runner whose preset's sweep left no runs
         overlapping = False
 
-        def run(self, checks, done):
+        def run(self, checks, done, budget):
             for c in checks:
                 done(check.Outcome(c.preset, tmp_path / c.preset, 1.0, (0.0, 0.0), 1, [], "the sweep left no runs"))
 
