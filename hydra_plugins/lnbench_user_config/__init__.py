@@ -33,7 +33,8 @@ class LnbenchUserConfig(SearchPathPlugin):
         # (hydra.main gives the main folder as a plain path, initialize_config_dir as a file:// one)
         folder = user_conf_dir()
         mains = [e.path.removeprefix("file://") for e in search_path.get_path() if e.provider == "main"]
-        if folder is not None and any(Path(p).resolve() == CONF_DIR for p in mains):
+        # a folder that is not there stays off the path: Hydra warns of each one it cannot read, in every process
+        if folder is not None and folder.is_dir() and any(Path(p).resolve() == CONF_DIR for p in mains):
             search_path.append(PROVIDER, f"{SCHEME}://{folder.absolute()}")
 
 
