@@ -41,7 +41,7 @@ run: setup
 	$(BIN)/lnbench train
 
 # ruff's rules and its per-file exceptions: [tool.ruff] in pyproject.toml.
-LINT_PATHS := lnbench tests hydra_plugins scripts setup.py
+LINT_PATHS := lnbench calibration tests hydra_plugins scripts setup.py
 lint: setup
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)

@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         from lnbench.launch.entry import main as train_main
 
         if any(a in ("--cfg", "-c", "--info", "-i") for a in rest):  # what Hydra shows: which files it came from
-            from hydra_plugins.lnbench_user_config import sources
+            from lnbench.config.user_folder import sources
 
             print(sources(rest), file=sys.stderr)
         return train_main(rest)

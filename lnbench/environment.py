@@ -13,6 +13,7 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
+from lnbench import CONF_DIR
 from lnbench.atomic import unwritable
 from lnbench.errors import ConfigError
 
@@ -132,3 +133,19 @@ def _bad_signals(raw: str) -> str | None:
         if sig in UNCATCHABLE:
             return f"{sig.name} cannot be caught by any process, so it could not stop a run cleanly"
     return None
+
+
+def user_conf_dir() -> Path | None:
+    """The folder of your own defaults and presets (docs/install.md), which Hydra searches after CONF_DIR
+    (hydra_plugins/lnbench_user_config): $LNBENCH_CONFIG_DIR, else $XDG_CONFIG_HOME/lnbench, else ~/.config/lnbench;
+    None where LNBENCH_CONFIG_DIR is set empty (for tests: a developer's defaults stay out)."""
+    raw = given("LNBENCH_CONFIG_DIR")  # its ~user is checked by `check`
+    if raw is not None:
+        return Path(raw).expanduser() if raw else None
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config").expanduser() / "lnbench"
+
+
+def conf_dirs() -> list[Path]:
+    """Where Hydra finds lnbench's presets, in its order (the first holding a name wins): CONF_DIR, then yours."""
+    mine = user_conf_dir()
+    return [CONF_DIR] + ([mine] if mine is not None and mine.is_dir() else [])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 import shlex
 import signal
@@ -13,6 +14,18 @@ class UserError(Exception):
     """Bad input (a config value, a missing or corrupt data file, an unusable device or directory)."""
 
     hint: str | None = None  # one more line for the user, after the paragraph (how to quote a value)
+
+
+class OptionsParser(argparse.ArgumentParser):
+    """A command's options, read by argparse, whose errors are one paragraph (argparse prints its usage and exits
+    2): `refuse`, the command's own error class, raised with argparse's message and where the options are listed."""
+
+    def __init__(self, *args: Any, refuse: type[Exception] = UserError, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.refuse = refuse
+
+    def error(self, message: str):
+        raise self.refuse(f"{message} (`{self.prog} --help` lists the options).")
 
 
 class ConfigError(UserError, ValueError):
@@ -38,6 +51,13 @@ class Diverged(Exception):
         return type(self), (self.step, self.run_dir)
 
 
+def resume_command(run_dir: object) -> str:
+    """The command that continues the run in `run_dir`, to paste into a shell (its one home: every message that
+    tells it calls this; a sweep's is `shell_arg('hydra.sweep.dir', ...)` in lnbench.config.overrides). `resume=`
+    is read by lnbench itself, not by Hydra's grammar: the shell's quoting is the only one it needs."""
+    return f"lnbench train {shlex.quote(f'resume={run_dir}')}"
+
+
 class Interrupted(BaseException):
     """SIGTERM or SIGINT stopped the run after it wrote a checkpoint.
 
@@ -49,7 +69,7 @@ class Interrupted(BaseException):
         self.signum, self.step, self.run_dir = signum, step, run_dir
         name = signal.Signals(signum).name
         where = f"stopped at step {step} after writing a checkpoint" if step >= 0 else "stopped at once"
-        super().__init__(f"{name} received: {where}; continue with `lnbench train {shlex.quote(f'resume={run_dir}')}`.")
+        super().__init__(f"{name} received: {where}; continue with `{resume_command(run_dir)}`.")
 
     def __reduce__(self):
         return type(self), (self.signum, self.step, self.run_dir)

@@ -10,8 +10,12 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
+from lnbench.config.launchers import IN_PROCESS, LauncherKind
+
 
 class PackedLauncher(Launcher):
+    lnbench_kind = LauncherKind(IN_PROCESS)  # its packs one after another in the sweep's process, each forked
+
     def __init__(self, size: Any = 64) -> None:  # its options: lnbench.config.validate.check_launcher_keys
         self.size = size
         self.config: Optional[DictConfig] = None

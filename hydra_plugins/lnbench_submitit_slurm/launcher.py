@@ -11,6 +11,8 @@ from typing import Any, Sequence
 
 from hydra.core.utils import JobReturn
 
+from lnbench.config.launchers import SUBMITIT_SLURM
+
 try:
     from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as HydraSlurmLauncher
 except ImportError:  # the optional dependency: pip install 'lnbench[slurm]'
@@ -19,6 +21,8 @@ except ImportError:  # the optional dependency: pip install 'lnbench[slurm]'
 if HydraSlurmLauncher is not None:
 
     class SlurmLauncher(HydraSlurmLauncher):
+        lnbench_kind = SUBMITIT_SLURM  # Hydra's submitit_slurm's, without its warning
+
         def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
             """In the sweep's process: submit the jobs not queued or completed already, wait for all of them."""
             from lnbench.launch.slurm import launcher as slurm  # noqa: PLC0415 (Hydra scans its plugins at every start)

@@ -1,12 +1,12 @@
-"""Your own defaults for every `lnbench train` (W&B entity, data folder, a SLURM partition and account): the folder
-$LNBENCH_CONFIG_DIR, else $XDG_CONFIG_HOME/lnbench, else ~/.config/lnbench, on Hydra's config search path.
+"""Your own defaults and presets for every `lnbench train`: the folder lnbench.environment.user_conf_dir() names,
+on Hydra's config search path after lnbench's presets (a SearchPathPlugin: Hydra's public way, which it loads from
+hydra_plugins only, so that it holds for `lnbench train`, check's sweeps and every config lnbench composes, in a
+checkout as in an installed wheel, whose conf/ a user cannot edit).
 
-A search path plugin (Hydra loads them from the hydra_plugins package only), so that it holds for `lnbench train`,
-check's sweeps and every config lnbench composes, in a checkout as in an installed wheel, whose conf/ a user cannot
-edit. Its `local/default.yaml` is applied to every run (conf/train.yaml's `optional local: default`), at the top of
-the config whether or not it says `# @package _global_` (UserFolderSource), each key where the config has it
-(`applied_where_it_exists`); any other group file there is one more preset (`~/.config/lnbench/model/mine.yaml` is
-`model=mine`). docs/install.md.
+What it holds is plain Hydra: conf/train.yaml's `optional local: default` merges local/default.yaml (local=NAME:
+local/NAME.yaml), its `optional local/dataset: ${dataset}` (model, optim) the file of the chosen preset; any other
+group file is one more preset (`model/mine.yaml` is `model=mine`). lnbench.config.user_folder refuses what is wrong
+there before anything runs; docs/install.md. This module imports only downward (lnbench), never the other way.
 """
 
 from __future__ import annotations
@@ -20,36 +20,27 @@ from hydra.plugins.config_source import ConfigLoadError, ConfigResult, ConfigSou
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 from omegaconf import OmegaConf
 
-import lnbench
-from lnbench import environment
-from lnbench.config.overrides import applied_where_it_exists
+from lnbench import CONF_DIR
+from lnbench.environment import user_conf_dir
 
 PROVIDER = "lnbench-user"
-SCHEME = "lnbench-user"  # UserFolderSource's: the folder as Hydra's file source reads it, with local/'s package
-
-
-def user_config_dir() -> Path | None:
-    """The folder, or None where LNBENCH_CONFIG_DIR is set empty (for tests: a developer's defaults stay out)."""
-    given = environment.given("LNBENCH_CONFIG_DIR")  # its ~user checked before any command (lnbench.environment)
-    if given is not None:
-        return Path(given).expanduser() if given else None
-    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config").expanduser() / "lnbench"
+SCHEME = "lnbench-user"  # UserFolderSource's: the folder as Hydra's file source reads it, with local/'s packages
 
 
 class LnbenchUserConfig(SearchPathPlugin):
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
         # Hydra asks every search path plugin of the environment in every Hydra app: only lnbench's gets the folder.
         # (hydra.main gives the main folder as a plain path, initialize_config_dir as a file:// one)
-        folder = user_config_dir()
+        folder = user_conf_dir()
         mains = [e.path.removeprefix("file://") for e in search_path.get_path() if e.provider == "main"]
-        if folder is not None and any(Path(p).resolve() == lnbench.CONF_DIR for p in mains):
+        if folder is not None and any(Path(p).resolve() == CONF_DIR for p in mains):
             search_path.append(PROVIDER, f"{SCHEME}://{folder.absolute()}")
 
 
 class UserFolderSource(ConfigSource):
     """Hydra's file source (hydra._internal's FileConfigSource, whose few lines are here so that no private class
-    is used), but a file of local/ lands at the top of the config without a `# @package _global_` line, so that a
-    file written without it, or an empty one, is no error."""
+    is used), but a file of local/ without a `# @package` line lands where it is meant to: local/NAME.yaml at the
+    top of the config, local/GROUP/NAME.yaml in that group's node (`data_dir: /x`, not `dataset: {data_dir: /x}`)."""
 
     def __init__(self, provider: str, path: str) -> None:
         super().__init__(provider=provider, path=path if "://" in path else f"{SCHEME}://{path}")
@@ -66,8 +57,9 @@ class UserFolderSource(ConfigSource):
             header = ConfigSource._get_header_dict(f.read(512))
             f.seek(0)
             cfg = OmegaConf.load(f)
-        if config_path.startswith("local/") and header.get("package") is None:
-            header["package"] = "_global_"
+        parts = config_path.split("/")
+        if parts[0] == "local" and header.get("package") is None:
+            header["package"] = parts[1] if len(parts) == 3 else "_global_"
         return ConfigResult(config=cfg, path=f"{self.scheme()}://{self.path}", provider=self.provider, header=header)
 
     def available(self) -> bool:
@@ -87,28 +79,3 @@ class UserFolderSource(ConfigSource):
                 files=files, file_path=os.path.join(config_path, name), file_name=name, results_filter=results_filter
             )
         return sorted(set(files))
-
-
-def user_file(path: str) -> str:
-    """The file a config path of ours (`local/default`) was read from, for what lnbench says of it."""
-    folder = user_config_dir()
-    return str(folder / f"{path}.yaml") if folder is not None else path
-
-
-# Your defaults file, applied key by key where the config has the key (lnbench.config.overrides says how).
-applied_where_it_exists(PROVIDER, user_file)
-
-
-def sources(overrides: list[str]) -> str:
-    """Where `lnbench train --cfg job` / `--info` took its values from, in the order they apply (later wins)."""
-    folder = user_config_dir()
-    chosen = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("+") == "local"]
-    name = chosen[-1] if chosen else "default"
-    mine = "off (LNBENCH_CONFIG_DIR is empty)" if folder is None else str(folder / "local" / f"{name}.yaml")
-    if folder is not None and not (folder / "local" / f"{name}.yaml").is_file():
-        mine += " (none there)"
-    return (
-        f"lnbench: the values come from, each over the one before: lnbench's presets in {lnbench.CONF_DIR} "
-        f"(train.yaml and the groups it names); your defaults, {mine}; +experiment=...; the command line. "
-        "`--info defaults` lists every file."
-    )

@@ -76,8 +76,8 @@ from lnbench.bench.runs import runner_overhead_rows, sweep_rows, train_rows
 from lnbench.bench.throughput import print_rows as print_throughput
 from lnbench.bench.throughput import throughput_rows
 from lnbench.config import user_folder
-from lnbench.errors import ConfigError
-from lnbench.training.device import cuda_settings
+from lnbench.errors import ConfigError, OptionsParser
+from lnbench.training.device import cuda_settings, resolve_device
 from lnbench.training.provenance import cpu_model
 
 DEFAULT_SHAPES = [(32, 100, 256), (4, 100, 256), (128, 100, 256), (32, 400, 256), (32, 100, 1000), (100, 784, 100)]
@@ -139,14 +139,10 @@ class Refused(Exception):
     """Bad input to `lnbench bench`: one paragraph, exit 2, nothing timed or written."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse's usage block and exit: one paragraph instead
-        raise Refused(f"{message}; `lnbench bench --help` lists the options")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = OptionsParser(
         prog="lnbench bench",
+        refuse=Refused,
         description="Time per training step (fwd+bwd) of each model vs torch's fused LSTM/GRU, interleaved.",
     )
     g = p.add_mutually_exclusive_group()
@@ -169,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2)")
     p.add_argument("--input-size", type=int, default=64, help="input features of the recurrent layer (default 64)")
     p.add_argument("--ref", action="store_true", help="also time the reference Python loop (RecurrentLayer)")
-    p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default cpu)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument(
         "--json", type=Path, default=None, help="where to write results (default bench-results/bench-<timestamp>.json)"
@@ -285,14 +281,10 @@ def checked_args(argv: list[str] | None) -> argparse.Namespace:
             raise Refused(f"--{name.replace('_', '-')}={value} is not allowed: it must be an integer >= {least}")
     if args.sweep_epochs is not None and not args.sweep_epochs > 0:
         raise Refused(f"--sweep-epochs={args.sweep_epochs} is not allowed: it must be a number of epochs > 0")
-    try:
-        args.device = torch.device(args.device)
-    except RuntimeError:
-        raise Refused(f"--device={args.device} is not allowed: use cpu, cuda or cuda:N") from None
-    if args.device.type == "cuda" and not torch.cuda.is_available():
-        raise Refused(f"--device={args.device} is not allowed here: torch sees no CUDA device; use cpu")
-    if args.device.type not in ("cpu", "cuda"):
-        raise Refused(f"--device={args.device} is not allowed: use cpu, cuda or cuda:N")
+    try:  # a run's own rule for its device; the bench times the CPU and CUDA only
+        args.device = resolve_device(args.device, "--device", kinds=("cpu", "cuda"))
+    except ConfigError as e:
+        raise Refused(str(e).rstrip(".")) from None
     args.json = args.json or Path("bench-results") / f"bench-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
     try:  # the runs it times compose with your own defaults: a broken file is said now, not by each sample sweep
         user_folder.check([])
@@ -312,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = checked_args(argv)
     except Refused as e:
-        print(f"lnbench: error: {e}.", file=sys.stderr)
+        print(f"lnbench: error: {str(e).rstrip('.')}.", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
     cuda_settings(args.device)  # float32 without TF32, as a run on CUDA computes

@@ -5,7 +5,6 @@ one paragraph, exit 2, nothing written."""
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import importlib.util
 import math
@@ -24,7 +23,7 @@ from lnbench.claims.stats import ADJUST
 from lnbench.config import overrides as hydra_args
 from lnbench.config.choices import Stage
 from lnbench.config.presets import experiments, read_experiment, sweeper_params
-from lnbench.errors import UserError
+from lnbench.errors import OptionsParser, UserError
 
 # The order of a full check: the cheap synthetic presets first, so a first verdict comes early.
 ORDER = (
@@ -45,9 +44,10 @@ USAGE = """usage: lnbench check [PRESET ...] [scale=K] [--out DIR] [options] [ke
   PRESET              claim presets to run (default: all): {presets}
   scale=K             multiply steps (or epochs) by K, e.g. scale=10 on a GPU or a cluster
   --out DIR           where the sweeps and check.md/check.html go (default: outputs/check)
-  --budget TIME       the whole check's wall time to plan the judging seeds within, e.g. 90m, 2h, 1h30m,
-                      5400s (default {budget}; none: each claim gets the seeds its planned power asks for)
-  --max-seeds N       the most judging seeds a claim is planned (default {cap})
+  --budget TIME       the check's wall time, e.g. 90m, 2h, 1h30m, 5400s (default none): once it has run out
+                      no round starts; open claims await their seeds and the same command continues. It
+                      never changes a claim's plan
+  --max-seeds N       the most judging seeds a claim is planned (default {cap}; kept in judging.json)
   --judging-seeds N   judging seeds per look, looks of N, 2N, ... up to --max-seeds (default 3N), instead of
                       a plan per claim; 0: no judging seeds (judged on the tuning seeds, which favours the
                       noisier line)
@@ -65,7 +65,6 @@ OPTIONS = {
     "--adjust": "adjust",
     "--budget": "budget",
 }
-DEFAULT_BUDGET_S = 90 * 60.0  # issue 39's bar for the full default check on 2 idle cores
 DEFAULT_WIDEN = 3
 
 
@@ -74,8 +73,12 @@ class CheckError(UserError):
 
 
 def claim_presets() -> list[str]:
-    """Every experiment preset that declares claims, in ORDER first, then by name."""
-    found = [name for name, cfg in experiments().items() if cfg.get("claims")]
+    """Every experiment preset that declares claims, wherever Hydra finds it (lnbench's, then your own folder's),
+    in ORDER first, then by name."""
+    try:
+        found = [name for name, cfg in experiments().items() if cfg.get("claims")]
+    except UserError as e:  # a preset of yours that cannot be read
+        raise CheckError(str(e)) from None
     return sorted(found, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
 
 
@@ -89,11 +92,12 @@ class Args:
     max_seeds: int | None = None  # the cap of a plan, or the last look (default: 3 looks)
     widen: int = DEFAULT_WIDEN
     adjust: str = DEFAULT_ADJUST
-    budget_s: float | None = DEFAULT_BUDGET_S
+    budget_s: float | None = None  # the check's wall time (lnbench.check.budget); None: the whole plan
+    budget: str = "none"  # --budget as given
 
     @property
     def planned(self) -> bool:
-        """Each claim's judging seeds planned for its test's power, within the budget (the default)."""
+        """Each claim's judging seeds planned for its test's power (the default)."""
         return self.judging is None
 
     @property
@@ -107,8 +111,8 @@ class Args:
         return looks + ([last] if looks[-1] != last else [])
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse's errors as one paragraph (it would print its usage and exit), in lnbench check's words."""
+class _Parser(OptionsParser):
+    """argparse's errors as one paragraph, in lnbench check's words where it has its own."""
 
     argv: list[str] = []
 
@@ -125,7 +129,7 @@ class _Parser(argparse.ArgumentParser):
                 f"option {option!r} is not allowed: use --out, {', '.join(OPTIONS)}, scale=K, preset "
                 "names or key=value overrides for every sweep (`lnbench check --help`)."
             )
-        raise CheckError(f"{message} (`lnbench check --help` lists the options).")
+        super().error(message)
 
     def format_help(self) -> str:
         from lnbench.claims import plan  # noqa: PLC0415 (scipy: only for the help's defaults)
@@ -134,7 +138,6 @@ class _Parser(argparse.ArgumentParser):
         return USAGE.format(
             presets=", ".join(claim_presets()),
             defaults=defaults,
-            budget=f"{DEFAULT_BUDGET_S / 60:g}m",
             cap=plan.CAP,
             widen=DEFAULT_WIDEN,
         )
@@ -160,7 +163,7 @@ RESERVED = {
 
 
 def parser(argv: list[str]) -> _Parser:
-    p = _Parser(prog="lnbench check", allow_abbrev=False)
+    p = _Parser(prog="lnbench check", allow_abbrev=False, refuse=CheckError)
     p.argv = argv
     p.add_argument("items", nargs="*", metavar="PRESET|scale=K|key=value")
     p.add_argument("--out", type=Path, default=Args.out)
@@ -194,7 +197,7 @@ def parse_args(argv: list[str]) -> Args:
             hint = f" (did you mean {' or '.join(near)}?)" if near else ""
             raise CheckError(
                 f"preset {item!r} is not a claim preset{hint}: use one of {', '.join(available)} "
-                "(conf/experiment/*.yaml with a `claims:` list), or none for all of them."
+                "(experiment/*.yaml with a `claims:` list, in conf/ or your own folder), or none for all of them."
             )
     for option, attr in OPTIONS.items():
         if (text := getattr(parsed, attr)) is not None:
@@ -224,7 +227,7 @@ def _scale(arg: str, text: str) -> float:
 def _set_option(args: Args, name: str, text: str) -> None:
     if name == "--budget":
         try:
-            args.budget_s = parse_budget(text)
+            args.budget_s, args.budget = parse_budget(text), text
         except BudgetError as e:
             raise CheckError(str(e)) from None
         return

@@ -5,8 +5,10 @@ the joblib launcher, into a fixed directory (outputs/check/<preset>, or <preset>
 running the command again resumes: completed jobs are skipped, killed ones continue from their checkpoint.
 Then, per preset, the rounds of lnbench/check/preset.py: a grid whose winner sits at a compared line's edge is
 widened a value at a time on that side (--widen, tuning seeds only); each claim no edge blocks gets its judging
-seeds planned for its test's power within the check's budget (--budget), declared in judging.json before any of
-them runs; the judging rounds add fresh seeds at each line's chosen value to the claims still open. The presets'
+seeds planned for its test's power at its family's level (the same on any machine), declared in judging.json
+before any of them runs; the judging rounds add fresh seeds at each line's chosen value to the claims still open.
+--budget limits the check's wall time only: once it has run out no round starts, open claims await their seeds
+and the same command continues. The presets'
 rounds overlap on one warm pool of workers (lnbench/check/runner.py; on SLURM each round is a sweep of its own,
 each job a SLURM job). One page, check.md / check.html, lists every verdict, adjusted over its declared family,
 with a link to its sweep's report and curves.
@@ -18,6 +20,7 @@ hydra/launcher=slurm hydra.launcher.partition=gpu.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -35,32 +38,29 @@ from lnbench.check.args import (
     sweep_dir,  # noqa: F401
     sweep_overrides,
 )
-from lnbench.check.budget import Budget
-from lnbench.check.design import check_design
+from lnbench.check.budget import Budget, minutes
+from lnbench.check.design import check_design, kept_design
 from lnbench.check.page import write_page
 from lnbench.check.preset import Outcome, PresetCheck, judge_preset  # noqa: F401 (Outcome, judge_preset: as before)
+from lnbench.config import launchers
 from lnbench.config import overrides as hydra_args
+from lnbench.runs import check_command, write_check_record
 
 
 def make_runner(args: Args):
-    """The warm pool under the basic and joblib launchers (every round in this process's pool); under any other
-    (SLURM, submitit) each round a `lnbench train -m` of its own. Returns (runner, workers: jobs run at once)."""
+    """The warm pool where it runs the jobs as the sweep's launcher would (basic, joblib: every round in this
+    process's pool); under any other (SLURM, submitit) each round a `lnbench train -m` of its own. Returns (runner,
+    workers: jobs run at once), both from the launcher's kind (lnbench.config.launchers)."""
     from lnbench.check.runner import PoolRunner, SubprocessRunner  # noqa: PLC0415 (Hydra, the pool: once checked)
-    from lnbench.launch.process.pool import joblib_env, joblib_workers  # noqa: PLC0415 (Hydra)
-    from lnbench.launch.process.threads import usable_cores  # noqa: PLC0415 (with the above)
+    from lnbench.launch.process.pool import joblib_env  # noqa: PLC0415 (Hydra)
 
     given = hydra_args.axes([a for a in sweep_overrides(args, args.presets[0]) if a != "-m"])
     value = {k: v[-1].split("=", 1)[1] for k, v in given.items()}
-    launcher = value.get("hydra/launcher", "joblib")
-    if launcher == "joblib":
-        workers = joblib_workers(int(value["hydra.launcher.n_jobs"]) if "hydra.launcher.n_jobs" in value else None)
-        return PoolRunner(workers, joblib_env(workers)), workers
-    if launcher == "basic":
-        return PoolRunner(1, {}), 1
-    slots = value.get("hydra.launcher.array_parallelism")
-    default = 256 if "slurm" in launcher else len(usable_cores())  # submitit's array_parallelism; a local one per core
-    workers = int(slots) if slots else default
-    return SubprocessRunner(workers), workers
+    kind = launchers.named(value.get("hydra/launcher", "joblib"))
+    workers = kind.job_slots({k.removeprefix("hydra.launcher."): v for k, v in value.items()})
+    if not kind.warm_pool:
+        return SubprocessRunner(workers), workers
+    return PoolRunner(workers, joblib_env(workers) if kind.runs == launchers.FORKED else {}), workers
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,23 +77,17 @@ def main(argv: list[str] | None = None) -> int:
     except CheckError as e:
         print(f"lnbench: error: {e}", file=sys.stderr)
         return 2
-    for line in replaced_axes(args):
+    for line in [*replaced_axes(args), *kept_design(args)]:
         print(f"lnbench check: {line}", file=sys.stderr)
     t0 = time.time()
+    record = {"command": argv, "presets": args.presets, "pid": os.getpid(), "host": os.uname().nodename}
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_check_record(args.out, {**record, "state": "running", "started": t0})  # for status, a sweep's end
     runner, workers = make_runner(args)
-    checks: list[PresetCheck] = []
-
-    def still_to_come() -> float:
-        """Worker-seconds the check will still spend besides the judging not planned yet."""
-        measured = [c.job_s for c in checks if c.job_s]
-        guess = sum(measured) / len(measured) if measured else 0.0
-        unstarted = sum(c.tuning_jobs * (c.job_s or guess) for c in checks if not c.started)
-        return runner.queued_s() + sum(c.judging_left_s for c in checks) + unstarted
-
-    budget = Budget(
-        args.budget_s, workers, t0, still_to_come, lambda p: sum(c.open_claims for c in checks if c.preset != p)
-    )
-    checks += [PresetCheck(args, preset, budget) for preset in args.presets]
+    budget = Budget(args.budget_s, args.budget, t0, workers)
+    checks = [PresetCheck(args, preset, budget) for preset in args.presets]
+    for line in [budget.read_as(), *plan_estimate(checks, workers)]:
+        print(f"lnbench check: {line}", flush=True)
     outcomes: list[Outcome] = []
     extra = [describe(args, runner, workers)]
     md = ""
@@ -106,12 +100,17 @@ def main(argv: list[str] | None = None) -> int:
         md = write_page(outcomes, args, time.time() - t0, extra)
 
     try:
-        runner.run(checks, done)
+        runner.run(checks, done, budget)
     except KeyboardInterrupt:
-        print("\nlnbench check: interrupted; run the same command again to resume.", file=sys.stderr)
+        write_check_record(args.out, {**record, "state": "stopped", "started": t0})
+        print(f"\nlnbench check: interrupted; `{check_command(record)}` resumes it.", file=sys.stderr)
         return 130
+    write_check_record(args.out, {**record, "state": "finished", "started": t0})
     print("\n" + md)
     print(f"{args.out / 'check.md'}\n{args.out / 'check.html'}")
+    if stopped := [c.preset for c in checks if c.stopped]:
+        waiting = sum(bool(d.get("awaiting_seeds")) for o in outcomes for d in o.verdicts)
+        print(f"lnbench check: {budget.ran_out()}: {', '.join(stopped)} stopped, {waiting} claim(s) await their seeds")
     if any(o.startswith("logger.wandb.report=") for o in args.overrides):  # the pages as a W&B artifact too
         from lnbench.report.wandb_page import log_check_pages  # noqa: PLC0415 (Hydra and W&B: only when asked)
 
@@ -121,17 +120,29 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def describe(args: Args, runner, workers: int) -> str:
-    """The page's line on how the check ran its rounds and planned its judging seeds."""
+    """The page's line on how the check ran its rounds (how it planned its judging seeds: the page reads each
+    preset's judging.json, the design that decided)."""
     how = (
         f"one warm pool of {workers} worker(s) for every preset, their rounds overlapping"
         if runner.overlapping
-        else f"each round a sweep of its own, one preset after the other ({workers} job slot(s) counted for the budget)"
+        else f"each round a sweep of its own, one preset after the other ({workers} job slot(s))"
     )
-    if args.judging == 0:
-        seeds = "no judging seeds (--judging-seeds 0)"
-    elif args.planned:
-        budget = "no budget" if args.budget_s is None else f"a budget of {args.budget_s / 60:g} min for the whole check"
-        seeds = f"judging seeds planned per claim for its test's power, within {budget} (judging.json)"
-    else:
-        seeds = f"judging seeds in looks of {', '.join(map(str, args.looks))} for every claim"
-    return f"rounds: {how}; {seeds}"
+    return f"rounds: {how}; {budget_text(args)}"
+
+
+def budget_text(args: Args) -> str:
+    return "no --budget" if args.budget_s is None else f"--budget {args.budget} ({args.budget_s:g} s of wall time)"
+
+
+def plan_estimate(checks: list[PresetCheck], workers: int) -> list[str]:
+    """What the whole plan will take here, per preset and in all (an estimate, labelled so), and each claim's plan."""
+    from lnbench.report import load_runs  # noqa: PLC0415 (the report's imports: once the arguments are checked)
+
+    lines, total = [], 0.0
+    for c in checks:
+        took, text = c.estimate(load_runs(c.directory) if c.directory.is_dir() else [])
+        total += took
+        lines.append(f"  {c.preset}: {text}")
+        lines += [f"    {cid}: {p.summary()}" for cid, p in c.plans(c.claims()).items()]
+    head = f"the whole plan will take here about {minutes(total / workers)} on {workers} worker(s), an estimate:"
+    return [head, *lines]

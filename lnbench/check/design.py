@@ -1,48 +1,67 @@
-"""Whether a check may go on in its --out: a sweep judged under one design is never continued under another, since
-choosing the looks after seeing the data would void the error rates they keep (lnbench/claims/plan.py)."""
+"""Whether a check may go on in its --out, and under which design: a sweep judged under one design is never
+continued under another, since choosing the looks after seeing the data would void the error rates they keep
+(lnbench/claims/plan.py). So a rerun goes on under the design its judging.json declares, whatever its own
+--judging-seeds, --max-seeds or --widen say (a line says so for each it does not apply); a new design takes a
+new --out."""
 
 from __future__ import annotations
 
-import json
+from pathlib import Path
+from typing import Any
 
 from lnbench.check.args import Args, CheckError, check_out, sweep_dir
-from lnbench.claims.judge import DESIGN_FILE
+from lnbench.claims.judge import DESIGN_FILE, DesignDamaged, read_design_record
 
 
 def check_design(args: Args) -> None:
-    """A sweep judged under one design is never continued under another: choosing the looks after seeing the data
-    would void the error rates they keep (lnbench/claims/plan.py). A plan per claim, once in judging.json, is kept
-    by every rerun (whatever --budget says now); looks given by hand must be given again. And --out must be
-    writable."""
+    """--out must be writable, and each preset's judging.json there, where it has one, the record lnbench check
+    wrote (a damaged one is refused: its looks are unknown)."""
     check_out(args.out)
     for preset in args.presets:
+        declared(sweep_dir(args, preset) / DESIGN_FILE)
+
+
+def declared(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    try:
+        return read_design_record(path, "Restore it, or give another --out")
+    except DesignDamaged as e:
+        raise CheckError(str(e)) from None
+
+
+def kept_design(args: Args) -> list[str]:
+    """A line per option of this invocation that a preset's declared design overrides: looks by hand over a plan
+    per claim or other looks (--judging-seeds, --max-seeds), --max-seeds under a plan, --widen."""
+    out = []
+    for preset in args.presets:
         path = sweep_dir(args, preset) / DESIGN_FILE
-        if not path.is_file():
+        raw = declared(path)
+        if raw is None:
             continue
-        try:
-            raw = json.loads(path.read_text())
-            had, planned = raw.get("looks"), bool(raw.get("planned", "claims" in raw))
-        except (OSError, ValueError, AttributeError):
-            raise CheckError(
-                f"{path} is not the design lnbench check wrote (a JSON object with `looks`): the looks this sweep "
-                "was judged in are unknown. Restore it, or give another --out."
-            ) from None
-        where = f"{sweep_dir(args, preset)} was judged"
-        if planned and not args.planned:
-            raise CheckError(
-                f"{where} under a plan per claim ({path}); --judging-seeds {args.judging} asks for "
-                f"{args.looks or 'no judging seeds'}. Changing the design after seeing results would void its error "
-                "rates: give no --judging-seeds (a rerun keeps the plan), or another --out."
+        looks, options = raw.get("looks"), raw.get("options") or {}
+        planned = bool(raw.get("planned", "claims" in raw))
+        given: dict[str, Any] = {"--widen": args.widen}
+        if planned:
+            if not args.planned:
+                given["--judging-seeds"] = args.judging
+            given["--max-seeds"] = args.max_seeds
+        elif args.looks != looks:
+            given["--judging-seeds"] = args.judging if args.judging is not None else "(none: a plan per claim)"
+            given["--max-seeds"] = args.max_seeds
+        for flag, value in given.items():
+            key = flag.lstrip("-").replace("-", "_")
+            if value is None or key in options and options[key] == value:
+                continue
+            if flag == "--widen":
+                under = f"--widen {options[key]}" if key in options else "a --widen not recorded"
+            elif flag == "--max-seeds" and planned and key in options:
+                under = f"a plan per claim, --max-seeds {options[key] or '(the default)'}"
+            else:
+                under = "a plan per claim" if planned else f"looks of {looks} judging seeds"
+            out.append(
+                f"{flag} {value} is not applied to {preset}: its judging was declared under {under} ({path}), "
+                f"which decides its verdicts (choosing another after seeing results would void their error rates); "
+                f"give another --out to check it anew."
             )
-        if not planned and had != args.looks:
-            again = f"--judging-seeds {had[0]} --max-seeds {had[-1]}" if isinstance(had, list) and had else ""
-            raise CheckError(
-                f"{where} in looks of {had} judging seeds ({path}); "
-                + (
-                    f"--judging-seeds {args.judging} asks for {args.looks or 'none'}"
-                    if args.judging is not None
-                    else "a plan per claim (the default) would judge it in others"
-                )
-                + ". Changing the looks after seeing results would void their error rates: "
-                + (f"continue it with {again}, or give another --out." if again else "give another --out.")
-            )
+    return out

@@ -28,22 +28,24 @@ from hydra.types import HydraContext, RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from lnbench.config import launchers
 from lnbench.config import overrides as hydra_args
 from lnbench.config.hydra_errors import composing
 from lnbench.config.renamed import rewrite_and_say
 from lnbench.config.schema import register_configs
 from lnbench.config.validate import validate_sweep
 from lnbench.errors import UserError
+from lnbench.launch import hydra_job
 from lnbench.launch.entry import CONF_DIR, VERSION_BASE, Job
 from lnbench.launch.preflight import Plan
-from lnbench.launch.process.pool import JOBLIB, SweepContext
+from lnbench.launch.process.pool import SweepContext
 from lnbench.launch.sweep import stop as sweep_stop
 
 _keys = count()
 
 
 @dataclass
-class Sweep:
+class ComposedSweep:
     """One sweep composed here, its jobs to run on the pool, and its callbacks to end it with."""
 
     out_dir: Path
@@ -78,7 +80,7 @@ class InProcessHydra:
         """Hydra's global state let go (a later Hydra in this process starts afresh)."""
         GlobalHydra.instance().clear()
 
-    def sweep(self, args: list[str]) -> Sweep:
+    def sweep(self, args: list[str]) -> ComposedSweep:
         """`lnbench train ARGS` (ARGS with -m and hydra.sweep.dir=...), composed; its jobs not run yet."""
         args = [a for a in args if a in ("-m", "--multirun")] + [a for a in args if a not in ("-m", "--multirun")]
         args = rewrite_and_say(args)
@@ -86,9 +88,8 @@ class InProcessHydra:
         if not given:
             raise SweepRefused("a sweep of lnbench check names its directory (hydra.sweep.dir=...)")
         out_dir = Path(given[-1])
-        plan = Plan([*args, f"hydra.sweep.dir={hydra_args.hydra_value(str(out_dir))}"], True, out_dir, "in-process")
-        task_function = Job(plan)
-        overrides = [*hydra_args.parse(plan.args).overrides, "hydra.mode=MULTIRUN"]  # as Hydra's _run_app adds
+        args = [*args, f"hydra.sweep.dir={hydra_args.hydra_value(str(out_dir))}"]
+        overrides = [*hydra_args.parse(args).overrides, "hydra.mode=MULTIRUN"]  # as Hydra's _run_app adds
         setup_globals()
         try:
             with composing(overrides):
@@ -96,6 +97,8 @@ class InProcessHydra:
             validate_sweep(cfg)
         except UserError as e:
             raise SweepRefused(str(e)) from None
+        kind = launchers.of_config(OmegaConf.select(cfg, "hydra.launcher", default=None))
+        task_function = Job(Plan(args, True, out_dir, kind))
         sweep_stop.clear(out_dir)  # as lnbench train: a rerun of a stopped sweep starts afresh
         callbacks = SweepCallbacks(cfg)
         callbacks.on_multirun_start(config=cfg, config_name="train")
@@ -108,10 +111,10 @@ class InProcessHydra:
         sweeper.validate_batch_is_legal = lambda batch: None
         task_overrides = OmegaConf.to_container(cfg.hydra.overrides.task, resolve=False)
         sweeper.sweep(arguments=task_overrides)  # writes multirun.yaml; the jobs go to `listed`
-        ids = JOBLIB if str(cfg.hydra.launcher._target_).endswith("JoblibLauncher") else "basic"
+        ids = hydra_job.JOBLIB if kind.runs == launchers.FORKED else hydra_job.BASIC  # a pool's jobs: as joblib's
         state = Singleton.get_state()
         sweep = SweepContext(f"{next(_keys)}:{out_dir}", context, cfg, task_function, state, ids, VERSION_BASE)
-        return Sweep(out_dir, sweep, listed.jobs, callbacks)
+        return ComposedSweep(out_dir, sweep, listed.jobs, callbacks)
 
 
 class SweepCallbacks:

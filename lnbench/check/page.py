@@ -60,7 +60,7 @@ def table(outcomes: list, family: list[dict[str, Any]], base) -> Table:
                     f"{d['id']}: {d['text']}",
                     o.preset,
                     claims_text.estimand_text(d),
-                    claims_text.verdict_text(d),
+                    claims_text.verdict_cell(d),
                     d["raw_verdict"],
                     claims_text.effect_text(d),
                     claims_text.margin_text(d),
@@ -84,8 +84,6 @@ def header(outcomes: list, family: list[dict[str, Any]], args, seconds: float, e
         return ", ".join(f"{v} {n}" for v in order if (n := sum(d[key] == v for d in family))) or "none"
 
     adjust = familylib.NAMES[args.adjust]
-    looks = ", ".join(map(str, args.looks)) if args.looks else "none (judged on the tuning seeds)"
-    looks = "planned per claim (judging.json)" if getattr(args, "planned", False) else looks
     lines = [
         f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}; scale={args.scale:g}; "
         f"overrides: {' '.join(args.overrides) or 'none'}",
@@ -97,17 +95,41 @@ def header(outcomes: list, family: list[dict[str, Any]], args, seconds: float, e
         + ", ".join(f"{o.preset} {o.seconds / 60:.1f} min, load {o.load[0]:.1f}→{o.load[1]:.1f}" for o in outcomes),
         *extra,
         "design: each line's hyperparameters chosen per panel on the final validation metric of the tuning seeds; "
-        f"a winner at the grid's edge widened up to {args.widen} value(s) past it (×3 or ÷3), and a line still at its "
-        "edge makes its claims inconclusive (grid edge); judging seeds (1000, 1001, ...) at the chosen values, "
-        f"in looks of {looks} "
-        "seeds, each look spending its declared share of alpha (judging.json); more seeds only for claims still "
-        "inconclusive after the adjustment",
+        "a winner at the grid's edge widened past it (×3 or ÷3), and a line still at its edge makes its claims "
+        "inconclusive (grid edge); judging seeds (1000, 1001, ...) at the chosen values, each look spending its "
+        "declared share of alpha; more seeds only for claims still inconclusive after the adjustment; "
+        + design_text(outcomes, args),
         "runs: " + ", ".join(f"{o.preset} " + "+".join(f"{o.added.get(s, 0)} {s}" for s in Stage) for o in outcomes),
         "statistics: " + familylib.describe_method(args.adjust) + "; effect > 0 supports the claim",
         "each preset's own report adjusts over the same declared families, so it reads the same verdicts"
         + ("" if args.adjust in ("bonferroni", "none") else " or stricter ones (claims not run count as p = 1)"),
     ]
     return lines + [f"{o.preset}: {o.note}" for o in outcomes if o.note]
+
+
+def design_text(outcomes: list, args) -> str:
+    """The design each preset was judged under, as its judging.json declares it (a rerun's options do not change
+    it: lnbench.check.design.kept_design); presets of one design said once."""
+    by_text: dict[str, list[str]] = {}
+    for o in outcomes:
+        by_text.setdefault(preset_design(o.design, args), []).append(o.preset)
+    if len(by_text) == 1:
+        return next(iter(by_text))
+    return "; ".join(f"{', '.join(presets)}: {text}" for text, presets in by_text.items())
+
+
+def preset_design(design: dict[str, Any], args) -> str:
+    """'widened up to 3 value(s); judging seeds planned per claim ... (judging.json)' for one preset's design."""
+    if not design:  # no judging seeds: --judging-seeds 0, or none declared yet
+        return f"widened up to {args.widen} value(s); no judging seeds (judged on the tuning seeds)"
+    widen = (design.get("options") or {}).get("widen")
+    widened = f"widened up to {widen} value(s)" if widen is not None else "widened (how far was not recorded)"
+    if design.get("planned", "claims" in design):  # a record from before `planned`: a plan per claim has claims
+        cap = f", at most {design['cap']} each" if design.get("cap") else ""
+        seeds = f"judging seeds planned per claim for its test's power at its family's level{cap}"
+    else:
+        seeds = f"judging seeds in looks of {', '.join(map(str, design.get('looks') or []))} for every claim"
+    return f"{widened}; {seeds} (judging.json)"
 
 
 def write_page(outcomes: list, args, seconds: float, extra: list[str] | None = None) -> str:

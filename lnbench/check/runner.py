@@ -4,9 +4,9 @@
   (lnbench.launch.process.pool) and one Hydra in this process (lnbench.check.inprocess). Every preset's rounds
   run at once: a preset whose round waits for its last jobs leaves the cores to the other presets' jobs, so
   they never wait for the slowest preset. Jobs are dispatched by preset order (the cheap presets first, so that
-  a first verdict comes early), a preset's later rounds before the next preset's jobs, except that each
-  preset's first tuning job runs first: it measures the preset's job cost, which the budget's plans read
-  (lnbench.check.budget).
+  a first verdict comes early), a preset's later rounds before the next preset's jobs. Once the check's --budget
+  has run out no queued job starts (a rerun runs it): each preset's round ends with its running jobs, and the
+  preset stops there (lnbench.check.preset).
 - `SubprocessRunner` (SLURM, submitit): each round's sweeps are `lnbench train -m` processes of their own, one
   preset after the other, as before: each job a SLURM job.
 
@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from lnbench.check.budget import DEFAULT_JOB_S
+from lnbench.check.budget import Budget
 from lnbench.check.inprocess import InProcessHydra, SweepRefused
 from lnbench.check.preset import Outcome, PresetCheck
 from lnbench.launch.process.guardian import die_with_parent
@@ -58,10 +58,8 @@ class SubprocessRunner:
     def __init__(self, workers: int):
         self.workers = workers
 
-    def queued_s(self) -> float:
-        return 0.0  # one sweep at a time: nothing waits when a preset plans
-
-    def run(self, checks: list[PresetCheck], done: Done) -> None:
+    def run(self, checks: list[PresetCheck], done: Done, budget: Budget) -> None:
+        # each round a process of its own: the budget stops a preset between them (lnbench.check.preset)
         for check in checks:
             steps = check.rounds()
             try:
@@ -79,7 +77,7 @@ class Active:
     check: PresetCheck
     steps: Any  # its rounds() generator
     order: int
-    sweeps: list = field(default_factory=list)  # lnbench.check.inprocess.Sweep, or an int (a refused sweep's code)
+    sweeps: list = field(default_factory=list)  # inprocess.ComposedSweep, or an int (a refused sweep's code)
     left: int = 0  # jobs of the round not ended yet
     rounds: int = 0  # rounds started so far
     advancing: Future | None = None  # its next round being made (composed, judged) in the helper thread
@@ -106,28 +104,9 @@ class PoolRunner:
         self.seq = itertools.count()
         self.signum: int | None = None
         self.first_signal = 0.0
-        self.measured: list[float] = []  # worker-seconds of the jobs this check ran
-
-    # ---- what the budget reads -------------------------------------------------------------------------
-    def job_s(self, check: PresetCheck) -> float:
-        if check.job_s:
-            return check.job_s
-        return sum(self.measured) / len(self.measured) if self.measured else DEFAULT_JOB_S
-
-    def queued_s(self) -> float:
-        """Worker-seconds of the jobs queued or running (a running one: its predicted cost less its time so far),
-        each at its preset's job cost as measured now."""
-        now, cost = time.time(), {}
-        for t in [*self.queue, *self.running.values()]:
-            cost.setdefault(id(t.active), self.job_s(t.active.check))
-        queued = sum(cost[id(t.active)] for t in self.queue)
-        for w in self.pool.busy if self.pool else ():
-            t = self.running.get(w.pid)
-            queued += max(0.0, cost[id(t.active)] - (now - w.started)) if t else 0.0
-        return queued
 
     # ---- the loop ------------------------------------------------------------------------------------
-    def run(self, checks: list[PresetCheck], done: Done) -> None:
+    def run(self, checks: list[PresetCheck], done: Done, budget: Budget) -> None:
         self.pool = WarmPool(self.workers, self.env)  # its workers warm up while the first sweeps are composed
         helper = ThreadPoolExecutor(1, thread_name_prefix="lnbench-check")  # Hydra, reports: one at a time
         try:
@@ -146,6 +125,9 @@ class PoolRunner:
                             a.advancing = helper.submit(self._advance, a, a.sweeps)
                     if self.signum is not None:
                         self._stop()
+                    if budget.out():
+                        for a in self._unqueue():  # rounds left with nothing running: on to their end
+                            a.advancing = helper.submit(self._advance, a, a.sweeps)
                     self._dispatch()
                     for ticket, result in self._results():
                         self._ended(ticket, result)
@@ -184,12 +166,19 @@ class PoolRunner:
         for s in a.sweeps:
             if isinstance(s, int):
                 continue
-            for n, (idx, overrides) in enumerate(s.jobs):
-                probe = a.rounds == 1 and n == 0 and not a.check.job_s  # its first job measures the preset early
-                priority = (0 if probe else 1, a.order, next(self.seq))
-                heapq.heappush(self.queue, Ticket(priority, a, s, idx, overrides))
+            for idx, overrides in s.jobs:
+                heapq.heappush(self.queue, Ticket((a.order, next(self.seq)), a, s, idx, overrides))
                 a.left += 1
         return a.left
+
+    def _unqueue(self) -> list[Active]:
+        """The budget has run out: the queued jobs are left unstarted (a rerun runs them, as Hydra resumes a
+        sweep); the presets whose round has no job running now, to be advanced."""
+        for t in self.queue:
+            t.active.left -= 1
+        ended = {id(t.active): t.active for t in self.queue if t.active.left == 0}
+        self.queue.clear()
+        return list(ended.values())
 
     def _dispatch(self) -> None:
         if self.signum is not None:
@@ -210,8 +199,6 @@ class PoolRunner:
     def _ended(self, ticket: Ticket, result) -> None:
         ticket.active.left -= 1
         if result.status in ("completed", "interrupted", "not started"):
-            if result.status == "completed" and result.seconds > 1.0:  # a skipped (completed before) job is no measure
-                self.measured.append(result.seconds)
             return
         line = f"job {ticket.idx} of {ticket.sweep.out_dir}: {result.error or result.status}"
         ticket.sweep.failed.append(line)

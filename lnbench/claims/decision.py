@@ -73,6 +73,8 @@ class ClaimVerdict:
     mean_high: float | None = None
     tails: str = ""  # differences beyond 3 IQR, unbounded pairs: estimand mean flags its verdict with them
     n_seeds: int = 0
+    ties: int = 0  # of the pairs at the deciding look, those beyond neither ±margin: they count against the claim
+    power_with_ties: float | None = None  # the plan's power at `agree` among the other pairs, at the tie rate seen
     sd: float | None = None
     effect_size: float | None = None
     p_improve: float | None = None
@@ -138,6 +140,10 @@ def judge_claim(
         reasons = [_where(p, panels) + p.reason for p in waiting]
         v.raw_reason = "; ".join(reasons) or "no look shared by every panel"
         v.awaiting_seeds = bool(waiting) and all(p.awaiting for p in waiting)
+        if v.awaiting_seeds and design is not None:  # its planned MDE is known before the seeds: shown
+            v.planned_looks = [int(n) for n in design.looks]
+            v.planned_shares = [float(design.share(n)) for n in design.looks]
+            v.max_seeds = v.planned_looks[-1]
         _headline(v, panels, None, None)
         return v
     shares = _shares(design, shared)
@@ -201,6 +207,7 @@ def _headline(v: ClaimVerdict, panels: list[Panel], kind: str | None, n: int | N
         v.sd = v.effect_size = v.p_improve = v.unadjusted_boot95_low = v.unadjusted_boot95_high = None
         return
     v.sign, v.tails, v.mean = look.sign, look.tails, look.mean
+    v.ties = look.tied if v.estimand == MEDIAN else 0
     if look.mean is not None and look.se:
         v.mean_low, v.mean_high = (float(x) for x in stats.interval(look.mean, look.se, look.df))
     v.effect = look.median if v.estimand == MEDIAN else look.mean

@@ -16,6 +16,7 @@ never changes a declared family's size (issue 39: a page claim under an undeclar
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Iterable
 
@@ -94,7 +95,8 @@ def _set(v: ClaimVerdict, method: str, m: int, p_adjusted: float) -> None:
         else (max(1.0, p_adjusted / v.p_decide) if 0 < v.p_decide < 1 and p_adjusted < 1 else m)
     )
     v.ci_low, v.ci_high, v.level = interval_shown(v, factor, v.verdict)
-    v.mde = _mde(v) if not v.raw_reason else None
+    v.mde = _mde(v) if not v.raw_reason or v.awaiting_seeds else None
+    v.power_with_ties = _power_with_ties(v)
     v.reason = "" if v.verdict != INCONCLUSIVE else why(v)
 
 
@@ -108,6 +110,29 @@ def _mde(v: ClaimVerdict) -> float | None:
     if v.estimand == MEDIAN:
         return plan.detectable(v.planned_looks, v.planned_shares, level)
     return stats.mde(1.0, v.max_seeds, 2 * level * v.planned_shares[-1])
+
+
+def _power_with_ties(v: ClaimVerdict) -> float | None:
+    """What the ties cost a sign test: the plan's power (at the family's Bonferroni level) for a claim whose
+    untied pairs favour it `agree` of the time, at the tie rate these pairs show: a description of the seeds
+    judged, never a test (None without ties or a planned design)."""
+    if not v.ties or not v.decided_at or not v.planned_looks or v.estimand != MEDIAN or v.raw_reason:
+        return None
+    level = stats.ALPHA / 2 / max(1, v.family_size)
+    return plan.power_of(v.planned_looks, v.planned_shares, level, plan.AGREE * (1 - v.ties / v.decided_at))
+
+
+def ties_text(v: ClaimVerdict | dict) -> str:
+    """'5 of 14 tied: power 85% → 31% at 9 in 10 of the other pairs' (the page's; "" without ties)."""
+    d = v if isinstance(v, dict) else v.as_dict()
+    if not d.get("ties") or d.get("power_with_ties") is None:
+        return ""
+    level = stats.ALPHA / 2 / max(1, d.get("family_size") or 1)
+    planned = plan.power_of(d["planned_looks"], d["planned_shares"], level, plan.AGREE)
+    return (
+        f"{d['ties']} of {d['decided_at']} tied: power {planned:.0%} → {d['power_with_ties']:.0%} at "
+        f"{plan.AGREE:.0%} of the other pairs"
+    )
 
 
 def mde_text(v: ClaimVerdict) -> str:
@@ -126,18 +151,38 @@ def mde_text(v: ClaimVerdict) -> str:
 def why(v: ClaimVerdict) -> str:
     """Why an inconclusive verdict is one (a query: it changes nothing)."""
     if v.raw_reason:
-        return v.raw_reason
+        mde = mde_text(v) if v.awaiting_seeds and v.planned_looks else ""
+        return v.raw_reason + (f"; planned {mde}" if mde else "")
     where = f" in {v.panel}" if len(v.panels) > 1 else ""
     mde = mde_text(v)
     if v.raw_verdict != INCONCLUSIVE:
         return f"{v.raw_verdict} before the family adjustment (p {v.p_decide:.2g}, adjusted {v.p_adjusted:.2g})" + (
             f"; {mde}" if mde else ""
         )
+    if ruled := ruled_out(v):
+        return f"{ruled}{where} at look {v.decided_at}" + (f"; {mde}" if mde else "")
     if v.estimand == MEDIAN or v.ci_low is None:
         test = "the sign test" if v.estimand == MEDIAN else "the t test"
         seen = f" ({v.sign})" if v.sign else ""
-        return f"{test}{where} did not pass at look {v.decided_at}{seen}" + (f"; {mde}" if mde else "")
+        tied = f"; ties: {ties_text(v)}" if ties_text(v) else ""
+        return f"{test}{where} did not pass at look {v.decided_at}{seen}" + (f"; {mde}" if mde else "") + tied
     return f"the interval{where} includes " + (f"±{v.margin:.3g}" if v.margin else "0") + (f"; {mde}" if mde else "")
+
+
+def ruled_out(v: ClaimVerdict) -> str:
+    """Under `estimand: mean`, what a pair known only as a bound did: "held ruled out: 1 pair diverged or never
+    reached the target, so that line's mean is unbounded; the t test on the 8 exact pairs passed no other side"
+    ("" where no side was ruled out, or the estimand is the median)."""
+    panel = next((p for p in v.panels if p["panel"] == v.panel), None)
+    look = next((lk for lk in (panel or {}).get("looks", []) if lk["n"] == v.decided_at), None)
+    if v.estimand == MEDIAN or not look or not look.get("ruled_out"):
+        return ""
+    pairs = panel.get("pairs", [])[: v.decided_at]
+    odd = sum(1 for lo, hi in pairs if not all(math.isfinite(float(x)) for x in (lo, hi)))
+    return (
+        f"{' and '.join(look['ruled_out'])} ruled out: {odd} pair(s) diverged or never reached the target, so that "
+        f"line's mean is unbounded; the t test on the {len(pairs) - odd} exact pairs passed no other side"
+    )
 
 
 def describe_method(method: str) -> str:
@@ -145,7 +190,7 @@ def describe_method(method: str) -> str:
         "estimand: the median paired difference d = than - better (`better` beats `than` by more than "
         "min_effect on most seeds: P(d > min_effect) > 1/2), unless a claim declares `estimand: mean`; "
         "test: exact sign tests on every pair (ties and pairs of unknown order count against the claim; a "
-        "diverged run is its line's worst value, a target never reached comes after every run that reached it), "
+        "diverged run is its line's worst value, a target never reached is censored at its last evaluation), "
         "two one-sided sign tests for equivalence; `estimand: mean`: the paired t test, its verdict resting on "
         "the seeds' tails (flagged beyond 3 IQR); held/contradicted: the interval shown lies beyond ±min_effect, "
         "equivalent: inside it; looks spend their declared shares of alpha (judging.json); panels: "

@@ -21,6 +21,7 @@ from lnbench.claims import decision, family, plan, verdicts
 from lnbench.claims import spec as claimlib
 from lnbench.claims.spec import DIVERGED, Claim, Value
 from lnbench.config.choices import Stage
+from lnbench.errors import UserError
 from lnbench.runs import Run
 
 DESIGN_FILE = "judging.json"  # written by lnbench check: the looks in which judging seeds were added
@@ -51,13 +52,84 @@ class Designs:
 def read_design(root: Path) -> Designs | None:
     """The looks (numbers of judging seeds) lnbench check planned for this sweep and the share of alpha each
     spends, if it wrote them: lnbench/claims/plan.py's records, issue 30's (looks and shares) or older ones (looks
-    only: alpha spent linearly in seeds, as it was planned)."""
-    try:
-        raw = json.loads((root / DESIGN_FILE).read_text())
-    except (OSError, ValueError):
+    only: alpha spent linearly in seeds, as it was planned). A damaged judging.json is refused (DesignDamaged),
+    never read as none: the seeds would be judged in one look, at another level."""
+    path = root / DESIGN_FILE
+    if not path.exists():
         return None
-    sweep, claims = plan.read_record(raw)
+    remedy = (
+        "Restore it from a copy; without it the judging seeds would be judged as if in one look, which is not the "
+        "design they were planned in"
+    )
+    sweep, claims = plan.read_record(read_design_record(path, remedy))
     return Designs(sweep, claims) if sweep is not None or claims else None
+
+
+class DesignDamaged(UserError):
+    """judging.json is not the record lnbench check wrote: one paragraph naming it and what is wrong."""
+
+
+def read_design_record(path: Path, remedy: str) -> dict[str, Any]:
+    """judging.json as written (a JSON object whose fields have the types plan.py and lnbench check write), or
+    DesignDamaged: the file, what is wrong with it, and `remedy`."""
+    try:
+        text = path.read_text()
+        raw = json.loads(text)
+        problem = design_problem(raw)
+    except OSError as e:
+        problem = f"cannot be read ({e.strerror or e})"
+    except ValueError as e:
+        problem = "is empty" if not text.strip() else f"is not JSON, cut off or damaged ({e})"
+    if problem:
+        raise DesignDamaged(
+            f"{path} {problem}: it declares the looks and shares of alpha this sweep's judging seeds were "
+            f"planned in (lnbench check wrote it before the first of them ran). {remedy}."
+        )
+    return raw
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_counts(v: Any) -> bool:
+    return isinstance(v, list) and all(_is_int(n) and n >= 0 for n in v)
+
+
+# judging.json's fields (plan.JudgingPlan.record, plan.sweep_record, lnbench check's own) and what each holds
+_COUNTS = (_is_counts, "a list of seed counts")
+_WHOLE = (lambda v: _is_int(v) and v >= 0, "a whole number")
+_NUMBER = (lambda v: v is None or _is_number(v), "a number")
+_TEXT = (lambda v: isinstance(v, str), "text")
+_OBJECT = (lambda v: isinstance(v, dict), "an object")
+DESIGN_FIELDS: dict[str, tuple[Any, str]] = {
+    "planned": (lambda v: isinstance(v, bool), "true or false"),
+    "looks": (lambda v: v is None or _is_counts(v), "a list of seed counts"),
+    "rounds": _COUNTS,
+    "shares": (lambda v: isinstance(v, list) and all(map(_is_number, v)), "a list of numbers"),
+    **dict.fromkeys(("max_seeds", "family_size", "first_seed", "needed"), _WHOLE),
+    **dict.fromkeys(("alpha", "agree", "power", "mde", "power_at_agree", "expected_seeds"), _NUMBER),
+    **dict.fromkeys(("estimand", "test", "capped_by"), _TEXT),
+    **dict.fromkeys(("claims", "blocked", "budget", "options"), _OBJECT),
+}
+OPTION_FIELDS = {"widen": _WHOLE, "max_seeds": (lambda v: v is None or _WHOLE[0](v), "a whole number or null")}
+
+
+def design_problem(raw: Any, where: str = "", fields: dict | None = None) -> str:
+    """What makes `raw` no judging.json ("" where nothing does): a field of another type names the first one."""
+    if not isinstance(raw, dict):
+        return f"holds {type(raw).__name__} {f'at `{where[:-1]}`' if where else 'at its top'}, not an object"
+    for key, (ok, want) in (fields or DESIGN_FIELDS).items():
+        if key in raw and not ok(raw[key]):
+            return f"has `{where}{key}`: {json.dumps(raw[key])[:60]}, not {want}"
+    for cid, record in (raw.get("claims") or {}).items() if fields is None else ():
+        if problem := design_problem(record, f"claims.{cid}."):
+            return problem
+    return design_problem(raw["options"], "options.", OPTION_FIELDS) if fields is None and "options" in raw else ""
 
 
 def judge_claims(

@@ -9,15 +9,16 @@ and over the declared family). This module computes that power by dynamic progra
 pairs beyond the margin (no simulation), and chooses:
 
 - max_seeds: the fewest seeds at which a claim whose seeds agree `agree` of the time (p* = agree) is held with
-  probability `power` at its family's level, capped by `cap` and by a budget (budget_s / seed_cost_s);
+  probability `power` at its family's level, capped by `cap` (lnbench check's --max-seeds) and by nothing else:
+  not the machine, not a budget, not the other claims of a check, so the same claim gets the same plan anywhere;
 - looks: a third, two thirds and all of max_seeds, keeping only those where a decision is possible: a sign test
   at n seeds cannot reach p < share * level when 0.5**n is larger, and such a look would spend alpha for nothing;
 - shares: alpha * t^SPENDING_POWER by information time t = n / max_seeds (Kim-DeMets), over the looks kept;
 - mde: the P(d > margin) the design holds with probability `power`: the claim's minimum detectable effect, for
   the procedure that runs, known before any judging seed (never post hoc).
 
-Everything here is a pure function of its arguments: lnbench check calls plan_judging (or plan_check, for a
-check-wide budget) and writes the record into judging.json; lnbench report reads it back (from_record).
+Everything here is a pure function of its arguments: lnbench check calls plan_judging and writes the record into
+judging.json; lnbench report reads it back (from_record).
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ class JudgingPlan:
     mde: float | None = None  # P(d > margin) held with probability `power` by this design
     power_at_agree: float | None = None
     expected_seeds: float | None = None  # at agree, stopping at the first look that holds
-    capped_by: str = ""  # "budget" or "cap": fewer seeds than `agree` and `power` ask for
+    capped_by: str = ""  # "cap": fewer seeds than `agree` and `power` ask for ("budget" in records before issue 46)
     needed: int = 0  # the seeds `agree` and `power` ask for, whatever the cap
 
     @property
@@ -162,7 +163,8 @@ class JudgingPlan:
                 f"no decision possible with {self.max_seeds} judging seeds at {self.alpha:g}/{self.family_size} "
                 f"(needs at least {smallest_decisive(self.level)})"
             )
-        capped = f", capped by the {self.capped_by} ({self.needed} asked for)" if self.capped_by else ""
+        by = "--max-seeds" if self.capped_by == "cap" else f"the {self.capped_by}"  # "budget": issue 39's records
+        capped = f", capped by {by} ({self.needed} asked for)" if self.capped_by else ""
         return (
             f"up to {self.max_seeds} judging seeds in looks {', '.join(map(str, self.looks))}: detects "
             f"P(d > margin) >= {self.mde:.2f} with {self.power:.0%} power at {self.alpha:g}/{self.family_size}{capped}"
@@ -261,26 +263,16 @@ def plan_judging(
     alpha: float = ALPHA,
     agree: float = AGREE,
     power: float = POWER,
-    seed_cost_s: float | None = None,
-    budget_s: float | None = None,
     min_seeds: int = MIN_SEEDS,
     cap: int = CAP,
     looks: int = LOOKS,
 ) -> JudgingPlan:
-    """The fewest judging seeds (at most cap, and at most budget_s / seed_cost_s: one judging seed of the claim,
-    every line and panel it compares) at which a claim whose seeds agree `agree` of the time is held with
+    """The fewest judging seeds (at most cap) at which a claim whose seeds agree `agree` of the time is held with
     probability `power` at alpha / family_size, with its looks and shares. Where the cap leaves fewer, the plan
     takes them and says so (capped_by; its MDE is then above agree); where even all of them could decide nothing
     (0.5**n > the level at every n allowed), max_seeds is 0 and no judging seed should run."""
     _check(family_size, alpha, agree, power, min_seeds, cap)
-    limit, capped_by = cap, "cap"
-    if seed_cost_s is not None and budget_s is not None and seed_cost_s > 0:
-        afford = int(budget_s // seed_cost_s)
-        if afford < limit:
-            limit, capped_by = max(0, afford), "budget"
-    return _plan(
-        int(family_size), float(alpha), float(agree), float(power), int(min_seeds), int(limit), capped_by, looks
-    )
+    return _plan(int(family_size), float(alpha), float(agree), float(power), int(min_seeds), int(cap), "cap", looks)
 
 
 @lru_cache(maxsize=4096)
@@ -302,37 +294,6 @@ def _plan(F: int, alpha: float, agree: float, power: float, min_seeds: int, limi
         return JudgingPlan(0, (), (), F, alpha, agree, power, capped_by=capped_by, needed=needed)
     best = max(range(first, limit + 1), key=lambda m: (power_of(*designs[m], level, agree), -m))
     return describe(JudgingPlan(best, *designs[best], F, alpha, agree), power, capped_by, needed)
-
-
-def plan_check(
-    claims: Mapping[str, tuple[int, float]], budget_s: float | None = None, **kw: Any
-) -> dict[str, JudgingPlan]:
-    """Plans for a whole check within a budget: claims maps a claim id to (its family's size, the seconds one
-    judging seed of it costs). Without a budget, or where every claim's plan fits it (each run to its last look:
-    the worst case), each claim gets plan_judging's. Otherwise every claim is planned for the same larger
-    planned effect (agree raised in steps of 0.005 up to 1) until the worst case fits; if even agree = 1 does
-    not fit, the claims in the order given keep their plans while the budget lasts and the rest get none."""
-    agree = float(kw.pop("agree", AGREE))
-
-    def plans_at(a: float) -> dict[str, JudgingPlan]:
-        return {cid: plan_judging(family_size=f, agree=a, **kw) for cid, (f, _) in claims.items()}
-
-    def cost(plans: Mapping[str, JudgingPlan]) -> float:
-        return sum(p.max_seeds * claims[cid][1] for cid, p in plans.items())
-
-    plans = plans_at(agree)
-    if budget_s is None or cost(plans) <= budget_s:
-        return plans
-    for a in np.arange(agree + 0.005, 1.0 + 1e-9, 0.005):
-        plans = {cid: replace(p, capped_by="budget") for cid, p in plans_at(min(1.0, float(a))).items()}
-        if cost(plans) <= budget_s:
-            return plans
-    left, out = budget_s, {}
-    for cid, p in plans.items():
-        fits = p.max_seeds * claims[cid][1] <= left
-        left -= p.max_seeds * claims[cid][1] if fits else 0
-        out[cid] = p if fits else JudgingPlan(0, (), (), p.family_size, p.alpha, p.agree, p.power, capped_by="budget")
-    return out
 
 
 def sweep_record(plans: Mapping[str, JudgingPlan], first_seed: int) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The statistics behind a verdict, as functions on numpy arrays: seeds on the last axis, any leading axes
 batched. `lnbench report` calls them on one comparison; the simulations of docs/verdicts.md
-(lnbench/claims/simulate.py) call the same functions on thousands at once, so the error rates they measure are
+(calibration/simulate.py) call the same functions on thousands at once, so the error rates they measure are
 those of the code that judges.
 
 d holds paired differences value(than) - value(better): positive supports the claim. margin >= 0 is the
@@ -115,12 +115,16 @@ TAIL_IQR = 3.0  # Tukey's far-out fence
 
 def tails(d) -> np.ndarray:
     """The indices of differences beyond TAIL_IQR interquartile ranges outside the quartiles: seeds a mean rests
-    on. With identical quartiles, any difference off them."""
+    on. The range is at least the differences' step (the smallest gap between distinct ones: one test item of an
+    error rate, one evaluation of a to_target measure), so that ordinary ties of a quantized metric (identical
+    quartiles, a pair one step off them) are not far out, while a catastrophe among them still is."""
     d = np.asarray(d, float)
     if len(d) < 4:
         return np.zeros(0, int)
     q1, q3 = np.percentile(d, [25, 75])
-    fence = TAIL_IQR * (q3 - q1)
+    gaps = np.diff(np.unique(d[np.isfinite(d)]))
+    gaps = gaps[gaps > 1e-9 * max(1.0, float(np.abs(d[np.isfinite(d)]).max(initial=0.0)))]  # float noise: one step
+    fence = TAIL_IQR * max(q3 - q1, float(gaps.min()) if len(gaps) else 0.0)
     return np.nonzero((d < q1 - fence) | (d > q3 + fence))[0]
 
 

@@ -71,6 +71,7 @@ class Look:
     via_t: list[str] = field(default_factory=list)  # estimand mean: the sides whose p is the t test's
     ruled_out: list[str] = field(default_factory=list)  # estimand mean: sides a bound pair goes against
     sign: str = ""  # "7 of 9 pairs above +margin, 0 below −margin": the sign tests' counts
+    tied: int = 0  # pairs beyond neither +margin nor −margin (ties, pairs of unknown order): against every side
     tails: str = ""  # what a mean of these pairs rests on (tails_text)
 
 
@@ -200,6 +201,7 @@ def _look(
     above, below = int((lo > margin).sum()), int((hi < -margin).sum())
     look = Look(len(lo), 1.0, 1.0, 1.0, median_of(lo, hi), sign=f"{above} of {len(lo)} pairs above +margin, ")
     look.sign += f"{below} below −margin"
+    look.tied = len(lo) - above - below
     look.tails = tails_text(lo[exact], [s for s, e in zip(seeds, exact) if e], int((~exact).sum()))
     t = stats.paired_t(lo[exact], margin, res) if exact.sum() >= 2 else None
     if t is not None and t[4] > 0:  # every difference equal and no resolution to bound their spread: no t numbers

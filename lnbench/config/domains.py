@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -102,9 +103,9 @@ def declared(schema: type, prefix: str = "") -> Iterator[tuple[str, Any, Any]]:
 
 
 def innermost(hint: Any) -> Any:
-    """Optional[X] -> X."""
+    """Optional[X] and X | None -> X."""
     args = [a for a in typing.get_args(hint) if a is not type(None)]
-    return args[0] if typing.get_origin(hint) is typing.Union and len(args) == 1 else hint
+    return args[0] if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1 else hint
 
 
 def outside_domain(values: list[tuple[str, Any, Any]]) -> list[str]:

@@ -11,13 +11,11 @@ import yaml
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
+from lnbench.config import launchers, user_folder
 from lnbench.config import overrides as hydra_args
-from lnbench.config import user_folder
+from lnbench.config.presets import yaml_problem
 from lnbench.config.validate import did_you_mean
 from lnbench.errors import ConfigError
-
-# The launchers an extra of lnbench installs (pyproject.toml): refused with the extra to install where it is missing.
-LAUNCHER_EXTRAS = {"joblib": "joblib", "submitit_local": "slurm", "submitit_slurm": "slurm"}
 
 
 @contextmanager
@@ -28,22 +26,24 @@ def composing(overrides: list[str], sweep: bool = False):
         yield
     except MissingConfigException as e:  # model=ln_lstmm: no such preset
         group, _, name = str(e.missing_cfg_file).rpartition("/")
-        typed = next((o for o in overrides if o.split("=", 1)[0].lstrip("+~") == group), f"{group}={name}")
+        typed = next((o for o in overrides if o.split("=", 1)[0].lstrip("+~") == group), None)
+        if typed is None and (mine := user_folder.chose(group, name, overrides)):  # your defaults' own list chose it
+            typed = f"{mine}: {group}: {name}"
+        typed = typed or f"{group}={name}"
         options = [o for o in e.options or [] if not o.startswith("base_")]
-        if group == "hydra/launcher" and (extra := LAUNCHER_EXTRAS.get(name)):  # slurm.yaml names submitit_slurm
+        # a launcher an extra of lnbench installs (slurm.yaml names submitit_slurm): the extra to install
+        if group == "hydra/launcher" and name in launchers.HYDRA and (extra := launchers.HYDRA[name][1].extra):
             raise ConfigError(
                 f"{typed} is not allowed{job}: the {name} launcher is not installed. Install it with "
                 f"pip install 'lnbench[{extra}]', or choose one of {', '.join(options)}."
             ) from None
         raise ConfigError(
             f"{typed} is not allowed{job}: there is no {group} preset {name!r}."
-            f"{did_you_mean(name, options)} The {group} presets are {', '.join(options)}."
+            f"{did_you_mean(name, options)}" + (f" The {group} presets are {', '.join(options)}." if options else "")
         ) from None
     except yaml.YAMLError as e:  # a preset file of yours (or ours) that is not YAML: Hydra lets it through
         name = getattr(getattr(e, "problem_mark", None), "name", None) or "a config file"
-        raise ConfigError(
-            f"{name} is not YAML: {user_folder.yaml_problem(e)}. Fix the file, or move it away."
-        ) from None
+        raise ConfigError(f"{name} is not YAML: {yaml_problem(e)}. Fix the file, or move it away.") from None
     except (HydraException, OmegaConfBaseException) as e:
         cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else e
         full_key = str(getattr(cause, "full_key", "") or "")

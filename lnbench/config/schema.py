@@ -20,6 +20,7 @@ from lnbench import CONF_DIR
 from lnbench.config.choices import Impl, Placement, Stage
 from lnbench.config.domains import NormSchema, ranged, text
 from lnbench.config.presets import preset_names, read_preset
+from lnbench.config.site import SiteConfig
 
 
 class CellKind(str, Enum):
@@ -110,8 +111,8 @@ class ResNetConfig:
 
 
 # ---- dataset ----------------------------------------------------------------------------------
-# Real data: the dataset's data_dir, else $LNBENCH_DATA_DIR, else the shared folder beside the repo.
-DATA_DIR = "${oc.env:LNBENCH_DATA_DIR,../shared/data}"
+# Real data: the dataset's data_dir, which is site.data_dir unless a preset or the command line says otherwise.
+DATA_DIR = "${site.data_dir}"
 
 
 @dataclass
@@ -257,8 +258,8 @@ class WandbConfig:
 
     _target_: str = "lnbench.training.sinks.wandb_run.WandbSink"
     mode: WandbMode = "${oc.env:WANDB_MODE,offline}"  # type: ignore[assignment]
-    project: str = text("lnbench")
-    entity: Optional[str] = None
+    project: str = text("${site.wandb_project}")
+    entity: Optional[str] = "${site.wandb_entity}"  # type: ignore[assignment]
     group: Optional[str] = None  # null: the sweep's directory name in a multirun
     tags: list[str] = field(default_factory=list)
     name: Optional[str] = None  # null: made from the command-line overrides
@@ -293,6 +294,7 @@ class TrainConfig:
     optim: Any = MISSING
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
+    site: SiteConfig = field(default_factory=SiteConfig)
     seed: int = ranged(0, low=0)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     # torch threads; null: the cores the job may use (lnbench.launch.process.threads). torch crashes at some

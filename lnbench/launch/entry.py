@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,19 +24,16 @@ from hydra.core.hydra_config import HydraConfig
 
 import lnbench
 from lnbench import phases
+from lnbench.config import launchers
 from lnbench.config.renamed import rewrite_and_say
 from lnbench.config.schema import register_configs
-from lnbench.config.user_folder import say_ignored
-from lnbench.config.validate import validate
 from lnbench.errors import UserError
-from lnbench.launch import failures, hydra_records, user_modules
+from lnbench.launch import failures, hydra_records, start
 from lnbench.launch.preflight import Plan, preflight, resume_overrides
 from lnbench.launch.process import guardian, threads
 from lnbench.launch.process.closed_pipe import quiet_when_closed
-from lnbench.launch.process.isolate import crash_log, in_child_process, warm_up
 from lnbench.launch.sweep import stop as sweep_stop
 from lnbench.runs import CRASH_LOG, RunLock
-from lnbench.training.tracker import job_name, run_tags, sweep_group
 
 log = logging.getLogger("lnbench")
 CONF_DIR = str(lnbench.CONF_DIR)  # Hydra takes config_path as a string
@@ -64,9 +61,7 @@ def main(args: list[str]) -> int:
             raise
         return failures.say(e)
     if plan is None:  # --help, --cfg, ...: Hydra's own business
-        shown = hydra_app(Plan(args, False, Path("."), "in-process", new_dir=False))()
-        say_ignored()  # the keys of your defaults this config has not, as a run would say
-        return shown
+        return hydra_app(Plan(args, False, Path("."), launchers.BASIC, new_dir=False))()
     if plan.done:
         print(f"lnbench: {plan.done}", file=sys.stderr)
         return 0
@@ -111,15 +106,15 @@ def sweep(plan: Plan, typed: list[str]) -> int:
 
 @contextmanager
 def stop_handling(plan: Plan):
-    """How the sweep's process takes Ctrl-C: lnbench.launch.sweep.stop's rules where it runs the jobs (basic,
-    joblib). submitit's local controller processes (one per job, in the terminal's process group) die on
-    Ctrl-C with a traceback and take their job down mid-checkpoint: ignored here, SIGINT stays ignored in
-    them (inherited); each job installs its own handler, checkpoints and stops. SLURM's jobs are SLURM's."""
-    if plan.launcher == "in-process":
+    """How the sweep's process takes Ctrl-C: lnbench.launch.sweep.stop's rules where it runs the jobs (a launcher
+    without a process per job). submitit's local controller processes (one per job, in the terminal's process
+    group) die on Ctrl-C with a traceback and take their job down mid-checkpoint: ignored here, SIGINT stays ignored
+    in them (inherited); each job installs its own handler, checkpoints and stops. SLURM's jobs are SLURM's."""
+    if not plan.isolated:
         with guardian.guarding(), sweep_stop.SweepStop(plan.out_dir) as stop:
             yield stop
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if plan.launcher == "submitit_local" else None
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if plan.local else None
     try:
         yield SimpleNamespace(signum=None)
     finally:
@@ -181,21 +176,17 @@ class Job:
                 return self.run_ended(e, run_dir, started)
 
     def sweep_job(self, cfg, hc, run_dir: Path, started: float) -> dict:
-        """A sweep job: validated here, in its own process, once (preflight only checked the sweep's keys)."""
+        """A sweep job: admitted here, in its own process, once (preflight only checked the sweep's keys)."""
         from lnbench.training.recipe import UNREAD  # noqa: PLC0415 (torch: once preflight passed)
 
         timer = phases.timer()
         timer.mark(phases.JOB_CHECKS)
-        try:
-            lock = RunLock(run_dir)
-        except UserError as e:  # another process's run: not this job's to record
-            return self.job_ended(e, run_dir, started, hc, record=False)
-        with lock:
+        with ExitStack() as held:
+            if refused := start.admit(cfg, run_dir, held):
+                return self.job_ended(refused[1], run_dir, started, hc, record=refused[0] != start.LOCKED)
+            timer.since(phases.JOB_CHECKS, phases.JOB_CHECKS)
             try:
                 hydra_records.write_missing(hc, cfg, run_dir)
-                user_modules.load(cfg.imports)
-                validate(cfg)
-                timer.since(phases.JOB_CHECKS, phases.JOB_CHECKS)
                 return self.train(cfg, hc, run_dir, UNREAD)
             except BaseException as e:  # noqa: BLE001 - lnbench.launch.failures decides
                 return self.job_ended(e, run_dir, started, hc)
@@ -204,30 +195,22 @@ class Job:
         from lnbench.launch.process.warm import prepare  # noqa: PLC0415 (torch: once preflight passed)
         from lnbench.training.recipe import train  # noqa: PLC0415 (torch: once preflight passed)
 
-        timer = phases.timer()
-        with timer.phase(phases.JOB_RUNTIME):
+        with phases.timer().phase(phases.JOB_RUNTIME):
             runtime = threads.decide(cfg, hc)  # the cores the job may use, never the load; a record, not config
-            kw = dict(
-                name=job_name(hc),
-                group=sweep_group(hc) if self.plan.multirun else None,
-                tags=run_tags(dict(hc.runtime.choices), cfg),
-                runtime=runtime,
-                locked=True,  # validated, and its directory locked: by preflight, or by this job
-            )
-        # A segfault or an OOM kill bypasses every except clause: the native traceback goes to stderr, and a forked
-        # sweep job's to its crash.log in the run's own directory; a bug's traceback is added to it.
-        with crash_log(run_dir):
-            try:
-                with timer.phase(phases.JOB_WARM_UP):
-                    warm_up()  # in here: a Ctrl-C during its imports (~1 s) is an interrupted job, not a traceback
-                if self.plan.multirun and not self.plan.isolated:
-                    prepare(cfg, runtime.threads)
-                    return in_child_process(run_dir, train, cfg, run_dir, **kw)
-                return train(cfg, run_dir, ckpt=ckpt, **kw)
-            except BaseException as e:
-                if failures.classify(e).bug:
-                    failures.keep_traceback(run_dir, e)
-                raise
+            names = start.names(hc, cfg, self.plan.multirun)
+        fork = self.plan.multirun and not self.plan.isolated  # a launcher that runs many jobs in one process
+        return start.start(
+            run_dir,
+            train,
+            cfg,
+            run_dir,
+            fork=fork,
+            before_fork=lambda: prepare(cfg, runtime.threads),
+            ckpt=ckpt,
+            runtime=runtime,
+            locked=True,  # validated, and its directory locked: by preflight, or by this job
+            **names,
+        )
 
     def run_ended(self, error: BaseException, run_dir: Path, started: float) -> dict:
         """A single run that did not complete: its summary says why, then the process exits with its code."""

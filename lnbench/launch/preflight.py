@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import errno
-import importlib
 import itertools
 import logging
 import math
@@ -29,9 +28,10 @@ from hydra.types import RunMode
 from omegaconf import OmegaConf, open_dict, read_write
 
 from lnbench.claims.spec import ClaimError, parse_claim
+from lnbench.config import launchers, user_folder
 from lnbench.config import overrides as hydra_args
-from lnbench.config import user_folder
 from lnbench.config.hydra_errors import composing
+from lnbench.config.launchers import LauncherKind
 from lnbench.config.presets import Sweep
 from lnbench.config.validate import check_device_name, check_keys, check_typed, validate, validate_sweep
 from lnbench.errors import ConfigError, UserError
@@ -49,7 +49,7 @@ class Plan:
     args: list[str]  # for Hydra: the overrides as typed, then the output directory, resolved once
     multirun: bool
     out_dir: Path  # the run's directory, or the sweep's
-    launcher: str  # "in-process" (basic, joblib: lnbench forks each job), "submitit_local" or "slurm"
+    kind: LauncherKind  # how the sweep's launcher runs its jobs (lnbench.config.launchers)
     new_dir: bool = True  # a single run's directory did not exist: a run refused later removes it again
     # a single run's existing directory, locked (lnbench.runs.RunLock) before Hydra writes there
     lock: Any = None
@@ -58,14 +58,14 @@ class Plan:
 
     @property
     def isolated(self) -> bool:
-        """submitit runs each job in a process of its own; the other launchers run many in one."""
-        return self.launcher in ("submitit_local", "slurm")
+        """The launcher runs each job in a process of its own (submitit); the others run many in one."""
+        return self.kind.isolated
 
     @property
     def local(self) -> bool:
         """A stop signal stops the whole sweep (lnbench.launch.sweep.stop); a SLURM job's SIGTERM is SLURM's
         business."""
-        return self.launcher != "slurm"
+        return not self.kind.remote
 
 
 def preflight(
@@ -124,10 +124,8 @@ def preflight(
                             if users is None or not refused_anyway(loader, overrides, job, users):
                                 raise
             check_machine(devices, plan, str(master.hydra.runtime.choices.get("hydra/launcher")))
-            user_folder.say_ignored()
             return plan
     cfg = without_hydra(master)
-    user_folder.say_ignored()
     user_modules.load(cfg.imports)  # before validation: a user's normalizer is a kind model.norm.kind may name
     with composing(overrides):  # an interpolation resolves only now (${oc.env:...})
         validate(cfg)
@@ -141,7 +139,7 @@ def check_machine(devices: set[str], plan: Plan, launcher: str) -> None:
     """This machine has what a sweep's jobs need, refused before any job starts whichever launcher runs them: each
     device they train on, as a single run's is (build_check), and SLURM for a SLURM launcher (submitit would raise
     only once Hydra began). A SLURM job's device is its node's, which the machine that submits it cannot see."""
-    if plan.launcher == "slurm":
+    if plan.kind.remote:  # SLURM (slurm, submitit_slurm)
         if shutil.which("srun") is None:  # submitit's own test
             raise ConfigError(
                 f"hydra/launcher={launcher} is not allowed here: this machine is no SLURM cluster's (no srun on "
@@ -185,26 +183,12 @@ def refused_anyway(loader, overrides: list[str], job: list[str], users: list[str
     return False
 
 
-SUBMITIT = "hydra_plugins.hydra_submitit_launcher.submitit_launcher"
-
-
-def launcher_kind(master) -> str:
-    """Which launcher runs the jobs, by its class and the classes it derives from (lnbench's SLURM launcher is
-    Hydra's). By their qualified names: Hydra's plugin scan may import a plugin module twice, and the two
-    copies' classes are not each other's subclasses."""
-    module, _, name = str(master.hydra.launcher._target_).rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):  # Hydra itself says what it cannot load
-        return "in-process"
-    bases = [f"{c.__module__}.{c.__qualname__}" for c in cls.__mro__]
-    if bases[0] == f"{SUBMITIT}.SlurmLauncher":
-        from lnbench.launch.slurm.launcher import PLAIN_SUBMITIT_SLURM  # noqa: PLC0415 (slurm extra: if chosen)
-
-        logging.getLogger("lnbench").warning(PLAIN_SUBMITIT_SLURM)
-    if f"{SUBMITIT}.SlurmLauncher" in bases:
-        return "slurm"
-    return "submitit_local" if f"{SUBMITIT}.LocalLauncher" in bases else "in-process"
+def launcher_kind(master) -> LauncherKind:
+    """The kind of the launcher that runs the jobs (lnbench.config.launchers), its warning said where it has one."""
+    kind = launchers.of_config(OmegaConf.select(master, "hydra.launcher", default=None))
+    if kind.said:
+        logging.getLogger("lnbench").warning(kind.said)
+    return kind
 
 
 def claim(plan: Plan, cfg) -> None:

@@ -35,6 +35,7 @@ NOT_AXES = (
     "logger",
     "dataset.data_dir",
     "dataset.download",
+    "site",
     "hydra",
     "stage",
     "cell",
@@ -162,11 +163,14 @@ def arrange(
     """The layout and its groups, and the runs set aside: those that never logged a metric (refused before
     training, killed at start) in a panel where no run trained. They keep their row beside the runs that
     trained (BN refused at batch 1 next to LN at batch 1), but get no empty panel of their own; and the axes
-    are found again without them, so that a key only they varied (a typo'd batch size) makes no panels."""
+    are found again without them, so that a key only they varied (a typo'd batch size) makes no panels. A run
+    whose `.hydra/` record is damaged (its values unknown: lnbench.runs.reader.hydra_records) is set aside too."""
+    unknown = [r for r in runs if r.status == "unreadable" and not (r.config or r.overrides)]  # its .hydra damaged
+    runs = [r for r in runs if r not in unknown]
     lay = layout(runs, line, panels, tune)
     groups = group_runs(runs, lay)
     empty = {g.panel for g in groups} - {g.panel for g in groups if any(r.trained for r in g.runs)}
-    aside = [r for g in groups if g.panel in empty for r in g.runs]
+    aside = unknown + [r for g in groups if g.panel in empty for r in g.runs]
     if aside:
         kept = [r for r in runs if r not in aside]
         lay = layout(kept, line, panels, tune)

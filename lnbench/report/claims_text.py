@@ -11,6 +11,7 @@ from typing import Any
 from lnbench.claims import family
 from lnbench.claims.spec import MEAN
 from lnbench.claims.verdicts import INCONCLUSIVE
+from lnbench.report.render import Detail
 
 
 def seeds_text(d: dict[str, Any]) -> str:
@@ -18,7 +19,7 @@ def seeds_text(d: dict[str, Any]) -> str:
     lines = list((d.get("lines") or {}).values())
     tuning = min((len(x["tuning_seeds"]) for x in lines), default=0)
     judging = min((len(x["judging_seeds"]) for x in lines), default=0)
-    if judging:
+    if judging or d.get("awaiting_seeds"):
         planned = d.get("max_seeds") or 0
         return f"{tuning} + {judging}" + (f" (of up to {planned})" if planned > judging else "")
     return f"{tuning} (the tuning seeds)" if d.get("note") else str(d.get("n_seeds", 0))
@@ -35,10 +36,15 @@ def estimand_text(d: dict[str, Any]) -> str:
 
 def verdict_text(d: dict[str, Any]) -> str:
     """The adjusted verdict, why if inconclusive, and for `estimand: mean` the seeds its mean rests on."""
+    return str(verdict_cell(d))
+
+
+def verdict_cell(d: dict[str, Any]) -> Detail:
+    """verdict_text as a cell: the verdict, and why (folded in the HTML)."""
     if d["verdict"] == INCONCLUSIVE:
-        return d["verdict"] + (f" ({d['reason']})" if d.get("reason") else "")
+        return Detail(d["verdict"], d.get("reason") or "")
     flag = d.get("estimand") == MEAN and d.get("tails")
-    return d["verdict"] + (f" (tails flagged: {d['tails']})" if flag else "")
+    return Detail(d["verdict"], f"tails flagged: {d['tails']}" if flag else "")
 
 
 def level_text(level: float) -> str:
@@ -76,7 +82,9 @@ def pairs_text(d: dict[str, Any]) -> str:
     sign = d.get("sign") or ""
     if d.get("raw_reason") or not sign:
         return "—"
-    return sign.replace(" pairs above +margin,", " above,").replace(" below −margin", " below")
+    counted = sign.replace(" pairs above +margin,", " above,").replace(" below −margin", " below")
+    cost = family.ties_text(d)
+    return counted + (f"; {cost}" if cost else "")
 
 
 def mean_text(d: dict[str, Any]) -> str:
@@ -103,7 +111,7 @@ def margin_text(d: dict[str, Any]) -> str:
     return f"±{d['margin']:.3g}" + (f" ({me} of than)" if isinstance(me, str) else "") if d.get("margin") else "0"
 
 
-def table_rows(entries: list[dict[str, Any]]) -> list[list[str]]:
+def table_rows(entries: list[dict[str, Any]]) -> list[list]:
     return [
         [
             d["id"],
@@ -111,7 +119,7 @@ def table_rows(entries: list[dict[str, Any]]) -> list[list[str]]:
             f"{d['better']} vs {d['than']}",
             d["measure"],
             estimand_text(d),
-            verdict_text(d),
+            verdict_cell(d),
             d["raw_verdict"],
             effect_text(d),
             margin_text(d),

@@ -16,7 +16,7 @@ from typing import Any
 
 from lnbench.atomic import unwritable
 from lnbench.claims.family import DEFAULT_ADJUST
-from lnbench.errors import UserError
+from lnbench.errors import OptionsParser, UserError
 from lnbench.report.analysis import varied_keys
 from lnbench.report.make import PRIMARY, make_report
 from lnbench.report.page import summary, write_report
@@ -35,13 +35,8 @@ class ReportError(UserError):
     """Bad input to `lnbench report`; the message names the value and what is allowed."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse would print the usage and exit: one paragraph instead
-        raise ReportError(f"{message} (`lnbench report --help` lists the options).")
-
-
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="lnbench report", description=DESCRIPTION)
+    p = OptionsParser(prog="lnbench report", description=DESCRIPTION, refuse=ReportError)
     p.add_argument(
         "dirs",
         type=Path,

@@ -34,11 +34,23 @@ class Link:
 
 
 @dataclass
+class Detail:
+    """A cell's short text and what the HTML folds under it (a verdict's reason: unfolded, a verdict cell was a
+    dozen lines high); the Markdown and the terminal say both, as `text (more)`."""
+
+    text: str
+    more: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.text} ({self.more})" if self.more else self.text
+
+
+@dataclass
 class Table:
     columns: list[str]
-    rows: list[list]  # of str or Link
+    rows: list[list]  # of str, Link or Detail
     tones: list[str] = field(default_factory=list)  # per row, "" for none
-    nowrap: tuple[str, ...] = ()  # columns whose cells must not wrap (an effect and its interval)
+    nowrap: tuple[str, ...] = ()  # columns whose intervals ([low, high]) must not break (an effect's)
 
 
 @dataclass
@@ -56,16 +68,19 @@ class Page:
     blocks: list[Block]
 
 
-# Text (and its headers) left-aligned, numbers right-aligned; a table wider than the page scrolls inside its
-# own box instead of widening the page.
+# Text (and its headers) left-aligned, numbers right-aligned. A table shrinks to the window: every cell may break
+# between words (an identifier after its _ and ., a list after its commas; an interval stays whole), so that
+# the check's 13 columns fit in a laptop's 1,280 px (tests/check/test_page_layout.py); a table that still cannot
+# (a word longer than its column) scrolls inside its own box instead of widening the page.
 STYLE = (
-    "body{font-family:sans-serif;margin:2em;max-width:110em}div.t{overflow-x:auto;max-width:100%}"
-    "table{border-collapse:collapse;font-size:.9em;margin:1em 0}"
-    "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top;overflow-wrap:break-word}"
-    "th{background:#f3f3f3;min-width:4em}td.n{text-align:right}td.nw{white-space:nowrap}"
+    "body{font-family:sans-serif;margin:1.5em;max-width:110em}div.t{overflow-x:auto;max-width:100%}"
+    "table{border-collapse:collapse;font-size:.85em;margin:1em 0}"
+    "td,th{border:1px solid #ccc;padding:.25em .4em;text-align:left;vertical-align:top;overflow-wrap:break-word}"
+    "th{background:#f3f3f3}td.n{text-align:right}span.nw{white-space:nowrap}details{font-size:.9em;color:#444}summary{cursor:pointer}"
     "img{max-width:100%;margin:1em 0}code{background:#f3f3f3}"
     "tr.held{background:#d9f2d9}tr.contradicted{background:#f7d4d4}tr.equivalent{background:#dde6f7}"
 )
+BREAKS = re.compile(r"(?<=[,_/])(?!\s)|(?<=[A-Za-z0-9]\.)(?=[A-Za-z])")  # where a word may break: , _ / and .name
 NUMBER = re.compile(r"^[-+±—]?[0-9.,]*[0-9—]([eE][-+]?[0-9]+)?( ± [0-9.eE+-]+)?%?$")
 
 
@@ -86,7 +101,8 @@ def markdown_block(block: Block) -> str:
 
 def _md_row(values: list) -> str:
     cells = (
-        f"[{v.text}]({v.href})" if isinstance(v, Link) else v.replace("|", "\\|").replace("\n", " ") for v in values
+        f"[{v.text}]({v.href})" if isinstance(v, Link) else str(v).replace("|", "\\|").replace("\n", " ")
+        for v in values
     )
     return "| " + " | ".join(cells) + " |"
 
@@ -119,9 +135,7 @@ def _html_block(block: Block) -> str:
 
 
 def _cell_class(v, nowrap: bool) -> str:
-    if nowrap:
-        return " class='nw'"
-    return " class='n'" if isinstance(v, str) and NUMBER.match(v.strip()) else ""
+    return " class='n'" if isinstance(v, str) and not nowrap and NUMBER.match(v.strip()) else ""
 
 
 def _tone(tone: str) -> str:
@@ -131,9 +145,12 @@ def _tone(tone: str) -> str:
 def _html_cell(v, nowrap: bool = False) -> str:
     if isinstance(v, Link):
         return f"<a href='{html.escape(v.href)}'>{html.escape(v.text)}</a>"
-    return (
-        html.escape(v) if nowrap else html.escape(v).replace(",", ",<wbr>")
-    )  # a list of seeds may break after a comma
+    if isinstance(v, Detail):
+        more = f" <details><summary>why</summary>{_html_cell(v.more)}</details>" if v.more else ""
+        return _html_cell(v.text) + more
+    if nowrap:  # an interval stays whole; the text around it breaks between words
+        return re.sub(r"\[[^\]]*\]", r"<span class='nw'>\g<0></span>", html.escape(v))
+    return "<wbr>".join(html.escape(part) for part in BREAKS.split(v))
 
 
 def _inline(text: str) -> str:

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lnbench import CONF_DIR
 from lnbench.config.schema import register_configs
+from lnbench.report.render import Detail
 from lnbench.runs import OUT_DIR, load_runs
 from lnbench.training.sinks.wandb_run import finish_page_run, start_page_run
 from lnbench.training.tracker import sweep_group
@@ -143,7 +144,10 @@ def report_contents(sweep_dir: Path) -> tuple[dict[str, tuple[list[str], list[li
 
     rep = make_report(sweep_dir, load_runs(sweep_dir), {})
     found = getattr(rep, "tables", None) or {"table": rep.table}
-    tables = {name: (list(t.columns), [list(r) for r in t.rows]) for name, t in found.items()}
+    tables = {
+        name: (list(t.columns), [[str(c) if isinstance(c, Detail) else c for c in r] for r in t.rows])
+        for name, t in found.items()
+    }
     claims, saved = getattr(rep, "verdicts", None), sweep_dir / OUT_DIR / "claims.json"
     if not claims and saved.is_file():
         claims = json.loads(saved.read_text())

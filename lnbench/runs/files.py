@@ -9,6 +9,7 @@ through the constants here.
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ INTERPOLATION = "${"
 NOT_RECORDED = "(not recorded)"
 MULTIRUN = "multirun.yaml"  # Hydra's record of a sweep, in the sweep's directory (lnbench.runs.reader.recorded_sweep)
 STOPPED = ".stopped"  # a sweep's stop mark, in the sweep's directory (lnbench.launch.sweep.stop)
+CHECK_RECORD = ".check.json"  # lnbench check's record in its --out: its command, its process, how it ended
 # Inside HYDRA:
 OVERRIDES = f"{HYDRA}/overrides.yaml"
 HYDRA_CONFIG = f"{HYDRA}/config.yaml"
@@ -141,9 +143,84 @@ def write_summary(run_dir: Path, summary: Summary) -> None:
 
 def read_summary(run_dir: Path) -> dict[str, Any]:
     """A run's summary.json as a dict: {} where it left none (killed, never started), status `unreadable`
-    where the file is not one (summaries are written atomically, so it is a foreign file)."""
+    where the file is not one, or a field of it has another type than Summary's writer gives it (summaries are
+    written atomically, so it is a damaged or foreign file): its error names the file and what is wrong."""
     path = Path(run_dir) / SUMMARY
+    if not path.exists():
+        return {}
     try:
-        return json.loads(path.read_text()) if path.is_file() else {}
-    except (OSError, ValueError) as e:
-        return {"status": "unreadable", "error": f"{path.name}: {e}"}
+        text = path.read_text()
+        data = json.loads(text)
+        problem = summary_problem(data)
+    except OSError as e:
+        problem = f"cannot be read ({e.strerror or e})"
+    except ValueError as e:
+        problem = "is empty" if not text.strip() else f"is not JSON, cut off or damaged ({e})"
+    if problem:
+        return {"status": "unreadable", "error": f"{path} {problem}: the run's outcome is unknown (run it again)"}
+    return data
+
+
+def _number(v: Any) -> bool:
+    return v is None or isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _numbers(v: Any) -> bool:
+    return v is None or isinstance(v, dict) and all(map(_number, v.values()))
+
+
+# summary.json's fields that readers index, and what each holds (as Summary's writers give it)
+SUMMARY_FIELDS: dict[str, tuple[Any, str]] = {
+    "status": (lambda v: isinstance(v, str), "text"),
+    "steps": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
+    **dict.fromkeys(
+        ("baseline", "wall_time", "time_per_step", "eval_time", "checkpoint_time", "diverged_at_step", "params"),
+        (_number, "a number"),
+    ),
+    **dict.fromkeys(("test", "final_val", "best_val"), (_numbers, "an object of numbers")),
+    "test_at_len": (lambda v: v is None or isinstance(v, dict) and all(map(_numbers, v.values())), "an object"),
+    **dict.fromkeys(("primary_metric", "device"), (lambda v: v is None or isinstance(v, str), "text")),
+    **dict.fromkeys(("flags", "resumed_at"), (lambda v: v is None or isinstance(v, list), "a list")),
+    "provenance": (lambda v: v is None or isinstance(v, dict), "an object"),
+}
+
+
+def summary_problem(data: Any) -> str:
+    """What makes `data` no summary ("" where nothing does): not an object, or the first field of another type."""
+    if not isinstance(data, dict):
+        return f"holds {type(data).__name__}, not an object"
+    for key, (ok, want) in SUMMARY_FIELDS.items():
+        if key in data and not ok(data[key]):
+            return f"has `{key}`: {json.dumps(data[key])[:60]}, not {want}"
+    return ""
+
+
+# ---- lnbench check's record in its --out: what `lnbench status` and a sweep's end say of the check ----------
+def write_check_record(out: Path, record: dict[str, Any]) -> None:
+    """{"command": the `lnbench check` arguments, "pid", "host", "state": running, stopped or finished}."""
+    write_json(Path(out) / CHECK_RECORD, record)
+
+
+def find_check_record(folder: Path) -> tuple[Path, dict[str, Any]] | None:
+    """The check whose --out holds `folder` (its --out, a preset's sweep, a round's sweep or a job of either):
+    its --out and record, or None (no check's, or a record that is not one: a check is then told by its rounds)."""
+    folder = Path(folder).absolute()
+    for out in [folder, *list(folder.parents)[:3]]:
+        path = out / CHECK_RECORD
+        if not path.is_file():
+            continue
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        if not (isinstance(record, dict) and isinstance(record.get("command"), list)):
+            return None
+        presets = record.get("presets") or []
+        mine = out == folder or isinstance(presets, list) and folder.relative_to(out).parts[0] in presets
+        return (out, record) if mine and all(isinstance(a, str) for a in record["command"]) else None
+    return None
+
+
+def check_command(record: dict[str, Any]) -> str:
+    """The command that continues the check: the same `lnbench check` as it was typed."""
+    return shlex.join(["lnbench", "check", *record["command"]])

@@ -45,12 +45,26 @@ def _flock_holders(st: os.stat_result) -> bool | None:
 def _pid_alive(path: Path) -> bool:
     try:
         _, pid, _, host = path.read_text().split()  # "pid 123 on host"
-        if host != socket.gethostname().split(".")[0] and host != os.uname().nodename:
-            return False
-        os.kill(int(pid), 0)
-        return True
-    except (OSError, ValueError):
+        return process_alive(int(pid), host) is True
+    except ValueError:
         return False
+
+
+def process_alive(pid: int, host: str) -> bool | None:
+    """Whether process `pid` of machine `host` lives; None: it cannot be told from here (another machine)."""
+    if not this_host(host):
+        return None
+    try:
+        os.kill(pid, 0)
+    except PermissionError:  # another user's: it lives
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def this_host(host: str) -> bool:
+    return host in (socket.gethostname().split(".")[0], os.uname().nodename)
 
 
 def _names_this_host(path: Path) -> bool:
@@ -58,7 +72,7 @@ def _names_this_host(path: Path) -> bool:
         host = path.read_text().split()[-1]  # "pid 123 on host"
     except (OSError, IndexError):
         return False
-    return host in (socket.gethostname().split(".")[0], os.uname().nodename)
+    return this_host(host)
 
 
 class RunLock:

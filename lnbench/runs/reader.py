@@ -224,25 +224,57 @@ def find_run_dirs(root: Path) -> list[Path]:
         dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
         if any((here / m).is_file() for m in markers):
             found.add(here)
-    return sorted(found, key=lambda p: [_natural(s) for s in p.relative_to(root).parts])
+    return sorted(found, key=lambda p: run_order(p, root))
 
 
-def _natural(part: str) -> tuple:
-    return (0, int(part), "") if part.isdigit() else (1, 0, part)
+def run_order(path: Path, root: Path) -> list[tuple]:
+    """The order runs are listed in: by their folders' names, numbers as numbers (2 before 10) and before names
+    (a check's tuning jobs 0, 1, ... before its rounds widen-1, judge-1: never a number compared with a name)."""
+    return [(0, int(s), "") if s.isdigit() else (1, 0, s) for s in Path(path).relative_to(root).parts]
+
+
+def hydra_records(path: Path) -> tuple[dict[str, Any], list[str], dict[str, Any], str]:
+    """A job's `.hydra/` record: its hydra.yaml, overrides and config ({} and [] where Hydra wrote none yet), and
+    what is wrong with the first that is not what Hydra writes ("" where none is): never read as if absent."""
+    read: dict[str, Any] = {}
+    for name, kind in ((HYDRA_RECORD, dict), (OVERRIDES, list), (HYDRA_CONFIG, dict)):
+        file = path / name
+        try:
+            text = file.read_text() if file.exists() else None
+            value = kind() if text is None else yaml.safe_load(text)
+        except (OSError, yaml.YAMLError, UnicodeDecodeError) as e:
+            return {}, [], {}, f"{file} cannot be read as YAML, cut off or damaged ({' '.join(str(e).split())[:80]})"
+        if text is not None and not text.endswith("\n"):  # Hydra ends each with a newline: YAML cut mid-line may parse
+            return {}, [], {}, f"{file} is {'empty' if not text.strip() else 'cut off (no final newline)'}"
+        choices = lookup(value, "hydra.runtime.choices") if isinstance(value, dict) else {}
+        if (
+            not isinstance(value, kind)
+            or not isinstance(choices or {}, dict)
+            or kind is list
+            and not all(isinstance(o, str) and ("=" in o or o.startswith("~")) for o in value)
+        ):
+            want = "a mapping" if kind is dict else "a list of key=value overrides"
+            shown = json.dumps(value, default=str)[:60]
+            return {}, [], {}, f"{file} holds {shown}, not {want} as Hydra writes it"
+        read[name] = value
+    return read[HYDRA_RECORD], read[OVERRIDES], read[HYDRA_CONFIG], ""
 
 
 def load_run(path: Path, root: Path, source: str | None = None) -> Run:
-    hydra_cfg = _load_yaml(path / HYDRA_RECORD) or {}
-    choices = ((hydra_cfg.get("hydra") or {}).get("runtime") or {}).get("choices") or {}
+    hydra_cfg, overrides, config, damaged = hydra_records(path)
+    choices = lookup(hydra_cfg, "hydra.runtime.choices") or {}
     rel = str(path.relative_to(root))
     rel = path.absolute().name if rel == "." else rel  # a single run: `14-02-11-123456`, never "."
+    summary = read_summary(path)
+    if damaged and summary.get("status") != "unreadable":
+        summary = {"status": "unreadable", "error": f"{damaged}: which config the run ran is unknown"}
     run = Run(
         path=path,
         name=rel if source is None else source if path == root else f"{source}/{rel}",
-        overrides=_override_pairs(_load_yaml(path / OVERRIDES)),
+        overrides=_override_pairs(overrides),
         choices={k: str(v) for k, v in choices.items() if not k.startswith("hydra")},
-        config=_load_yaml(path / HYDRA_CONFIG) or {},
-        summary=read_summary(path),
+        config=config,
+        summary=summary,
         source=source,
     )
     run.see_lock()
@@ -302,6 +334,25 @@ def recorded_sweep(sweep_dir: Path | str) -> Sweep:
         _RECORDED.clear()  # one sweep's record kept: a process runs one sweep's jobs at a time
         _RECORDED[key] = sweep
     return _RECORDED[key]
+
+
+def sweep_record_problem(sweep_dir: Path | str) -> str:
+    """What is wrong with a sweep's multirun.yaml ("" where it is Hydra's record, or there is none), naming it:
+    without it a sweep's jobs not started yet cannot be counted."""
+    path = Path(sweep_dir) / MULTIRUN
+    try:
+        text = path.read_text() if path.exists() else None
+        record = None if text is None else yaml.safe_load(text)
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return f"{path} cannot be read as YAML, cut off or damaged: its pending jobs are not counted"
+    if text is None:
+        return ""
+    uncounted = "its pending jobs are not counted"
+    if not text.endswith("\n"):  # as Hydra's .hydra/ files (hydra_records)
+        return f"{path} is {'empty' if not text.strip() else 'cut off (no final newline)'}: {uncounted}"
+    if Sweep.from_record(record) is None:
+        return f"{path} holds no `hydra:` mapping, as Hydra's record of a sweep does: {uncounted}"
+    return ""
 
 
 def job_axes(sweep_dir: Path | str, params: Any) -> set[str]:

@@ -19,7 +19,6 @@ import io
 import json
 import logging
 import random
-import shlex
 import signal
 import threading
 import time
@@ -33,7 +32,7 @@ from lnbench import environment
 from lnbench.atomic import write_bytes
 from lnbench.config.renamed import RENAMED
 from lnbench.config.runtime import Runtime
-from lnbench.errors import ConfigError, DataError, Interrupted
+from lnbench.errors import ConfigError, DataError, Interrupted, resume_command
 from lnbench.runs import CHECKPOINT, read_summary
 from lnbench.runs import CheckpointKey as Key
 
@@ -50,6 +49,7 @@ MAY_CHANGE = (
     "logger",
     "dataset.data_dir",
     "dataset.download",
+    "site",  # where the data is, who you are on W&B and SLURM (your own defaults)
     "claims",
     "tune",
     "stage",  # these three: read by `lnbench report` only, never by training
@@ -78,6 +78,14 @@ def load(run_dir: Path, config: dict[str, Any]) -> dict[str, Any] | None:
             f"{path} cannot be read as an lnbench checkpoint ({type(e).__name__}): it is damaged or not "
             f"one. Move it away to start this run from step 0, or train in a new run directory."
         ) from None
+    missing = [k for k in (Key.CONFIG, Key.STEP, Key.MODEL) if not isinstance(ckpt, dict) or k not in ckpt]
+    if missing or not isinstance(ckpt[Key.CONFIG], dict) or not isinstance(ckpt[Key.STEP], int):
+        raise DataError(
+            f"{path} is not an lnbench checkpoint: it holds {type(ckpt).__name__}"
+            + (f" without {', '.join(missing)}" if isinstance(ckpt, dict) and missing else "")
+            + (" whose config or step has another type" if not missing else "")
+            + ". Move it away to start this run from step 0, or train in a new run directory."
+        )
     check_same_config(ckpt[Key.CONFIG], config, run_dir)
     return ckpt
 
@@ -152,10 +160,9 @@ def check_same_config(saved: dict[str, Any], current: dict[str, Any], run_dir: P
     if diff:
         shown = "; ".join(f"{k}={_show(a.get(k, '<unset>'))} there, {_show(b.get(k, '<unset>'))} now" for k in diff[:6])
         more = f" (and {len(diff) - 6} more)" if len(diff) > 6 else ""
-        again = shlex.quote(f"resume={run_dir}")
         raise ConfigError(
             f"{run_dir} holds a run with another config: {shown}{more}. A resume continues a run exactly "
-            f"as it was started: drop the differing overrides (`lnbench train {again}` reuses the "
+            f"as it was started: drop the differing overrides (`{resume_command(run_dir)}` reuses the "
             f"run's own), or start a new run in another directory."
         )
 

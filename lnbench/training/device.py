@@ -7,21 +7,28 @@ import torch
 from lnbench.errors import ConfigError
 
 
-def resolve_device(name: str) -> torch.device:
+def resolve_device(name: str, key: str = "device", kinds: tuple[str, ...] = ("cpu", "cuda", "mps")) -> torch.device:
+    """The device `name` names, where this machine has it (`auto`: CUDA if torch sees one, else the CPU); else a
+    ConfigError that names it as the user wrote it (`key`: `device` for a run, `--device` for the bench). `kinds`:
+    the device types allowed (config/validate.py refuses a run's other names before it starts)."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        device = None
+    if device is None or device.type not in kinds:
+        shown = ["auto", *(n for k in kinds for n in ((k, "cuda:N") if k == "cuda" else (k,)))]
+        raise ConfigError(f"{key}={name} is not allowed: use {', '.join(shown[:-1])} or {shown[-1]}.")
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(
-            f"device={name} is not allowed here: torch sees no CUDA device. Use device=cpu or device=auto."
-        )
+        raise ConfigError(f"{key}={name} is not allowed here: torch sees no CUDA device. Use {key}=cpu or {key}=auto.")
     if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
         raise ConfigError(
-            f"device={name} is not allowed here: torch sees {torch.cuda.device_count()} CUDA device(s), "
+            f"{key}={name} is not allowed here: torch sees {torch.cuda.device_count()} CUDA device(s), "
             f"cuda:0 to cuda:{torch.cuda.device_count() - 1}."
         )
     if device.type == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError(f"device={name} is not allowed here: MPS is not available. Use device=cpu or device=auto.")
+        raise ConfigError(f"{key}={name} is not allowed here: MPS is not available. Use {key}=cpu or {key}=auto.")
     return device
 
 

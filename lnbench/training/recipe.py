@@ -9,7 +9,6 @@ the task (lnbench.training.tasks) for the loss and metrics, and hands every logg
 from __future__ import annotations
 
 import logging
-import math
 import random
 import time
 from contextlib import nullcontext
@@ -29,11 +28,11 @@ from lnbench.errors import Diverged, Interrupted, refused_while_building
 from lnbench.nn.norm import normalizer
 from lnbench.runs import CheckpointKey as Key
 from lnbench.runs import RunLock, Summary, write_config
-from lnbench.training import checkpoint, free_cores, provenance, tasks
+from lnbench.training import checkpoint, free_cores, tasks
 from lnbench.training.device import cuda_settings, resolve_device
-from lnbench.training.flags import suspect
+from lnbench.training.run_record import RunRecord, fmt
 from lnbench.training.sinks import sink_state_from_checkpoint
-from lnbench.training.tracker import Tracker, end_of_run_block
+from lnbench.training.tracker import Tracker
 
 log = logging.getLogger("lnbench")
 
@@ -116,10 +115,6 @@ def gradient_norm(model) -> torch.Tensor:
     return torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters() if p.grad is not None]))
 
 
-def fmt(values: dict[str, float]) -> str:
-    return "  ".join(f"{k} {v:.4g}" for k, v in values.items())
-
-
 UNREAD = "unread"  # train(ckpt=UNREAD): the run reads its own checkpoint
 
 
@@ -160,7 +155,7 @@ def train(
         return Recipe(cfg, run_dir, device, config, ckpt, runtime, timer).run(name, group, list(tags))
 
 
-class Recipe:
+class Recipe(RunRecord):
     """A run's parts (dataset, model, optimizer, scheduler, tracker) and the loop's state besides the
     model, which is what a checkpoint holds: the data order follows from the step (lnbench.data.base)."""
 
@@ -192,6 +187,7 @@ class Recipe:
         self.n_params = sum(p.numel() for p in self.model.parameters())
         log.info("model: %s, %d parameters, device %s", type(self.model).__name__, self.n_params, device)
         self.step, self.best, self.val, self.window, self.resumed_at = 0, {}, None, [], []
+        self.follow = None  # the thread count's follower, where run() makes one (threads_follow)
         if ckpt is not None:
             self.load_checkpoint(ckpt)
         # What the sinks resume from: metrics.jsonl cut to the checkpoint's lines, the same W&B run, ...
@@ -262,25 +258,17 @@ class Recipe:
 
     def validate_now(self) -> None:
         with self.timer.phase(phases.EVAL_VAL):
-            self.val = evaluate(self.model, self.dataset, "val", self.device)
-        self.tracker.log("val", self.step, self.val, **self.seen())
-        for k, v in self.val.items():
-            self.best[k] = min(self.best.get(k, math.inf), v)
-        self.tracker.show(self.step, "val " + fmt(self.val), line=True)
+            values = evaluate(self.model, self.dataset, "val", self.device)
+        self.record_val(values)
 
     def test(self, summary: Summary) -> None:
         with self.timer.phase(phases.EVAL_TEST):
             test = evaluate(self.model, self.dataset, "test", self.device)
-            self.tracker.log("test", self.step, test)
-            summary.test, summary.final_val, summary.best_val = test, self.val, self.best
-            for n in self.cfg.test_seq_lens:  # BN's per-step statistics vs LN on sequences longer than trained on
-                at_len = evaluate(self.model, setup_data(self.cfg.dataset, eval_seq_len=n), "test", self.device)
-                self.tracker.log("test", self.step, at_len, eval_seq_len=n)
-                summary.test_at_len = {**(summary.test_at_len or {}), str(n): at_len}
-            summary.status = "completed"  # only now: a run whose last test failed is not skipped as done
-        if said := suspect(self.cfg, self.val, self.spec.baseline):
-            summary.flags = said
-            log.warning("flagged: %s", "; ".join(said))
+            at_len = {  # BN's per-step statistics vs LN on sequences longer than trained on
+                n: evaluate(self.model, setup_data(self.cfg.dataset, eval_seq_len=n), "test", self.device)
+                for n in self.cfg.test_seq_lens
+            }
+        self.record_test(summary, test, at_len)
 
     # ---- the loop ----
     def loop(self, summary: Summary, stop) -> None:
@@ -301,8 +289,7 @@ class Recipe:
                 last = self.step == steps
                 if self.step % log_every == 0 or last:
                     if (bad_step := self.log_train(grad_norm)) is not None:
-                        summary.status, summary.diverged_at_step = "diverged", bad_step
-                        log.error("loss is not finite at step %d: stopping (status diverged).", bad_step)
+                        self.record_diverged(summary, bad_step)
                         return
                 if self.step % eval_every == 0 or last:
                     with self.follow.at_base() if self.follow else nullcontext():
@@ -335,17 +322,7 @@ class Recipe:
             self.tracker = self.start_tracker(name, group, tags)
         batch = [t.to(self.device) for t in self.dataset.train_batch(self.step)] if self.runtime.follow else None
         self.follow = free_cores.follower(self.cfg, self.runtime, self.model, self.spec, lambda: batch)
-        primary = tasks.primary_metric(self.spec)
-        with timer.phase(phases.RUN_PROVENANCE):
-            summary = Summary(
-                "running",
-                params=self.n_params,
-                device=str(self.device),
-                primary_metric=primary,
-                baseline=self.spec.baseline,
-                threads=self.runtime.threads,
-                provenance=provenance.collect(str(self.device), self.kernel_paths(), self.runtime),
-            )
+        summary = self.open_summary()
         start_step, loop_start = self.step, time.perf_counter()
         self.model.train()
         try:
@@ -358,27 +335,17 @@ class Recipe:
                 self.test(summary)
                 self.tracker.close_console()  # the log lines below go under the finished bar, not over it
         except BaseException as e:
-            if summary.status == "running":
-                stopped = isinstance(e, (Interrupted, KeyboardInterrupt))
-                summary.status, summary.error = "interrupted" if stopped else "failed", f"{type(e).__name__}: {e}"
+            self.ended_by(summary, e)
             raise
         finally:
             # time_per_step counts training steps with their logging; val evaluations and checkpoints are timed apart
             # (the test's evaluation is not: it counts in time_per_step, as it always has).
-            eval_time, checkpoint_time = timer.seconds[phases.EVAL_VAL], timer.seconds[phases.CHECKPOINTS]
-            train_time = time.perf_counter() - loop_start - eval_time - checkpoint_time
+            train_time = (
+                time.perf_counter() - loop_start - timer.seconds[phases.EVAL_VAL] - timer.seconds[phases.CHECKPOINTS]
+            )
             timer.add(phases.TRAINING_STEPS, train_time - timer.seconds[phases.EVAL_TEST])
             end_start = time.perf_counter()
-            summary.steps, summary.wall_time = self.step, round(self.tracker.elapsed(), 3)
-            summary.time_per_step = round(train_time / max(self.step - start_step, 1), 6)
-            summary.eval_time, summary.checkpoint_time = round(eval_time, 3), round(checkpoint_time, 3)
-            if self.resumed_at:
-                summary.resumed_at = self.resumed_at
-            if self.follow:
-                summary.threads_followed = self.follow.record()
-            summary.wandb = self.tracker.where("wandb")  # the W&B run's location (None without W&B), as before
-            self.tracker.finish(summary)
-            log.info(end_of_run_block(summary.as_dict(), self.run_dir, primary))
+            self.close_summary(summary, train_time, start_step)
             timer.add(phases.RUN_END, time.perf_counter() - end_start)
         if summary.status == "diverged":
             raise Diverged(summary.diverged_at_step, self.run_dir)

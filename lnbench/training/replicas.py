@@ -28,14 +28,12 @@ from lnbench import phases
 from lnbench.config.runtime import Runtime
 from lnbench.errors import Diverged, Interrupted, UserError
 from lnbench.nn.fast.kernel_path import KernelPath
-from lnbench.runs import TRAIN_LOG, Summary, write_config
+from lnbench.runs import TRAIN_LOG, write_config
 from lnbench.runs import CheckpointKey as Key
-from lnbench.training import checkpoint, provenance, tasks
+from lnbench.training import checkpoint, tasks
 from lnbench.training.device import cuda_settings, resolve_device
-from lnbench.training.flags import suspect
 from lnbench.training.pack import NotPackable, Pack, check_packable, hyperparameters, shared_optimizer
-from lnbench.training.recipe import Recipe, evaluate, fmt, seed_everything, setup_data
-from lnbench.training.tracker import end_of_run_block
+from lnbench.training.recipe import Recipe, evaluate, seed_everything, setup_data
 
 log = logging.getLogger("lnbench")
 KERNELS = "packed replicas: torch ops under vmap"  # the checkpoint's and provenance's `kernels` of a replica
@@ -110,15 +108,7 @@ class Replica(Recipe):
     # ---- what Recipe.run does before, at the end of and after its loop ----
     def begin(self, size: int) -> None:
         self.tracker = self.start_tracker(self.job.name, self.job.group, list(self.job.tags))
-        self.summary = Summary(
-            "running",
-            params=self.n_params,
-            device=str(self.device),
-            primary_metric=tasks.primary_metric(self.spec),
-            baseline=self.spec.baseline,
-            threads=self.runtime.threads,
-            provenance=provenance.collect(str(self.device), self.kernel_paths(), self.runtime),
-        )
+        self.summary = self.open_summary()
         self.summary.extra["packed"] = size  # trained as one of this many replicas (time_per_step is the pack's)
         self.start_step = self.step
         self.model.train()
@@ -127,54 +117,23 @@ class Replica(Recipe):
 
     def validated(self, values: dict[str, float], seconds: float) -> None:
         """Recipe.validate_now, with the pack's evaluation of this replica."""
-        self.val = values
         self.timer.add(phases.EVAL_VAL, seconds)  # the pack's evaluation, this replica's among them
-        self.tracker.log("val", self.step, self.val, **self.seen())
-        for k, v in self.val.items():
-            self.best[k] = min(self.best.get(k, float("inf")), v)
-        self.tracker.show(self.step, "val " + fmt(self.val), line=True)
+        self.record_val(values)
 
     def tested(self, test: dict[str, float], at_len: dict[int, dict[str, float]], seconds: float) -> None:
         """Recipe.test, with the pack's evaluations of this replica."""
-        summary = self.summary
-        self.tracker.log("test", self.step, test)
-        summary.test, summary.final_val, summary.best_val = test, self.val, self.best
-        for n, values in at_len.items():
-            self.tracker.log("test", self.step, values, eval_seq_len=n)
-            summary.test_at_len = {**(summary.test_at_len or {}), str(n): values}
-        summary.status = "completed"
         self.timer.add(phases.EVAL_TEST, seconds)
-        if said := suspect(self.cfg, self.val, self.spec.baseline):
-            summary.flags = said
-            log.warning("flagged: %s", "; ".join(said))
+        self.record_test(self.summary, test, at_len)
         self.tracker.close_console()
-
-    def diverged(self, step: int) -> None:
-        self.summary.status, self.summary.diverged_at_step = "diverged", step
-        log.error("loss is not finite at step %d: stopping (status diverged).", step)
 
     def finish(self, loop_seconds: float, shared_seconds: float, error: BaseException | None = None) -> None:
         """Recipe.run's end: the summary and the end block; `outcome` is what a solo run would return or raise.
         loop_seconds: the pack's loop; shared_seconds: its evaluations and every replica's checkpoints."""
         summary = self.summary
-        if error is not None and summary.status == "running":
-            stopped = isinstance(error, (Interrupted, KeyboardInterrupt))
-            summary.status = "interrupted" if stopped else "failed"
-            summary.error = f"{type(error).__name__}: {error}"
-        train_time = loop_seconds - shared_seconds
-        summary.steps, summary.wall_time = self.step, round(self.tracker.elapsed(), 3)
-        summary.time_per_step = round(train_time / max(self.step - self.start_step, 1), 6)
-        seconds = self.timer.seconds
-        summary.eval_time, summary.checkpoint_time = (
-            round(seconds[phases.EVAL_VAL], 3),
-            round(seconds[phases.CHECKPOINTS], 3),
-        )
-        if self.resumed_at:
-            summary.resumed_at = self.resumed_at
-        summary.wandb = self.tracker.where("wandb")
+        if error is not None:
+            self.ended_by(summary, error)
         with self.speaking():
-            self.tracker.finish(summary)
-            log.info(end_of_run_block(summary.as_dict(), self.run_dir, tasks.primary_metric(self.spec)))
+            self.close_summary(summary, loop_seconds - shared_seconds, self.start_step)
         self.log_file.close()
         if summary.status == "diverged":
             self.outcome = ("raised", Diverged(summary.diverged_at_step, self.run_dir))
@@ -258,7 +217,7 @@ def train_replicas(replicas: list[Replica], device: torch.device) -> None:
                     for r, grad_norm in zip(active, norms):
                         with r.speaking():
                             if (bad := r.log_train(grad_norm)) is not None:
-                                r.diverged(bad)
+                                r.record_diverged(r.summary, bad)
                                 gone.append(r)
                     if gone:
                         active = [r for r in active if r not in gone]

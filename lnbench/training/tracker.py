@@ -18,6 +18,7 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from lnbench.errors import resume_command
 from lnbench.runs import Summary, job_axes, write_summary
 from lnbench.training.progress import Pace, in_sweep
 from lnbench.training.sinks import RunInfo, Sink
@@ -289,7 +290,7 @@ def end_of_run_block(summary: dict[str, Any], run_dir: Path, primary: str) -> st
     lines.append(f"  files      {run_dir}  (metrics.jsonl, summary.json, train.log)")
     if summary.get("wandb"):
         lines.append(f"  W&B        {summary['wandb']}")
-    again = summary.get("status") == "interrupted"
-    shown = shlex.quote(f"resume={run_dir}" if again else str(run_dir))  # pasted into a shell: spaces and all
-    lines.append(f"  next       lnbench {'train' if again else 'report'} {shown}")
+    # pasted into a shell: spaces and all
+    again = resume_command(run_dir) if summary.get("status") == "interrupted" else None
+    lines.append(f"  next       {again or shlex.join(['lnbench', 'report', str(run_dir)])}")
     return "\n".join(lines)

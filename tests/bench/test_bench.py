@@ -125,7 +125,10 @@ BAD = {  # the options as typed -> what the one paragraph must name
     "not-a-number": (["--reps", "x"], "invalid int value: 'x'"),
     "unknown-option": (["--repz", "3"], "unrecognized arguments: --repz 3"),
     "sweep-epochs-0": (["--sweep-epochs", "0"], "--sweep-epochs=0.0 is not allowed"),
-    "device-tpu": (["--device", "tpu"], "--device=tpu is not allowed"),
+    "device-tpu": (["--device", "tpu"], "--device=tpu is not allowed: use auto, cpu, cuda or cuda:N"),
+    "device-mps": (["--device", "mps"], "--device=mps is not allowed: use auto, cpu, cuda or cuda:N"),
+    # a run's own rule for the machine's devices (training.device.resolve_device), not a second one
+    "device-index": (["--device", "cuda:99"], "--device=cuda:99 is not allowed here: torch sees "),
     "throughput-preset": (["--throughput-presets", "fig7"], "fig7 is not a claim preset: use ln_gain_init"),
     "throughput-steps-1": (["--throughput-steps", "1"], "--throughput-steps=1 is not allowed: it must be"),
     "throughput-jobs-0": (["--throughput-jobs", "0"], "--throughput-jobs=0 is not allowed"),

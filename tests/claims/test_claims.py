@@ -10,6 +10,7 @@ from scipy import stats as scipy_t
 from lnbench import report
 from lnbench.claims import spec as claims
 from lnbench.claims import verdicts
+from lnbench.report import analysis, page
 
 CLAIM = {
     "id": "ln_beats_bn",
@@ -220,7 +221,7 @@ def test_a_bad_claim_in_a_sweep_is_reported_not_raised(tmp_path):
     sweep(tmp_path, -0.05, seeds=3, claim_list=[{**CLAIM, "measure": "fastest"}])
     rep = report.make_report(tmp_path, report.load_runs(tmp_path), {}, x_axes=())
     assert rep.verdicts == [] and "fastest" in rep.claim_errors[0]
-    assert "claim error" in report.render_markdown(rep)
+    assert "claim error" in page.render_markdown(rep)
 
 
 # ---- tuning -----------------------------------------------------------------------------------
@@ -242,14 +243,14 @@ def test_tuning_picks_on_validation_and_never_reads_test(tmp_path, monkeypatch):
     test = {"ln_mlp": {1e-4: 0.01, 1e-3: 0.90, 1e-2: 0.50}, "bn_mlp": {1e-4: 0.01, 1e-3: 0.02, 1e-2: 0.90}}
     tuned_sweep(tmp_path, val, test)
     runs = report.load_runs(tmp_path)
-    lay = report.layout(runs)
+    lay = analysis.layout(runs)
     assert lay.tuned == ["optim.lr"] and lay.panels == [] and lay.line == "model"  # lr is no panel
-    groups = report.group_runs(runs, lay)
+    groups = analysis.group_runs(runs, lay)
     read = []
     # the selection gets the final validation metric only: poison test to prove it is never consulted
     for r in runs:
         r.summary = {**r.summary, "test": _Poisoned(read)}
-    report.tune_groups(groups, lay, "error")
+    analysis.tune_groups(groups, lay, "error")
     assert not read
     picks = {g.line: g.selection for g in groups}
     assert picks["ln_mlp"].chosen == (1e-3,) and not picks["ln_mlp"].edge
@@ -261,7 +262,7 @@ def test_the_report_judges_claims_at_the_tuned_values_and_a_line_at_its_grid_edg
     val = {"ln_mlp": {1e-4: 0.50, 1e-3: 0.10, 1e-2: 0.20}, "bn_mlp": {1e-4: 0.40, 1e-3: 0.30, 1e-2: 0.25}}
     test = {m: {lr: 0.5 for lr in v} for m, v in val.items()}
     tuned_sweep(tmp_path, val, test)
-    md = report.render_markdown(report.make_report(tmp_path, report.load_runs(tmp_path), {}, x_axes=()))
+    md = page.render_markdown(report.make_report(tmp_path, report.load_runs(tmp_path), {}, x_axes=()))
     d = json.loads(json.dumps(verdict(tmp_path)))["ln_beats_bn"]
     assert d["raw_verdict"] == d["verdict"] == "inconclusive" and d["reason"].startswith(
         "grid edge: bn_mlp chose lr=0.01"
@@ -287,7 +288,7 @@ def test_tune_on_the_command_line(tmp_path):
         cfg = yaml.safe_load((job / ".hydra" / "config.yaml").read_text())
         cfg["tune"] = []
         (job / ".hydra" / "config.yaml").write_text(yaml.safe_dump(cfg))
-    assert report.layout(report.load_runs(tmp_path)).panels == ["optim.lr"]
+    assert analysis.layout(report.load_runs(tmp_path)).panels == ["optim.lr"]
     assert report.main([str(tmp_path), "--tune", "optim.lr"]) == 0
     saved = json.loads((tmp_path / "report" / "claims.json").read_text())
     assert saved[0]["verdict"] == "held" and saved[0]["n_seeds"] == 6

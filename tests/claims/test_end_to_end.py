@@ -1,4 +1,4 @@
-"""Verdicts end to end: synthetic sweeps laid out as `lnbench check` leaves them (lnbench/check/synthetic.py),
+"""Verdicts end to end: synthetic sweeps laid out as `lnbench check` leaves them (calibration/synthetic.py),
 judged by `lnbench report` itself; its claims.json, report.md, report.html and terminal output read back.
 
 - Nulls of the declared estimand (P(d > 0) = 1/2: a catastrophe on 10% of the seeds, a skewed line, diverged
@@ -18,8 +18,8 @@ import re
 import numpy as np
 import pytest
 
+from calibration import synthetic
 from lnbench import report
-from lnbench.check import synthetic
 from lnbench.claims.decision import reads
 from lnbench.claims.plan import plan_judging
 from lnbench.report.claims_text import EFFECT
@@ -128,7 +128,7 @@ def _judged(rng, d_noisy_minus_quiet, n_claims=1, **kw):
     shared = 0.01 * rng.normal(size=n)
     judge = {"quiet": 1.0 + shared, "noisy": 1.0 + shared + np.asarray(d_noisy_minus_quiet)}
     claims = [synthetic.claim(f"c{i}") for i in range(n_claims)]
-    return synthetic.Sweep(synthetic.tuned(rng, ("quiet", "noisy")), judge, claims, LOOKS, **kw)
+    return synthetic.SyntheticSweep(synthetic.tuned(rng, ("quiet", "noisy")), judge, claims, LOOKS, **kw)
 
 
 def scenarios(rng):

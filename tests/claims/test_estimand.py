@@ -1,6 +1,6 @@
 """Issue 39: the declared estimand (the median: `better` beats `than` by more than the margin on most seeds), its
 exact sign tests, the judging seeds planned for them (lnbench/claims/plan.py), and their error rates and power
-simulated under every shape of lnbench/claims/nulls.py (a fast version by default, 50,000 trials with `-m slow`).
+simulated under every shape of calibration/nulls.py (a fast version by default, 50,000 trials with `-m slow`).
 A rate passes below its nominal level plus three binomial standard errors; the mean option is shown to fail the
 same bound where its label says it may."""
 
@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from scipy import stats as sst
 
+from calibration import simulate
+from calibration.nulls import SHAPES
 from lnbench.check.rounds import design_record
-from lnbench.claims import plan, simulate, stats
-from lnbench.claims.nulls import SHAPES
+from lnbench.claims import plan, stats
 
 FAST, SLOW = 4000, 50_000
 
@@ -43,16 +44,14 @@ def test_the_plan_is_the_fewest_seeds_with_the_power_asked_and_spends_alpha_only
     assert plan.power_of(p.looks, p.shares, level, p.mde) == pytest.approx(0.8, abs=2e-3)  # the MDE, exactly
 
 
-def test_the_plan_fits_a_budget_and_says_when_nothing_it_allows_can_decide():
+def test_the_plan_is_capped_only_by_max_seeds_and_says_when_nothing_it_allows_can_decide():
     full = plan.plan_judging(family_size=23)
     assert (full.max_seeds, full.looks) == (21, (14, 21))
-    capped = plan.plan_judging(family_size=23, seed_cost_s=10, budget_s=150)  # 15 seeds affordable
-    assert capped.max_seeds <= 15 and capped.capped_by == "budget" and capped.needed == 21 and capped.mde > full.mde
-    none = plan.plan_judging(family_size=23, seed_cost_s=10, budget_s=90)  # 9 seeds: 1/512 > 0.025/23
+    capped = plan.plan_judging(family_size=23, cap=15)
+    assert capped.max_seeds <= 15 and capped.capped_by == "cap" and capped.needed == 21 and capped.mde > full.mde
+    none = plan.plan_judging(family_size=23, cap=9)  # 9 seeds: 1/512 > 0.025/23
     assert none.max_seeds == 0 and not none.looks and not none.decidable and "needs at least 10" in none.summary()
-    check = plan.plan_check({"a": (23, 10.0), "b": (4, 10.0)}, budget_s=300)
-    assert sum(p.max_seeds * 10 for p in check.values()) <= 300 and all(p.decidable for p in check.values())
-    assert plan.plan_check({"a": (23, 10.0)}) == {"a": full}  # no budget: each claim's own plan
+    assert "capped by --max-seeds (21 asked for)" in capped.summary()
 
 
 @pytest.mark.parametrize(

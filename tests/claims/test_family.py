@@ -5,11 +5,11 @@ claim the presets do not declare in the family it names is adjusted apart, never
 import numpy as np
 import pytest
 
+from calibration import simulate, synthetic
 from lnbench import report
 from lnbench.check import cli as check
-from lnbench.check import synthetic
 from lnbench.check.page import adjusted
-from lnbench.claims import family, simulate
+from lnbench.claims import family
 from lnbench.claims.plan import plan_judging
 from lnbench.report import claims_text
 
@@ -28,7 +28,7 @@ def _sweep(root, rng, cid, effect, fam="primary"):
     shared = 0.01 * rng.normal(size=n)
     judge = {"quiet": 1.0 + shared, "noisy": 1.0 + shared - effect + 0.004 * rng.normal(size=n)}
     claims = [synthetic.claim(cid, family=fam)]
-    sweep = synthetic.Sweep(synthetic.tuned(rng, ("quiet", "noisy")), judge, claims, plan=PRIMARY)
+    sweep = synthetic.SyntheticSweep(synthetic.tuned(rng, ("quiet", "noisy")), judge, claims, plan=PRIMARY)
     rep = report.make_report(root, report.load_runs(synthetic.write(root, sweep)), {}, x_axes=())
     return check.Outcome(cid, root, 1.0, (0.0, 0.0), 0, rep.verdicts)
 

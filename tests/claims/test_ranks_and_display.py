@@ -41,6 +41,8 @@ def test_a_diverged_better_seed_among_nine_is_a_loss_of_its_pair_not_a_veto_nor_
     mean = verdict(better, than, estimand="mean")  # the mean is unbounded where `better` diverged: held is out
     assert mean.p_held == 1.0 and mean.verdict == "inconclusive" and "1 pair(s) diverged" in mean.tails
     assert mean.panels[0]["looks"][0]["ruled_out"] == ["held"]
+    assert mean.reason.startswith("held ruled out: 1 pair(s) diverged or never reached the target, so that line's")
+    assert "t test did not pass" not in mean.reason and "8 exact pairs" in mean.reason
 
 
 def test_two_diverged_runs_in_one_pair_are_a_pair_of_unknown_order_that_counts_against_every_side():
@@ -99,3 +101,31 @@ def test_a_claim_frozen_at_an_early_look_keeps_its_look_on_the_page():
     assert "(look 7)" in claims_text.effect_text(d) and d["planned_looks"] == [7, 14]
     row = claims_text.table_rows([d])[0]
     assert row[claims_text.COLUMNS.index("estimand")] == "median (most seeds)"
+
+
+def test_a_claim_awaiting_its_seeds_shows_its_planned_mde():
+    from lnbench.claims import plan
+
+    design = plan.plan_judging(family_size=23)  # looks 14, 21
+    v = verdict(*nine(), family_size=23, design=design)  # 9 judging seeds: short of the first look
+    assert v.awaiting_seeds and v.verdict == "inconclusive" and v.planned_looks == [14, 21] and v.max_seeds == 21
+    assert v.mde == pytest.approx(design.mde, abs=1e-3) and v.reason.startswith("n<14: 9 paired judging seed(s)")
+    assert v.reason.endswith("planned MDE P(d > margin) 0.89 at up to 21 seeds")
+
+
+def test_the_page_shows_what_ties_cost_a_claim_on_a_quantized_metric():
+    from lnbench.claims import plan
+
+    design = plan.plan_judging(family_size=23)  # looks 14, 21
+    # an error rate on 100 test items: `better` one item lower on 8 seeds, the same on 6
+    than = {s: Value(0.10 + 0.01 * (s % 3)) for s in range(14)}
+    better = {s: Value(than[s].x - (0.01 if s < 8 else 0.0)) for s in range(14)}
+    v = verdict(better, than, family_size=23, design=design, min_effect=0.001)
+    assert v.verdict == "inconclusive" and v.ties == 6 and v.decided_at == 14
+    lost = plan.power_of(design.looks, design.shares, 0.025 / 23, 0.9 * (1 - 6 / 14))
+    assert v.power_with_ties == pytest.approx(lost) and lost < 0.05 < design.power_at_agree
+    cost = f"6 of 14 tied: power {design.power_at_agree:.0%} → {lost:.0%} at 90% of the other pairs"
+    assert cost in v.reason and claims_text.pairs_text(v.as_dict()) == f"8 of 14 above, 0 below; {cost}"
+    untied = verdict(*nine(), family_size=23, design=plan.plan_for_looks([9], 23))
+    assert untied.ties == 0 and untied.power_with_ties is None
+    assert "tied" not in claims_text.pairs_text(untied.as_dict())

@@ -1,6 +1,6 @@
 """The statistics of a verdict: numbers against scipy and hand computations, and the error rates of issue 23's
-procedures under simulated nulls (lnbench/claims/simulate_earlier.py runs lnbench/tuning.pick and
-lnbench/claims/stats.py); issue 39's estimand and plans: tests/claims/test_estimand.py.
+procedures under simulated nulls (the simulations below run lnbench/claims/tuning.pick and lnbench/claims/stats.py;
+docs/verdicts-log.md has their tables); issue 39's estimand and plans: tests/claims/test_estimand.py.
 
 The fast versions use a few thousand vectorized trials (well under a second each); `-m slow` reruns them
 with 50,000. A rate passes if it is below its nominal level plus three binomial standard errors; the
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from scipy import stats as sst
 
-from lnbench.claims import simulate_earlier as simulate
 from lnbench.claims import stats
+from lnbench.claims.tuning import pick
 
 FAST, SLOW = 4000, 50_000
 
@@ -94,6 +94,16 @@ def test_tails_flags_a_seed_beyond_three_interquartile_ranges():
     assert list(stats.tails(d)) == [8] and len(stats.tails(d[:8])) == 0
 
 
+def test_tails_of_a_quantized_metric_are_not_its_ordinary_ties():
+    # an error rate on 100 test items: differences of whole items, mostly tied; float differences, not exact steps
+    than = np.array([0.12, 0.10, 0.11, 0.13, 0.12, 0.10, 0.11, 0.12, 0.14])
+    better = than - np.array([0, 0, 0, 0, 0, 0, 0, 0.01, -0.01])
+    d = than - better
+    assert np.percentile(d, 25) == np.percentile(d, 75) == 0 and len(stats.tails(d)) == 0  # a step off: ordinary
+    d[3] = -0.93 + d[3]  # a catastrophe among the ties is still far out, and so are 4 items beyond 3 steps' fence
+    assert list(stats.tails(d)) == [3] and list(stats.tails(np.r_[np.zeros(7), 0.01, 0.04])) == [8]
+
+
 def test_holm_and_bh_adjusted_p_values_by_hand():
     p = np.array([0.01, 0.04, 0.03, 0.005])
     # Holm: sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1, running max
@@ -131,12 +141,100 @@ def test_the_bootstrap_is_reproducible_and_p_improvement_counts_ties_half():
     assert stats.p_improvement(np.array([1.0, -1.0, 0.0, 2.0]), np.array([1.0, -1.0, 0.0, 2.0])) == pytest.approx(0.625)
 
 
+# ---- the simulations: every scenario a null ------------------------------------------------------
+# The two models of a claim are identical (the same mean at every learning rate), so any held or contradicted
+# verdict is false. A run's final value is a seed effect both models share at that seed (the same data order)
+# plus the model's own noise; a run's test value adds a little noise of its own. "before" is the procedure before
+# issue 23: the learning rate chosen and the claim judged on the same three seeds, no family adjustment,
+# "contradicted if contradicted in any panel", and each look at 95%.
+ALPHA = stats.ALPHA
+
+
+def _runs(rng, shape, sd):
+    """Final validation values (trials, models, lrs, seeds) of identical models with the given noise per model."""
+    trials, lrs, seeds = shape
+    shared = rng.normal(0, 1.0, (trials, 1, 1, seeds))
+    own = rng.normal(0, 1, (trials, len(sd), lrs, seeds)) * np.asarray(sd)[None, :, None, None]
+    return shared + own
+
+
+def _decisions(d, looks=None):
+    """(held, contradicted) decided on paired differences d (trials, n) at 95% (one look, or the looks' design)."""
+    if looks is None:
+        ph, pc, _ = stats.paired_t(d)[:3]
+    else:
+        w = stats.spending(looks)
+        ph, pc = (stats.sequential(np.stack([stats.paired_t(d[:, :n])[i] for n in looks], -1), w) for i in (0, 1))
+    p, kind = stats.decide(ph, pc, np.ones_like(ph))
+    return (p <= ALPHA) & (kind == stats.HELD), (p <= ALPHA) & (kind == stats.CONTRA)
+
+
+def _chosen(val):
+    """Each model's runs at the learning rate tuning.pick chooses on them: (trials, models, seeds)."""
+    chosen = pick(val, np.ones(val.shape, bool))
+    return np.take_along_axis(val, chosen[:, :, None, None], 2)[:, :, 0, :]
+
+
+def simulate_tuning(trials, sd_ratio, judge="fresh", lrs=3, seeds=3, n_judge=3, seed=0):
+    """(false held, false contradicted) of "the noisier model beats the quieter", each model tuned on its tuning
+    seeds, then judged on the same runs ("same", before), their test values ("test") or fresh seeds ("fresh")."""
+    rng = np.random.default_rng(seed)
+    sd = (1.0, sd_ratio)  # model 0: than (quiet), model 1: better (noisy)
+    at = _chosen(_runs(rng, (trials, lrs, seeds), sd))
+    if judge == "same":
+        judged = at
+    elif judge == "test":
+        judged = at + rng.normal(0, 0.1, at.shape)
+    else:  # fresh seeds: new runs at the chosen value; under the null the value does not change the mean
+        judged = _runs(rng, (trials, 1, n_judge), sd)[:, :, 0, :]
+    held, contra = _decisions(judged[:, 0] - judged[:, 1])
+    return float(held.mean()), float(contra.mean())
+
+
+def simulate_family(trials, claims=26, adjust="holm", procedure="after", seed=0):
+    """(mean number of false verdicts per check, P(at least one)) when all claims are null, independent."""
+    rng = np.random.default_rng(seed)
+    if procedure == "before":  # the old whole procedure per claim, unadjusted (equal noise, same seeds)
+        at = _chosen(_runs(rng, (trials * claims, 3, 3), (1.0, 1.0)))
+        d = at[:, 0] - at[:, 1]
+    else:
+        d = rng.normal(0, 1, (trials * claims, 3))
+    p, _ = stats.decide(*stats.paired_t(d)[:3])
+    false = (stats.ADJUST[adjust if procedure == "after" else "none"](p.reshape(trials, claims)) <= ALPHA).sum(-1)
+    return float(false.mean()), float((false > 0).mean())
+
+
+def simulate_panels(trials, k, rule="after", n=3, seed=0):
+    """(false held, false contradicted) of a claim over k null panels: the old rule (contradicted if
+    contradicted in any panel, each at 95%) or stats.combine_panels."""
+    rng = np.random.default_rng(seed)
+    ph, pc, pe = (x.reshape(trials, k) for x in stats.paired_t(rng.normal(0, 1, (trials * k, n)))[:3])
+    if rule == "before":
+        return float((2 * ph <= ALPHA).all(-1).mean()), float((2 * pc <= ALPHA).any(-1).mean())
+    p, kind = stats.decide(*stats.combine_panels(ph, pc, pe))
+    return float(((p <= ALPHA) & (kind == stats.HELD)).mean()), float(((p <= ALPHA) & (kind == stats.CONTRA)).mean())
+
+
+def simulate_stopping(trials, looks, rule="after", seed=0):
+    """P(a false held or contradicted at some look) when seeds are added until the claim is decided: each look
+    at 95% ("before") or the looks' alpha spending (stats.spending, stats.sequential)."""
+    d = np.random.default_rng(seed).normal(0, 1, (trials, looks[-1]))
+    if rule == "before":
+        decided = np.zeros(trials, bool)
+        for n in looks:
+            held, contra = _decisions(d[:, :n])
+            decided |= held | contra
+        return float(decided.mean())
+    held, contra = _decisions(d, looks)
+    return float((held | contra).mean())
+
+
 # ---- error rates under the null ---------------------------------------------------------------
 def _selection(trials):
     for ratio in (5, 10):
-        before_held, _ = simulate.tuning(trials, ratio, "same")
-        test_held, _ = simulate.tuning(trials, ratio, "test")
-        after_held, after_contra = simulate.tuning(trials, ratio, "fresh")
+        before_held, _ = simulate_tuning(trials, ratio, "same")
+        test_held, _ = simulate_tuning(trials, ratio, "test")
+        after_held, after_contra = simulate_tuning(trials, ratio, "fresh")
         assert before_held > bound(0.025, trials), (ratio, before_held)  # today's procedure fails the test...
         assert test_held > bound(0.025, trials), (ratio, test_held)  # ...and judging on test does not fix it
         assert after_held <= bound(0.025, trials) and after_contra <= bound(0.025, trials), (
@@ -147,25 +245,25 @@ def _selection(trials):
 
 
 def _family(trials):
-    _, any_before = simulate.family(trials, procedure="before")
-    _, any_raw = simulate.family(trials, adjust="none")
-    _, any_holm = simulate.family(trials, adjust="holm")
-    _, any_bh = simulate.family(trials, adjust="bh")
+    _, any_before = simulate_family(trials, procedure="before")
+    _, any_raw = simulate_family(trials, adjust="none")
+    _, any_holm = simulate_family(trials, adjust="holm")
+    _, any_bh = simulate_family(trials, adjust="bh")
     assert any_before > 0.4 and any_raw > 0.6
     assert any_holm <= bound(0.05, trials) and any_bh <= bound(0.05, trials)  # all null: FDR is the family-wise rate
 
 
 def _panels(trials):
     for k in (2, 3):
-        _, before = simulate.panels(trials, k, "before")
-        held, contra = simulate.panels(trials, k, "after")
+        _, before = simulate_panels(trials, k, "before")
+        held, contra = simulate_panels(trials, k, "after")
         assert before > bound(0.025, trials) and held <= bound(0.025, trials) and contra <= bound(0.025, trials)
 
 
 def _stopping(trials):
     for looks in ([3, 6, 9], [3, 4, 5, 6, 7]):
-        assert simulate.stopping(trials, looks, "before") > bound(0.05, trials)
-        assert simulate.stopping(trials, looks, "after") <= bound(0.05, trials)
+        assert simulate_stopping(trials, looks, "before") > bound(0.05, trials)
+        assert simulate_stopping(trials, looks, "after") <= bound(0.05, trials)
 
 
 @pytest.mark.parametrize("check", [_selection, _family, _panels, _stopping])

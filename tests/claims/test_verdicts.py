@@ -11,8 +11,8 @@ from lnbench import report
 from lnbench.check import cli as check
 from lnbench.check import rounds
 from lnbench.claims import judge
-from lnbench.report import claims_text
-from lnbench.runs import parse_scalar
+from lnbench.report import claims_text, page
+from lnbench.runs.reader import parse_scalar
 
 CLAIM = {
     "id": "ln_beats_bn",
@@ -231,7 +231,7 @@ def test_judging_seeds_judge_and_the_page_says_which_seeds_chose_and_which_judge
         1002,
     ]
     assert claims_text.seeds_text(d) == "3 + 3"
-    md = report.render_markdown(rep)
+    md = page.render_markdown(rep)
     assert "3 + 3" in md and "chose: seed 0,1,2; judged: seed 1000,1001,1002" in md
     assert "Judging runs not used" in md and "judge/stale" in md
 
@@ -246,7 +246,7 @@ def test_a_sweep_without_judging_seeds_is_judged_on_its_tuning_seeds_and_says_so
         v["ln_beats_bn"]["note"] == judge.ON_TUNING_SEEDS
         and claims_text.seeds_text(v["ln_beats_bn"]) == "3 (the tuning seeds)"
     )
-    assert judge.ON_TUNING_SEEDS in report.render_markdown(rep)
+    assert judge.ON_TUNING_SEEDS in page.render_markdown(rep)
 
 
 def test_the_looks_of_the_design_spend_their_declared_shares(tmp_path):
@@ -280,7 +280,7 @@ def test_the_adjusted_verdict_stands_beside_the_raw_one(tmp_path):
     assert "held before the family adjustment" in d["reason"] or "underpowered" in d["reason"]
     _, none = entries(tmp_path, adjust="none")
     assert none["c0"]["verdict"] == "held"
-    assert "| inconclusive (" in report.render_markdown(rep) and "| held |" in report.render_markdown(rep)
+    assert "| inconclusive (" in page.render_markdown(rep) and "| held |" in page.render_markdown(rep)
 
 
 # ---- lnbench check's rounds ---------------------------------------------------------------------------------
@@ -329,7 +329,7 @@ def test_check_options_are_checked(argv, match, capsys):
     assert check.main(argv) == 2 and match in capsys.readouterr().err
 
 
-def test_check_looks_and_a_changed_design_is_refused(tmp_path, capsys):
+def test_check_looks_and_a_changed_design_is_kept_and_said(tmp_path):
     assert check.parse_args([]).planned and check.parse_args([]).looks == []  # the default: a plan per claim
     assert check.parse_args(["--judging-seeds", "3"]).looks == [3, 6, 9]
     assert check.parse_args(["--judging-seeds", "3", "--max-seeds", "10"]).looks == [3, 6, 9, 10]
@@ -337,10 +337,10 @@ def test_check_looks_and_a_changed_design_is_refused(tmp_path, capsys):
     assert check.parse_args(["--judging-seeds", "3", "--max-seeds", "3"]).looks == [3]
     (tmp_path / "pmnist").mkdir()
     (tmp_path / "pmnist" / judge.DESIGN_FILE).write_text(json.dumps({"looks": [3, 6, 9]}))
-    assert check.main(["pmnist", "--out", str(tmp_path), "--judging-seeds", "3", "--max-seeds", "6"]) == 2
-    assert "was judged in looks of [3, 6, 9]" in capsys.readouterr().err
-    assert check.main(["pmnist", "--out", str(tmp_path)]) == 2  # a plan per claim would change its looks
-    assert "continue it with --judging-seeds 3 --max-seeds 9" in capsys.readouterr().err
+    for other in (["--judging-seeds", "3", "--max-seeds", "6"], []):  # other looks; a plan per claim (the default)
+        args = check.parse_args(["pmnist", "--out", str(tmp_path), *other])
+        check.check_design(args)  # not refused: the rerun goes on in the declared looks, and says so
+        assert any("declared under looks of [3, 6, 9] judging seeds" in line for line in check.kept_design(args))
 
 
 def test_report_command_adjusts_as_asked_and_draws_every_claims_numbers(tmp_path, capsys):

@@ -165,7 +165,7 @@ BAD_CHECK = {
     ),
     "design-unreadable": (
         ["pmnist", "--out", "{t}/check"],
-        ["{t}/check/pmnist/judging.json is not the design lnbench check wrote"],
+        ["{t}/check/pmnist/judging.json is not JSON, cut off or damaged"],
     ),
     # issue 32: values are validated before the first job, and an --out the file system refuses is refused
     "override-bad-value": (

@@ -365,8 +365,9 @@ def test_ctrl_c_while_a_submitit_job_warms_up_is_an_interrupted_job(tmp_path, mo
     from hydra.types import RunMode
     from omegaconf import open_dict, read_write
 
+    from lnbench.config.launchers import SUBMITIT_LOCAL
     from lnbench.config.schema import register_configs
-    from lnbench.launch import entry
+    from lnbench.launch import start
     from lnbench.launch.entry import CONF_DIR, Job
     from lnbench.launch.preflight import Plan, without_hydra
 
@@ -381,10 +382,10 @@ def test_ctrl_c_while_a_submitit_job_warms_up_is_an_interrupted_job(tmp_path, mo
     def ctrl_c():
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(entry, "warm_up", ctrl_c)  # the job's warm-up (lnbench.launch.process.isolate)
+    monkeypatch.setattr(start, "warm_up", ctrl_c)  # the job's warm-up (lnbench.launch.process.isolate)
     HydraConfig.instance().set_config(cfg)
     try:
-        answer = Job(Plan([], True, tmp_path, "submitit_local"))(without_hydra(cfg))
+        answer = Job(Plan([], True, tmp_path, SUBMITIT_LOCAL))(without_hydra(cfg))
     except KeyboardInterrupt:
         pytest.fail("the Ctrl-C escaped the job: submitit gets no result, the sweep prints a traceback")
     finally:

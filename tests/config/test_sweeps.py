@@ -14,11 +14,11 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from lnbench import report
+from lnbench.config import launchers
 from lnbench.config.schema import register_configs
 from lnbench.config.validate import validate
 from lnbench.errors import ConfigError
 from lnbench.launch.entry import CONF_DIR
-from lnbench.launch.process import threads as threads_module
 from lnbench.launch.process.threads import parallel_job_threads
 from tests.conftest import REPO, TINY, compose_train
 from tests.wandb_file import read_offline_runs
@@ -92,9 +92,12 @@ def test_preset_composes_for_training(name):
 
 @pytest.mark.parametrize("n_jobs,cores,threads", [(-1, 2, 1), (2, 2, 1), (1, 2, 2), (-1, 8, 1), (4, 8, 2), (-2, 8, 1)])
 def test_parallel_jobs_share_the_cores(n_jobs, cores, threads, monkeypatch):
-    monkeypatch.setattr(threads_module, "usable_cores", lambda: list(range(cores)))  # the process's affinity
-    assert parallel_job_threads(OmegaConf.create({"launcher": {"n_jobs": n_jobs}})) == threads
-    assert parallel_job_threads(OmegaConf.create({"launcher": {"timeout_min": 60}})) is None
+    monkeypatch.setattr(launchers, "shareable_cores", lambda: cores)  # affinity and quota, as joblib counts them
+    joblib = {"_target_": launchers.HYDRA["joblib"][0], "n_jobs": n_jobs}
+    assert parallel_job_threads(OmegaConf.create({"launcher": joblib})) == threads
+    submitit = {"_target_": launchers.HYDRA["submitit_local"][0], "timeout_min": 60}
+    assert parallel_job_threads(OmegaConf.create({"launcher": submitit})) is None
+    assert parallel_job_threads(OmegaConf.create({"launcher": {**submitit, "cpus_per_task": 3}})) == 3
 
 
 # ---- end to end: real multiruns in a subprocess ------------------------------------------------
@@ -147,7 +150,7 @@ def test_sweep_runs_every_job_records_failures_and_reports(launcher, tmp_path):
         assert run.name.startswith(("ln_lstm · ", "bn_lstm · ")) and "batch_size=" in run.name
         assert {"dataset=adding", "norm=layer"} <= set(run.tags) or {"dataset=adding", "norm=batch"} <= set(run.tags)
         if launcher == "joblib":  # two jobs at a time on this machine's cores: torch threads split between them
-            assert run.config["threads"] == parallel_job_threads(OmegaConf.create({"launcher": {"n_jobs": -1}}))
+            assert run.config["threads"] == launchers.JOBLIB.job_cores({"n_jobs": -1})
 
     assert report.main([str(sweep_dir)]) == 0
     md = (sweep_dir / "report" / "report.md").read_text()
@@ -370,7 +373,7 @@ def test_check_fails_when_a_preset_gives_no_verdict(tmp_path, monkeypatch):
     class NoRuns:  # a runner whose preset's sweep left no runs
         overlapping = False
 
-        def run(self, checks, done):
+        def run(self, checks, done, budget):
             for c in checks:
                 done(check.Outcome(c.preset, tmp_path / c.preset, 1.0, (0.0, 0.0), 1, [], "the sweep left no runs"))
 

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from lnbench.data import IGNORE_INDEX, MNIST, Adding, Copy, SeqMNIST, Shakespeare
+from lnbench.data import MNIST, Adding, Copy, SeqMNIST, Shakespeare
+from lnbench.data.base import IGNORE_INDEX
 from lnbench.data.mnist_files import read_idx
 from lnbench.errors import ConfigError, DataError
 

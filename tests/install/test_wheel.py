@@ -66,6 +66,7 @@ def installed(tmp_path_factory):
     assert "lnbench/conf/train.yaml" in names and "lnbench/conf/experiment/fig6_mnist.yaml" in names
     assert any(n.startswith("lnbench/nn/fast/csrc/") and n.endswith(".cpp") for n in names)
     assert "lnbench/nn/fast/csrc/kernel_common.h" in names  # both kernels include it
+    assert not any(n.startswith(("calibration/", "tests/")) for n in names)  # a checkout's, not the package's
     ok(sh(sys.executable, "-m", "venv", tmp / "venv", env=env))
     pip = [tmp / "venv" / "bin" / "python", "-m", "pip", "install", "-q", "-c", LOCK]
     index = ["--index-url", os.environ["TORCH_INDEX"]] if os.environ.get("TORCH_INDEX") else []

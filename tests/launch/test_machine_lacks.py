@@ -82,4 +82,4 @@ def test_a_slurm_sweep_needs_slurm_and_leaves_its_nodes_device_to_them(launcher,
     srun.write_text("#!/bin/sh\n")
     srun.chmod(0o755)
     plan = preflight(args, CONF_DIR)  # the nodes' devices are theirs: not refused here
-    assert plan is not None and plan.launcher == "slurm" and not sweep.exists()
+    assert plan is not None and plan.kind.remote and not sweep.exists()

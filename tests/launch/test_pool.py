@@ -57,9 +57,10 @@ def numbers(text: str) -> list[dict]:
 @pytest.fixture(scope="module")
 def pool_and_hydra():
     from lnbench.check.inprocess import InProcessHydra
-    from lnbench.launch.process.pool import WarmPool, joblib_env, joblib_workers
+    from lnbench.config.launchers import JOBLIB
+    from lnbench.launch.process.pool import WarmPool, joblib_env
 
-    workers = joblib_workers(None)
+    workers = JOBLIB.job_slots({})
     pool, hydra = WarmPool(workers, joblib_env(workers)), InProcessHydra()
     yield pool, hydra
     pool.close()

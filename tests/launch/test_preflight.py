@@ -164,25 +164,29 @@ def test_a_big_sweep_composes_each_value_of_each_axis_before_it_starts():
 
 
 @pytest.mark.parametrize(
-    "launcher,kind",
+    "launcher,runs,remote",
     [
-        ("basic", "in-process"),
-        ("joblib", "in-process"),
-        ("submitit_local", "submitit_local"),
-        ("submitit_slurm", "slurm"),
-        ("slurm", "slurm"),
+        ("basic", "in-process", False),
+        ("joblib", "forked", False),
+        ("packed", "in-process", False),
+        ("submitit_local", "process per job", False),
+        ("submitit_slurm", "process per job", True),
+        ("slurm", "process per job", True),
     ],
 )
-def test_each_launcher_is_known_by_its_class(launcher, kind):
+def test_each_launcher_is_known_by_its_class(launcher, runs, remote):
     """What a signal means depends on it: a stopped local sweep marks itself, a SLURM job's SIGTERM is SLURM's."""
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
     from conftest import compose_train
     from hydra import compose, initialize_config_dir
 
+    from lnbench.config.launchers import named
     from lnbench.launch.entry import CONF_DIR
     from lnbench.launch.preflight import launcher_kind
 
     compose_train()  # registers the schemas
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose("train", overrides=[f"hydra/launcher={launcher}"], return_hydra_config=True)
-    assert launcher_kind(cfg) == kind
+    kind = launcher_kind(cfg)
+    assert (kind.runs, kind.remote) == (runs, remote)
+    assert kind == named(launcher)  # by its class, or by its name in hydra/launcher: the same record

@@ -105,6 +105,20 @@ def test_a_sweeps_lines_say_each_job_start_and_end_and_a_total(tmp_path):
     assert out.getvalue().splitlines()[:1] == ["sweep: job 1 (seed=1) started"]
 
 
+def test_a_job_stopped_between_logs_and_one_whose_record_is_damaged_are_said_as_they_ended(tmp_path):
+    sweep = tmp_path / "sweep"
+    multirun(sweep, {}, ["seed=0,1"])
+    shown = SweepProgress(sweep, out=io.StringIO(), terminal=False, clock=Clock())
+    assert shown.look() == []
+    stopped = make_job(sweep, 0, ["seed=0"], status="interrupted")  # logged at step 30, its checkpoint at 41
+    (stopped / "summary.json").write_text('{"status": "interrupted", "steps": 41}')
+    make_job(sweep, 1, ["seed=1"])
+    (sweep / "1" / "summary.json").write_text("[]")
+    said = shown.look()
+    assert said[0] == "sweep: job 0 (seed=0) stopped at step 41 (a rerun resumes it)"
+    assert said[1].startswith("sweep: job 1 (seed=1) unreadable: ") and "summary.json holds list" in said[1]
+
+
 def test_a_checks_overlapping_sweeps_say_which_preset_each_line_is_of(tmp_path):
     def config(experiment, sweep_dir):
         choices = {"model": "ln_lstm"} | ({"experiment": experiment} if experiment else {})

@@ -184,3 +184,52 @@ def test_the_end_block_counts_a_job_another_process_holds_as_in_use_not_complete
     block = end_of_sweep_block(tmp_path, job_statuses(tmp_path))
     assert "  jobs       2: 1 completed, 0 failed, 0 diverged, 0 interrupted, 1 in use" in block
     assert "  in use     1: its directory is in use by another lnbench process: this sweep did not run it" in block
+
+
+def first_round(tmp_path, state: str, pid: int):
+    """A check in its first round (tuning jobs only, no page yet): 2 completed, 1 stopped, 1 not started."""
+    check = tmp_path / "check"
+    preset = check / "ln_gain_init"
+    multirun(preset, {"seed": "0,1,2,3"}, ["+experiment=ln_gain_init"])
+    for num in range(3):
+        make_job(preset, num, [f"seed={num}"], config={"seed": num, "steps": 30})
+    (preset / "2" / "summary.json").write_text('{"status": "interrupted", "steps": 10}')
+    old(preset / "2")
+    command = ["ln_gain_init", "--out", str(check)]
+    record = {"command": command, "presets": ["ln_gain_init"], "pid": pid, "host": os.uname().nodename}
+    (check / ".check.json").write_text(json.dumps({**record, "state": state}))
+    return check, "`lnbench check ln_gain_init --out " + str(check) + "`"
+
+
+@pytest.mark.parametrize("where", ["", "ln_gain_init"])
+def test_a_check_in_its_first_round_is_a_check_with_its_presets_and_command(tmp_path, where):
+    check, command = first_round(tmp_path, "running", os.getpid())
+    out = status.lines(check / where)
+    assert out[0] == f"check {check / where} (running: {command})"
+    assert out[1] == "  ln_gain_init  tune 2 of 4 done (2 completed), 1 stopped, 1 pending"
+    assert status.lines(check / "ln_gain_init" / "0")[0] == f"run {check / 'ln_gain_init' / '0'}"  # a job: a run
+
+
+@pytest.mark.parametrize("state,said", [("stopped", "stopped"), ("running", "stopped (its process is gone)")])
+def test_a_stopped_check_says_so_and_how_to_continue_with_no_time_left(tmp_path, state, said):
+    # Ctrl-C (its record says stopped) or kill -9 (its process gone): jobs pending, none running, no estimate
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    check, command = first_round(tmp_path, state, int(gone.stdout))
+    out = status.lines(check)
+    assert out[0] == f"check {check} ({said}: {command})"
+    assert out[-1].startswith("  time       ") and out[-1].endswith(f"nothing running ({said}: {command} continues it)")
+    assert not any("left" in line for line in out)
+
+
+def test_a_stopped_check_rounds_sweep_says_the_checks_command_not_hydra_sweep_dir(tmp_path):
+    from lnbench.launch.sweep import stop
+    from lnbench.launch.sweep.end import end_of_sweep_block, job_statuses
+
+    check, command = first_round(tmp_path, "stopped", os.getpid())
+    sweep = check / "ln_gain_init"
+    block = end_of_sweep_block(sweep, job_statuses(sweep))
+    assert f"  continue   {command}: the check goes on" in block and "hydra.sweep.dir" not in block
+    said = stop.message(sweep, 2, ["-m", "+experiment=ln_gain_init", f"hydra.sweep.dir={sweep}"])
+    assert f"Resume the check with {command}:" in said and "hydra.sweep.dir" not in said
+    (check / ".check.json").unlink()  # a sweep of its own: its own command
+    assert "hydra.sweep.dir" in end_of_sweep_block(sweep, job_statuses(sweep))

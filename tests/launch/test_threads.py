@@ -13,6 +13,7 @@ import pytest
 from conftest import lnbench_cmd, metrics_without_time, run_cli, summary_of
 from omegaconf import OmegaConf
 
+from lnbench.config import launchers
 from lnbench.config.runtime import Runtime
 from lnbench.launch.process import threads
 
@@ -21,8 +22,14 @@ from lnbench.launch.process import threads
 def machine(monkeypatch):
     """A 4-core machine."""
     monkeypatch.setattr(threads, "usable_cores", lambda: [0, 1, 2, 3])
+    monkeypatch.setattr(launchers, "shareable_cores", lambda: 4)  # a parallel launcher's: affinity and quota
     monkeypatch.setattr(threads.os, "cpu_count", lambda: 4)
     monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
+
+
+def launched(name: str, **keys):
+    """A job's Hydra config under Hydra's launcher `name`, with its keys."""
+    return OmegaConf.create({"launcher": {"_target_": launchers.HYDRA[name][0], **keys}})
 
 
 def test_takes_the_usable_cores(machine):
@@ -47,15 +54,16 @@ def test_slurm_and_launcher_share_cap_it(machine, monkeypatch):
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "2")
     assert threads.choose(None) == (2, "4 usable cores; SLURM_CPUS_PER_TASK=2")
     monkeypatch.delenv("SLURM_CPUS_PER_TASK")
-    assert threads.choose(None, OmegaConf.create({"launcher": {"n_jobs": 4}}))[0] == 1
-    assert threads.choose(None, OmegaConf.create({"launcher": {"n_jobs": -1}}))[0] == 1
-    assert threads.choose(None, OmegaConf.create({"launcher": {"n_jobs": 2}}))[0] == 2
-    assert threads.choose(None, OmegaConf.create({"launcher": {"cpus_per_task": 3}}))[0] == 3
+    assert threads.choose(None, launched("joblib", n_jobs=4))[0] == 1
+    assert threads.choose(None, launched("joblib", n_jobs=-1))[0] == 1
+    assert threads.choose(None, launched("joblib", n_jobs=2))[0] == 2
+    assert threads.choose(None, launched("submitit_local", cpus_per_task=3))[0] == 3
+    assert threads.choose(None, launched("basic"))[0] == 4
 
 
 def test_a_launchers_share_is_of_the_cores_the_process_may_use(machine, monkeypatch):
     monkeypatch.setattr(threads.os, "cpu_count", lambda: 64)  # a big node, of which this job may use 4 cores
-    share = threads.choose(None, OmegaConf.create({"launcher": {"n_jobs": 2}}))
+    share = threads.choose(None, launched("joblib", n_jobs=2))
     assert share == (2, "4 usable cores; the launcher's share per parallel job is 2")
 
 

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from lnbench import report
+from lnbench.report import plots
 from lnbench.report.analysis import default_target, trivial_value
 from tests.report.test_report import make_job
 
@@ -50,7 +51,7 @@ def trivial_lines(ax) -> list[float]:
 def test_a_mixed_folder_gets_a_scale_and_a_trivial_predictor_per_dataset(tmp_path):
     rep = mixed(tmp_path)
     assert rep.lay.panels == ["dataset"]
-    fig = report.curves_figure(rep.groups, rep.lay, "step")
+    fig = plots.curves_figure(rep.groups, rep.lay, "step")
     train = [ax for ax in fig.axes if ax.get_ylabel() == "train loss"]
     assert len(train) == 2 and not train[0].get_shared_y_axes().joined(train[0], train[1])  # nats and mse apart
     assert train[0].get_ylim()[1] < 1000 and train[1].get_ylim()[1] < 1  # each fits its own numbers
@@ -66,18 +67,18 @@ def test_no_legend_entry_for_a_trivial_predictor_no_panel_draws(tmp_path):
         summary = json.loads((path / "summary.json").read_text())
         (path / "summary.json").write_text(json.dumps({**summary, "baseline": None}))
     rep = report.make_report(tmp_path, report.load_runs(tmp_path), {}, x_axes=())
-    fig = report.curves_figure(rep.groups, rep.lay, "step")
+    fig = plots.curves_figure(rep.groups, rep.lay, "step")
     assert "trivial predictor" not in [t.get_text() for t in fig.legends[0].get_texts()]
     assert not any(trivial_lines(ax) for ax in fig.axes)
 
 
 def test_no_epoch_panel_for_a_task_whose_epoch_means_nothing(tmp_path):
     rep = mixed(tmp_path)
-    fig = report.curves_figure(rep.groups, rep.lay, "epoch")
+    fig = plots.curves_figure(rep.groups, rep.lay, "epoch")
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
     assert titles == ["dataset=binarized_mnist"]  # the adding task's panel (epoch 0 throughout) is left out
     adding_only = [g for g in rep.groups if g.panel == ("adding",)]
-    assert report.curves_figure(adding_only, rep.lay, "epoch") is None
+    assert plots.curves_figure(adding_only, rep.lay, "epoch") is None
 
 
 def test_a_single_evaluation_is_a_dot_with_its_seeds_range_under_the_training_steps(tmp_path):
@@ -85,7 +86,7 @@ def test_a_single_evaluation_is_a_dot_with_its_seeds_range_under_the_training_st
         last = 0.1 + 0.01 * seed + 0.02 * (model == "ln_lstm")
         job(tmp_path, num, [f"model={model}", f"seed={seed}"], 1 / 6, "mse", [0.3, 0.2, last], epochs=False, evals={30})
     rep = report.make_report(tmp_path, report.load_runs(tmp_path), {}, x_axes=())
-    fig = report.curves_figure(rep.groups, rep.lay, "step")
+    fig = plots.curves_figure(rep.groups, rep.lay, "step")
     train, val = fig.axes
     assert val.get_shared_x_axes().joined(train, val) and val.get_xlim() == train.get_xlim()
     bars = [c for c in val.containers if type(c).__name__ == "ErrorbarContainer"]

@@ -9,6 +9,9 @@ import pytest
 import yaml
 
 from lnbench import report
+from lnbench.report import analysis, make, page
+from lnbench.report.cli import parse_targets
+from lnbench.runs import load_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -133,7 +136,7 @@ def run_report(root, *args):
 def table_only(root, targets=None):
     """The Markdown of a report without its plots, for checks of the numbers."""
     rep = report.make_report(root, report.load_runs(root), targets or {}, x_axes=())
-    return report.render_markdown(rep)
+    return page.render_markdown(rep)
 
 
 def test_writes_plots_markdown_and_html(sweep, swept):
@@ -210,13 +213,13 @@ def test_torn_last_line_is_flagged_and_the_rest_is_used(sweep, swept):
     md = swept[0]
     torn = md.split("## Torn metrics", 1)[1]
     assert "`3`" in torn and "cut off" in torn
-    run = report.load_run(sweep / "3", sweep)
+    run = load_run(sweep / "3", sweep)
     assert run.unreadable == 1 and len(run.records) == 6
 
 
 def test_axes_come_from_overrides(sweep):
     runs = report.load_runs(sweep)
-    lay = report.layout(runs)
+    lay = analysis.layout(runs)
     assert (lay.line, lay.panels, lay.seeds) == ("model", ["dataset.batch_size"], ["seed"])
     assert lay.fixed == {"experiment": "fig6_mnist"}
 
@@ -226,12 +229,12 @@ def test_an_axis_a_job_did_not_override_comes_from_its_config(tmp_path):
     make_job(tmp_path, 1, ["model=ln_mlp", "dataset.batch_size=4"])
     runs = report.load_runs(tmp_path)
     assert [r.value("dataset.batch_size") for r in runs] == [128, 4]  # 128 from job 0's config.yaml
-    assert report.layout(runs).panels == ["dataset.batch_size"] and report.layout(runs).line == "model"
+    assert analysis.layout(runs).panels == ["dataset.batch_size"] and analysis.layout(runs).line == "model"
 
 
 def test_default_target_is_what_the_slowest_completed_run_of_the_panel_reaches(sweep):
     runs = report.load_runs(sweep)
-    assert report.default_target(runs, "error") == pytest.approx(0.21)  # mlp, seed 1: best 0.2 + 0.01
+    assert analysis.default_target(runs, "error") == pytest.approx(0.21)  # mlp, seed 1: best 0.2 + 0.01
     md = table_only(sweep)
     assert "per panel, the best validation error of its slowest-converging completed run" in md
     row = next(line for line in md.splitlines() if line.startswith("| 4 | ln_mlp"))
@@ -239,8 +242,8 @@ def test_default_target_is_what_the_slowest_completed_run_of_the_panel_reaches(s
 
 
 def test_explicit_target_and_one_that_is_never_reached(sweep):
-    assert report.parse_targets(["0.3", "loss=1"]) == {report.PRIMARY: 0.3, "loss": 1.0}
-    md = table_only(sweep, report.parse_targets(["error=0.105"]))
+    assert parse_targets(["0.3", "loss=1"]) == {make.PRIMARY: 0.3, "loss": 1.0}
+    md = table_only(sweep, parse_targets(["error=0.105"]))
     row = next(line for line in md.splitlines() if line.startswith("| 4 | mlp"))
     assert "error target 0.105 (--target)" in md and "| 0.105 | — | — |" in row  # mlp never gets to 0.105
     row = next(line for line in md.splitlines() if line.startswith("| 4 | ln_mlp"))

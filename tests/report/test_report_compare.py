@@ -8,8 +8,9 @@ import pytest
 import yaml
 
 from lnbench import report
+from lnbench.report import analysis, page, plots
 from lnbench.report.analysis import group_runs, layout
-from lnbench.runs import load_runs
+from lnbench.runs import load_run, load_runs
 from tests.report.test_report import make_job
 
 PROV = {
@@ -106,9 +107,9 @@ def test_the_same_configuration_twice_is_told_apart_by_its_directory(tmp_path):
     b = sweep_of(tmp_path / "after", ["mlp", "ln_mlp"])
     runs = [r for root in (a, b) for r in report.load_runs(root, root.name)]
     assert runs[0].name == "before/0" and runs[-1].name == "after/3"
-    lay = report.layout(runs)
+    lay = analysis.layout(runs)
     assert (lay.line, lay.panels, lay.seeds) == ("model", ["dir"], ["seed"])
-    md = report.render_markdown(report.make_report(a, runs, {}, x_axes=(), roots=[a, b]))
+    md = page.render_markdown(report.make_report(a, runs, {}, x_axes=(), roots=[a, b]))
     assert "| before | mlp |" in md and "| after | ln_mlp" in md
 
 
@@ -140,7 +141,7 @@ def test_a_folder_of_single_runs_is_grouped_and_refused_runs_are_listed(tmp_path
         ((0.01,), "mlp"): ["10-10-00"],
         ((0.01,), "ln_mlp"): ["10-15-00"],
     }
-    md = report.render_markdown(rep)
+    md = page.render_markdown(rep)
     assert "bn_mlp" not in md.split("## Not trained")[0]  # no row, no panel
     assert "`10-20-00` (model=bn_mlp dataset.batch_size=1): **failed**: ConfigError" in md
 
@@ -166,13 +167,13 @@ def test_panels_of_different_datasets_rank_by_their_own_metric(tmp_path):
         ("mnist",): "error",
         ("adding",): "mse",
     }
-    md = report.render_markdown(rep)
+    md = page.render_markdown(rep)
     assert "| dataset | model | runs | status | val metric | final val | best val | test | target |" in md
     assert (
         "| adding | lstm ★ | 1 | completed | mse | 0.01 |" in md
         and "| mnist | mlp ★ | 1 | completed | error | 0.1 |" in md
     )
-    fig = report.curves_figure(rep.groups, rep.lay, "step")
+    fig = plots.curves_figure(rep.groups, rep.lay, "step")
     # each dataset on a scale of its own, also for the training loss (issue 32: DRAW's nats beside adding's mse)
     assert [ax.get_ylabel() for ax in fig.axes] == ["train loss", "train loss", "val error", "val mse"]
 
@@ -182,9 +183,9 @@ def test_many_panels_wrap_into_rows(tmp_path):
         make_job(tmp_path, 2 * i, [f"dataset.seq_len={seq_len}", "model=lstm"])
         make_job(tmp_path, 2 * i + 1, [f"dataset.seq_len={seq_len}", "model=ln_lstm"])
     rep = report.make_report(tmp_path, report.load_runs(tmp_path), {}, x_axes=())
-    fig = report.curves_figure(rep.groups, rep.lay, "step")
+    fig = plots.curves_figure(rep.groups, rep.lay, "step")
     visible = [ax for ax in fig.axes if ax.get_visible()]
-    assert len(visible) == 12 and fig.get_figwidth() == pytest.approx(4.6 * report.PANELS_PER_ROW)
+    assert len(visible) == 12 and fig.get_figwidth() == pytest.approx(4.6 * plots.PANELS_PER_ROW)
 
 
 # ---- the legend ------------------------------------------------------------------------------
@@ -210,11 +211,11 @@ def test_six_lines_legend_lies_inside_the_figure(tmp_path, panels):
             make_job(
                 tmp_path,
                 10 + i,
-                [f"model={report.load_run(tmp_path / str(i), tmp_path).value('model')}", "dataset.batch_size=4"],
+                [f"model={load_run(tmp_path / str(i), tmp_path).value('model')}", "dataset.batch_size=4"],
             )
     rep = report.make_report(tmp_path, report.load_runs(tmp_path), {}, x_axes=())
     assert len({g.line for g in rep.groups}) == 6
-    fig = report.curves_figure(rep.groups, rep.lay, "step")
+    fig = plots.curves_figure(rep.groups, rep.lay, "step")
     fig.canvas.draw()  # lays the figure out as savefig does
     renderer = fig.canvas.get_renderer()
     (legend,) = fig.legends
@@ -250,13 +251,11 @@ def test_interpolations_show_the_value_the_run_used(tmp_path):
     # no checkpoint: resolved from the job's config when nothing outside it is read, else never the raw ${...}
     assert runs[1].value("steps") == 2 * (8000 // 128) and runs[1].value("dataset.data_dir") == "(not recorded)"
     rep = report.make_report(tmp_path, runs, {}, panels=["steps"], x_axes=("step",))
-    md, html = report.render_markdown(rep), report.render_html(rep)
+    md, html = page.render_markdown(rep), page.render_html(rep)
     assert "${" not in md and "${" not in html
     assert "| 4000 | 4 |" in md and f"| {2 * (8000 // 128)} | 128 |" in md  # panels: steps; lines: the batch size
     rep = report.make_report(tmp_path, runs, {}, panels=["dataset.data_dir"], x_axes=())
-    assert "| /data/a | 4 |" in report.render_markdown(rep) and "| (not recorded) | 128 |" in report.render_markdown(
-        rep
-    )
+    assert "| /data/a | 4 |" in page.render_markdown(rep) and "| (not recorded) | 128 |" in page.render_markdown(rep)
 
 
 def test_an_interpolated_override_is_resolved_too(tmp_path):
@@ -264,7 +263,7 @@ def test_an_interpolated_override_is_resolved_too(tmp_path):
     a = make_job(tmp_path, 0, ["model=mlp", "dataset.data_dir=${oc.env:HOME}/data"])
     torch.save({"config": {"dataset": {"data_dir": "/home/me/data"}}}, a / "checkpoint.pt")
     rep = report.make_report(tmp_path, report.load_runs(tmp_path), {}, x_axes=())
-    assert "${" not in report.render_markdown(rep)
+    assert "${" not in page.render_markdown(rep)
     assert report.load_runs(tmp_path)[0].value("dataset.data_dir") == "/home/me/data"
 
 
@@ -293,7 +292,7 @@ def test_a_running_job_is_running_not_failed_and_counted(tmp_path):
         lock.flush()
         runs = report.load_runs(tmp_path)
         assert [r.status for r in runs] == ["completed", "completed", "running", "incomplete"]
-        md = report.render_markdown(report.make_report(tmp_path, runs, {}, x_axes=()))
+        md = page.render_markdown(report.make_report(tmp_path, runs, {}, x_axes=()))
     assert (
         f"progress of {tmp_path}: 2 of 10 job(s) done (2 completed), 1 running, "
         "1 stopped without a summary (killed?), 6 not started yet" in md
@@ -310,7 +309,7 @@ def test_a_running_job_without_metrics_yet_is_listed_as_running(tmp_path):
     make_job(tmp_path, 0, ["model=mlp"])
     job = make_job(tmp_path, 1, ["model=ln_mlp"], errors=(), status="running")
     (job / "summary.json").write_text(json.dumps({"status": "running"}))
-    md = report.render_markdown(report.make_report(tmp_path, report.load_runs(tmp_path), {}, x_axes=()))
+    md = page.render_markdown(report.make_report(tmp_path, report.load_runs(tmp_path), {}, x_axes=()))
     assert "`1`: at step 0" in md.split("## Running")[1] and "## Not trained" not in md
 
 
@@ -321,7 +320,7 @@ def test_provenance_shared_once_differences_per_run(tmp_path):
     make_job(tmp_path, 2, ["model=bn_mlp"], provenance={**PROV, "git_dirty": True, "torch_threads": 2, "gpu": "A100"})
     make_job(tmp_path, 3, ["model=wn_mlp"])  # made before provenance was recorded
     rep = report.make_report(tmp_path, report.load_runs(tmp_path), {}, x_axes=())
-    md, html = report.render_markdown(rep), report.render_html(rep)
+    md, html = page.render_markdown(rep), page.render_html(rep)
     shared = next(line for line in md.splitlines() if "provenance shared by the runs that recorded it" in line)
     assert "git_commit=0123456789" in shared and "torch_version=2.13.0" in shared and "host=vm" in shared
     assert "git_dirty" not in shared and "gpu" not in shared
@@ -335,10 +334,10 @@ def test_provenance_shared_once_differences_per_run(tmp_path):
 def test_provenance_all_alike_or_absent(tmp_path):
     make_job(tmp_path / "a", 0, ["model=mlp"], provenance=PROV)
     make_job(tmp_path / "a", 1, ["model=ln_mlp"], provenance=PROV)
-    md = report.render_markdown(report.make_report(tmp_path / "a", report.load_runs(tmp_path / "a"), {}, x_axes=()))
+    md = page.render_markdown(report.make_report(tmp_path / "a", report.load_runs(tmp_path / "a"), {}, x_axes=()))
     assert "provenance of every run: git_commit=0123456789, git_dirty=clean" in md and "differs" not in md
     make_job(tmp_path / "b", 0, ["model=mlp"])
-    md = report.render_markdown(report.make_report(tmp_path / "b", report.load_runs(tmp_path / "b"), {}, x_axes=()))
+    md = page.render_markdown(report.make_report(tmp_path / "b", report.load_runs(tmp_path / "b"), {}, x_axes=()))
     assert "provenance: not recorded by these runs" in md
 
 

@@ -159,6 +159,23 @@ def test_end_of_sweep_block_names_a_completed_job_whose_numbers_are_flagged(tmp_
     assert "1 completed" in block and "flagged    0: final val loss 2.5e+14 is big" in block
 
 
+@pytest.mark.parametrize("rounds_recorded", [True, False])
+def test_a_check_presets_sweep_ends_on_its_own_jobs_in_number_order_beside_its_rounds(tmp_path, rounds_recorded):
+    # A rerun of a finished check ends its preset's tuning sweep with the rounds' folders inside it: their names
+    # were once compared with the job numbers (TypeError) and the block lost. A round that wrote its multirun.yaml
+    # is a sweep of its own; one killed before it did is listed after the numbered jobs.
+    for job in ["0", "2", "10", "judge-1/a_s1000", "widen-1/a_s0"]:
+        (tmp_path / job / ".hydra").mkdir(parents=True)
+        (tmp_path / job / ".hydra" / "overrides.yaml").write_text("[]\n")
+        (tmp_path / job / "summary.json").write_text('{"status": "completed"}')
+    for sweep in [tmp_path, *([tmp_path / "judge-1", tmp_path / "widen-1"] if rounds_recorded else [])]:
+        (sweep / "multirun.yaml").write_text("{}\n")
+    jobs = job_statuses(tmp_path)
+    rounds = [] if rounds_recorded else ["judge-1/a_s1000", "widen-1/a_s0"]
+    assert list(jobs) == ["0", "2", "10", *rounds]
+    assert f"jobs       {len(jobs)}: {len(jobs)} completed" in end_of_sweep_block(tmp_path, jobs)
+
+
 @pytest.mark.parametrize("terminal", [True, False])
 def test_val_lines_stay_as_lines_above_the_live_bar(terminal, capsys, monkeypatch):
     """On a terminal rich redirects stdout while the bar is live: a logging handler made before the bar

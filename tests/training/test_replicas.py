@@ -24,6 +24,10 @@ from lnbench.training.recipe import train
 from lnbench.training.replicas import KERNELS, PackJob, Replica, train_pack
 
 TOL = 1e-5  # relative, on every logged float; see the module doc
+# summary fields a packed run's may differ in from its solo run's: times, its metrics (within TOL, compared in
+# metrics.jsonl), its provenance (its kernels), and `packed` itself
+DIFFER = {"wall_time", "time_per_step", "eval_time", "checkpoint_time", "test", "final_val", "best_val"}
+DIFFER |= {"provenance", "packed"}
 SHORT = ["steps=6", "log_every=2", "eval_every=3", "logger=none", "device=cpu", "threads=1"]
 
 
@@ -82,6 +86,10 @@ def test_a_pack_of_three_writes_three_runs_equal_to_their_solo_runs(tmp_path, st
         for key in ("model", "optimizer", "scheduler", "rng", "config", "step"):  # bit for bit at step 0
             assert same(a[key], b[key]), key
         assert a["kernels"] == KERNELS and summary_of(packed)["provenance"]["kernels"] == KERNELS
+        # the recipes' alignment: every field a solo run records (summary, provenance, checkpoint), a packed one too
+        alone, in_pack = summary_of(solo), summary_of(packed)
+        assert set(alone) | {"packed"} == set(in_pack) and set(alone["provenance"]) == set(in_pack["provenance"])
+        assert {k: in_pack[k] for k in set(in_pack) - DIFFER} == {k: alone[k] for k in set(alone) - DIFFER}
     # the clipped replica was clipped: its logged norms are before clipping, its steps far smaller than unclipped
     assert max(r["grad_norm"] for r in metrics_without_time(tmp_path / "p2") if r["split"] == "train") > 0.05
 

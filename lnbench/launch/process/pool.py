@@ -29,17 +29,14 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from hydra import version
-from hydra.core.hydra_config import HydraConfig
 from hydra.core.singleton import Singleton
-from hydra.core.utils import JobStatus, run_job, setup_globals
-from omegaconf import open_dict
+from hydra.core.utils import JobStatus, setup_globals
 from omegaconf.basecontainer import BaseContainer
 
+from lnbench.config.launchers import cores_per_job
+from lnbench.launch import hydra_job
 from lnbench.launch.process.guardian import die_with_parent
 from lnbench.launch.process.isolate import STOP_SIGNALS, warm_up
-from lnbench.launch.process.threads import usable_cores
-
-JOBLIB = "joblib"  # job ids as Hydra's joblib launcher writes them (`train_3`); the basic launcher's: `3`
 
 
 @dataclass
@@ -51,7 +48,7 @@ class SweepContext:
     config: Any  # the sweep's config (multirun.yaml)
     task_function: Any
     singleton_state: dict
-    ids: str = JOBLIB  # how the launcher named its jobs (hydra.job.id)
+    ids: str = hydra_job.JOBLIB  # how the launcher named its jobs (hydra.job.id)
     version_base: str = "1.3"  # hydra.main's, which this process's Hydra keeps in a global
 
 
@@ -175,19 +172,12 @@ def dumps(context: SweepContext) -> bytes:
     return cloudpickle.dumps(context)
 
 
-def joblib_workers(n_jobs: int | None) -> int:
-    """How many workers Hydra's joblib launcher runs at once for hydra.launcher.n_jobs (-1: one per core, -2 all but
-    one, ...), counted as joblib counts the cores (its loky's cpu_count: affinity and cgroup quota)."""
-    cores = _cpu_count()
-    n = -1 if n_jobs is None else int(n_jobs)
-    return max(cores + 1 + n, 1) if n < 0 else n
-
-
 def joblib_env(workers: int) -> dict[str, str]:
     """The environment joblib's loky backend gives its workers (joblib._parallel_backends' _prepare_worker_env): the
-    native thread pools limited to cores // workers unless already set, and TBB's IPC. A job's provenance records
-    them, and torch's OpenMP reads them: the same here as under the joblib launcher."""
-    threads = str(max(_cpu_count() // max(workers, 1), 1))
+    native thread pools limited to a job's share of the cores (lnbench.config.launchers.cores_per_job, the same
+    count joblib computes) unless already set, and TBB's IPC. A job's provenance records them, and torch's OpenMP
+    reads them: the same here as under the joblib launcher."""
+    threads = str(cores_per_job(workers))
     env = {var: os.environ.get(var, threads) for var in THREAD_VARS}
     if "ENABLE_IPC" not in os.environ:
         env["ENABLE_IPC"] = "1"
@@ -205,14 +195,6 @@ THREAD_VARS = (  # joblib's MAX_NUM_THREADS_VARS
 )
 
 
-def _cpu_count() -> int:
-    try:
-        from joblib.externals.loky import cpu_count  # noqa: PLC0415 (the joblib extra: optional)
-    except ImportError:  # no joblib: the cores this process may use
-        return len(usable_cores())
-    return int(cpu_count())
-
-
 # ---- the worker ---------------------------------------------------------------------------------------
 def execute(context: SweepContext, idx: int, overrides: list[str]) -> JobDone:
     """One job, as hydra_plugins.hydra_joblib_launcher._core.execute_job runs it in a loky worker (or Hydra's
@@ -227,18 +209,8 @@ def execute(context: SweepContext, idx: int, overrides: list[str]) -> JobDone:
 
             state = {**state, "omegaconf_resolvers": dict(BaseContainer._resolvers)}
         Singleton.set_state(state)
-        sweep_config = context.hydra_context.config_loader.load_sweep_config(context.config, list(overrides))
-        with open_dict(sweep_config):
-            sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{idx}" if context.ids == JOBLIB else idx
-            sweep_config.hydra.job.num = idx
-        HydraConfig.instance().set_config(sweep_config)
-        ret = run_job(
-            hydra_context=context.hydra_context,
-            config=sweep_config,
-            task_function=context.task_function,
-            job_dir_key="hydra.sweep.dir",
-            job_subdir_key="hydra.sweep.subdir",
-        )
+        config = hydra_job.compose(context.hydra_context.config_loader, context.config, overrides, idx, context.ids)
+        ret = hydra_job.run(context.hydra_context, config, context.task_function)
     except Exception as e:  # noqa: BLE001 - Hydra could not compose or start it: the caller says so
         return JobDone("error", f"{type(e).__name__}: {e}", time.time() - t0)
     seconds = time.time() - t0

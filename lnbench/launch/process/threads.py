@@ -4,11 +4,12 @@ Never from the machine's load: torch's reductions (sums to a scalar, batch norm'
 gradient norm) round differently on 1 and 2 threads, so a thread count that followed the neighbours
 would make a run's numbers follow them too (docs/performance.md lists the ops). The count is the
 smallest of: the cores this process may run on (its CPU affinity, which taskset, cgroups and SLURM's
-binding set), SLURM's `SLURM_CPUS_PER_TASK`, and a parallel launcher's share per job (submitit's
-`cpus_per_task`, joblib's cores / n_jobs). `threads=N` overrides it. `decide` puts the count and why, with the
-heap's policy (lnbench.launch.process.heap) and `threads_follow`, into the run's Runtime record
-(lnbench.config.runtime), which the recipe carries down; the summary records it. A resume keeps the count the run
-began with (lnbench.training.checkpoint.resumed_runtime).
+binding set), SLURM's `SLURM_CPUS_PER_TASK`, and a parallel launcher's share per job (its kind's,
+lnbench.config.launchers: submitit's `cpus_per_task`, joblib's cores / n_jobs, the cores counted with a CPU
+quota). `threads=N` overrides it. `decide` puts the count and why, with the heap's policy
+(lnbench.launch.process.heap) and `threads_follow`, into the run's Runtime record (lnbench.config.runtime), which
+the recipe carries down; the summary records it. A resume keeps the count the run began with
+(lnbench.training.checkpoint.resumed_runtime).
 
 How idle OpenMP threads wait and which allocator runs are the launcher's business: set OMP_WAIT_POLICY
 or LD_PRELOAD a malloc yourself; the summary's provenance records them.
@@ -22,6 +23,7 @@ from typing import Any, Optional
 
 from omegaconf import OmegaConf
 
+from lnbench.config import launchers
 from lnbench.config.runtime import Runtime, usable_cores
 from lnbench.launch.process import heap
 
@@ -29,17 +31,11 @@ log = logging.getLogger("lnbench")
 
 
 def parallel_job_threads(hc) -> Optional[int]:
-    """Torch threads for one job of a parallel launcher, so that jobs sharing the cores do not fight:
-    submitit gives each job `cpus_per_task` cores; joblib's n_jobs=-1 means one job per core (-2 all but
-    one, ...). None where jobs do not share the machine."""
-    if cpus := OmegaConf.select(hc, "launcher.cpus_per_task", default=None):
-        return int(cpus)
-    n_jobs = OmegaConf.select(hc, "launcher.n_jobs", default=None)
-    if n_jobs is None:
-        return None
-    cores = len(usable_cores())  # this process's affinity, which joblib's n_jobs=-1 counts too (not os.cpu_count())
-    jobs = cores + 1 + n_jobs if n_jobs < 0 else n_jobs
-    return max(1, cores // max(jobs, 1))
+    """Torch threads for one job of a parallel launcher, so that jobs sharing the cores do not fight: its kind's
+    share (lnbench.config.launchers: submitit's `cpus_per_task`, joblib's cores / n_jobs). None where jobs do not
+    share the machine."""
+    launcher = OmegaConf.select(hc, "launcher", default=None)
+    return None if launcher is None else launchers.of_config(launcher).job_cores(launcher)
 
 
 def choose(requested: Optional[int], hc=None) -> tuple[int, str]:

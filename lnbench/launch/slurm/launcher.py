@@ -34,10 +34,11 @@ from typing import Any, Callable, NoReturn, Sequence
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
-from omegaconf import OmegaConf, open_dict
+from omegaconf import OmegaConf
 
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from lnbench.atomic import write_json
+from lnbench.launch import hydra_job
 from lnbench.launch.failures import JobFailed
 from lnbench.launch.slurm.queue import GONE, QuietJob, job_info, queued, seconds
 from lnbench.runs import HYDRA, HYDRA_CONFIG, OVERRIDES, Summary, read_summary, write_summary
@@ -45,12 +46,6 @@ from lnbench.runs import HYDRA, HYDRA_CONFIG, OVERRIDES, Summary, read_summary, 
 log = logging.getLogger("lnbench")
 LEDGER = ".slurm_jobs.json"  # in the sweep directory: job number -> SLURM job id, overrides, submitit folder
 STOP_SIGNALS_ENV = "LNBENCH_STOP_SIGNALS"  # read by lnbench.training.checkpoint.StopSignals
-PLAIN_SUBMITIT_SLURM = (
-    "hydra/launcher=submitit_slurm is Hydra's launcher as it comes: a job at its time limit is not requeued "
-    "(max_num_timeout=0), a job that SLURM requeues or cancels may be reported too early or waited for forever "
-    "(without sacct), and a re-run submits every job again. hydra/launcher=slurm is lnbench's, with the same keys "
-    "(docs/slurm.md)."
-)
 WHY = {  # what ended a job that left no result, by SLURM's state
     "CANCELLED": "it was cancelled (scancel, or a preemption that does not requeue)",
     "TIMEOUT": "it reached its time limit before it could checkpoint and requeue itself",
@@ -128,10 +123,7 @@ def executor(params: dict[str, Any]):
 
 def job_config(launcher, idx: int, overrides: list[str]):
     """The job's config as its process will compose it (Hydra's launcher does the same on the node)."""
-    cfg = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, overrides)
-    with open_dict(cfg.hydra.job):
-        cfg.hydra.job.num = idx
-    return cfg
+    return hydra_job.compose(launcher.hydra_context.config_loader, launcher.config, overrides, idx)
 
 
 def job_dir(launcher, cfg) -> Path:

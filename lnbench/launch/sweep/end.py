@@ -29,7 +29,8 @@ from omegaconf import DictConfig, OmegaConf
 from lnbench import phases
 from lnbench.config.overrides import shell_arg
 from lnbench.launch.sweep.progress import SweepProgress
-from lnbench.runs import LOCK, OVERRIDES, lock_held, read_summary
+from lnbench.launch.sweep.status import sweep_of
+from lnbench.runs import LOCK, OVERRIDES, check_command, find_check_record, lock_held, read_summary, run_order
 from lnbench.training.tracker import job_name
 
 log = logging.getLogger("lnbench")
@@ -123,12 +124,16 @@ class Prefixed(logging.Formatter):
 
 # ---- the end-of-sweep block -------------------------------------------------------------------
 def job_statuses(sweep_dir: Path) -> dict[str, dict[str, Any]]:
-    """Job directory (relative) -> its summary.json ({} for a job that left none: killed or never ran). A job
-    whose directory another process still holds (this sweep's jobs have all let go by now) is `in use`: this
-    sweep did not run it, and failed it, whatever the other process's summary says."""
+    """Job directory (relative) -> its summary.json ({} for a job that left none: killed or never ran), for this
+    sweep's jobs only: a folder below it with a multirun.yaml of its own is another sweep (lnbench check's rounds
+    inside a preset's tuning sweep), with its own end block. A job whose directory another process still holds
+    (this sweep's jobs have all let go by now) is `in use`: this sweep did not run it, and failed it, whatever the
+    other process's summary says."""
     found = {}
-    for overrides in sorted(sweep_dir.glob(f"**/{OVERRIDES}")):
-        job = overrides.parent.parent
+    jobs = [o.parent.parent for o in sweep_dir.glob(f"**/{OVERRIDES}")]
+    for job in sorted(jobs, key=lambda j: run_order(j, sweep_dir)):
+        if sweep_of(job, sweep_dir) not in (sweep_dir, None):
+            continue
         summary = read_summary(job)
         if lock_held(job / LOCK):
             summary = {
@@ -138,7 +143,7 @@ def job_statuses(sweep_dir: Path) -> dict[str, dict[str, Any]]:
                 "this sweep did not run it (wait for that process, then run the sweep again)",
             }
         found[str(job.relative_to(sweep_dir))] = summary
-    return dict(sorted(found.items(), key=lambda kv: [int(p) if p.isdigit() else p for p in Path(kv[0]).parts]))
+    return found
 
 
 def end_of_sweep_block(sweep_dir: Path, jobs: dict[str, dict[str, Any]], report_run: str | None = None) -> str:
@@ -162,7 +167,9 @@ def end_of_sweep_block(sweep_dir: Path, jobs: dict[str, dict[str, Any]], report_
         )
     if report_run:
         lines.append(f"  W&B report {report_run}")
-    if counts.get("interrupted") or counts.get("no summary"):
+    if (counts.get("interrupted") or counts.get("no summary")) and (check := find_check_record(sweep_dir)):
+        lines.append(f"  continue   `{check_command(check[1])}`: the check goes on, each job from its checkpoint")
+    elif counts.get("interrupted") or counts.get("no summary"):
         lines.append(
             f"  continue   the same command with {shell_arg('hydra.sweep.dir', sweep_dir)}: each job goes on from its "
             "checkpoint"

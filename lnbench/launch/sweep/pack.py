@@ -18,22 +18,17 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from hydra.core.hydra_config import HydraConfig
-from hydra.core.utils import configure_log, filter_overrides, run_job, setup_globals
-from hydra.types import HydraContext
-from omegaconf import OmegaConf, open_dict
+from hydra.core.utils import configure_log, filter_overrides, setup_globals
+from omegaconf import OmegaConf
 
-from lnbench.config.validate import check_pack_size, validate
-from lnbench.errors import UserError
-from lnbench.launch import failures, user_modules
+from lnbench.config.validate import check_pack_size
+from lnbench.launch import failures, hydra_job, start
 from lnbench.launch.preflight import without_hydra
 from lnbench.launch.process import threads
-from lnbench.launch.process.isolate import crash_log, in_child_process, warm_up
 from lnbench.launch.sweep import stop as sweep_stop
-from lnbench.runs import RunLock
 from lnbench.training.device import resolve_device
 from lnbench.training.pack import pack_key
 from lnbench.training.replicas import PackJob, train_pack
-from lnbench.training.tracker import job_name, run_tags, sweep_group
 
 log = logging.getLogger("lnbench")
 ON_CPU = (
@@ -50,7 +45,11 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     Path(str(config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
     size = check_pack_size(launcher.size)
-    jobs = [compose(launcher, overrides, initial_job_idx + i) for i, overrides in enumerate(job_overrides)]
+    loader = launcher.hydra_context.config_loader
+    jobs = []
+    for idx, overrides in enumerate(job_overrides, initial_job_idx):
+        log.info("\t#%d : %s", idx, " ".join(filter_overrides(overrides)))
+        jobs.append(hydra_job.compose(loader, config, overrides, idx))
     packs: dict[str, list[list[int]]] = {}
     for i, job in enumerate(jobs):
         key = packing_key(job)
@@ -67,19 +66,9 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
         if i in first_of:
             returns.update(zip(first_of[i], run_pack(launcher, [jobs[j] for j in first_of[i]])))
         elif i not in in_a_pack:
-            returns[i] = run_one(launcher, job, launcher.task_function)
+            returns[i] = hydra_job.run(launcher.hydra_context, job, launcher.task_function)
         configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     return [returns[i] for i in range(len(jobs))]
-
-
-def compose(launcher, overrides: Sequence[str], idx: int):
-    """A job's config as Hydra's basic launcher composes it."""
-    log.info("\t#%d : %s", idx, " ".join(filter_overrides(overrides)))
-    sweep_config = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, list(overrides))
-    with open_dict(sweep_config):
-        sweep_config.hydra.job.id = idx
-        sweep_config.hydra.job.num = idx
-    return sweep_config
 
 
 def packing_key(sweep_config) -> str | None:
@@ -90,31 +79,6 @@ def packing_key(sweep_config) -> str | None:
         return pack_key(OmegaConf.to_container(without_hydra(sweep_config), resolve=True, enum_to_str=True))
     except Exception:  # noqa: BLE001 - see the doc
         return None
-
-
-def run_one(launcher, sweep_config, task_function, quiet: bool = False):
-    """Hydra's run_job of one job; `quiet`: without the sweep's callbacks and the job's logging (the first pass)."""
-    context = launcher.hydra_context
-    if quiet:
-        context = HydraContext(config_loader=context.config_loader, callbacks=NoCallbacks())
-    return run_job(
-        hydra_context=context,
-        task_function=task_function,
-        config=sweep_config,
-        job_dir_key="hydra.sweep.dir",
-        job_subdir_key="hydra.sweep.subdir",
-        configure_logging=not quiet,
-    )
-
-
-class NoCallbacks:
-    """The first pass tells the sweep's callbacks nothing: to them, a job starts and ends in the second."""
-
-    def on_job_start(self, **kwargs: Any) -> None:
-        pass
-
-    def on_job_end(self, **kwargs: Any) -> None:
-        pass
 
 
 class Answer:
@@ -134,46 +98,36 @@ class Answer:
         run_dir = Path(hc.runtime.output_dir)
         if failures.classify(value).bug:
             failures.keep_traceback(run_dir, value)
-        # "locked": another process's run, not this job's to record (as Job.sweep_job)
-        return self.job.job_ended(value, run_dir, self.started, hc, record=kind != "locked")
+        # another process's run: not this job's to record (as Job.sweep_job)
+        return self.job.job_ended(value, run_dir, self.started, hc, record=kind != start.LOCKED)
 
 
 def run_pack(launcher, sweep_configs: list) -> list:
     """The jobs of one pack: their directories written (first pass), trained together, then answered (second pass)."""
     job = launcher.task_function  # lnbench.launch.entry.Job: the plan, the failure policy
     started = time.time()
-    prepared = [run_one(launcher, c, lambda cfg: None, quiet=True) for c in sweep_configs]
+    prepared = [hydra_job.run(launcher.hydra_context, c, lambda cfg: None, quiet=True) for c in sweep_configs]
     if job.plan.local and sweep_stop.stopped(job.plan.out_dir):
         outcomes = [("returned", {"status": "not started"})] * len(prepared)
     else:
         outcomes = train(job, prepared)
-    return [run_one(launcher, c, Answer(job, o, started)) for c, o in zip(sweep_configs, outcomes)]
+    return [hydra_job.run(launcher.hydra_context, c, Answer(job, o, started)) for c, o in zip(sweep_configs, outcomes)]
 
 
 def train(job, prepared: list) -> list[tuple[str, Any]]:
-    """Each job locked and validated as a solo sweep job is (lnbench.launch.entry.Job.sweep_job); those that pass
-    train as one pack in a forked process (lnbench.launch.process.isolate); the others' outcomes say why not."""
+    """Each job admitted as a solo sweep job is (lnbench.launch.start.admit); those that pass train as one pack in a
+    forked process (lnbench.launch.start.start); the others' outcomes say why not."""
     outcomes: list[tuple[str, Any] | None] = [None] * len(prepared)
     members: list[tuple[int, Any]] = []
-    with ExitStack() as locks:
+    with ExitStack() as held:
         for i, ret in enumerate(prepared):
-            run_dir = Path(ret.hydra_cfg.hydra.runtime.output_dir)
-            try:
-                locks.enter_context(RunLock(run_dir))
-            except UserError as e:  # another process's run: not this job's to record
-                outcomes[i] = ("locked", e)
-                continue
-            try:
-                user_modules.load(ret.cfg.imports)
-                validate(ret.cfg)
-            except BaseException as e:  # noqa: BLE001 - the policy of lnbench.launch.failures, in the second pass
-                outcomes[i] = ("raised", e)
-                continue
-            members.append((i, ret))
+            outcomes[i] = start.admit(ret.cfg, Path(ret.hydra_cfg.hydra.runtime.output_dir), held)
+            if outcomes[i] is None:
+                members.append((i, ret))
         if len(members) < 2:  # nothing left to pack: alone, as the basic launcher runs them
             for i, _ in members:
                 outcomes[i] = ("solo", "the only job of its pack left")
-            locks.close()
+            held.close()
             return outcomes
         hc = members[0][1].hydra_cfg.hydra
         runtime = threads.decide(members[0][1].cfg, hc)  # one process, one runtime: the first job's
@@ -181,9 +135,7 @@ def train(job, prepared: list) -> list[tuple[str, Any]]:
             PackJob(
                 ret.cfg,
                 Path(ret.hydra_cfg.hydra.runtime.output_dir),
-                name=job_name(ret.hydra_cfg.hydra),
-                group=sweep_group(ret.hydra_cfg.hydra),
-                tags=run_tags(dict(ret.hydra_cfg.hydra.runtime.choices), ret.cfg),
+                **start.names(ret.hydra_cfg.hydra, ret.cfg),
             )
             for _, ret in members
         ]
@@ -191,10 +143,8 @@ def train(job, prepared: list) -> list[tuple[str, Any]]:
             log.warning(ON_CPU)
         leader = pack[0].run_dir
         log.info("pack of %d jobs (%s) in one process", len(pack), ", ".join(p.run_dir.name for p in pack))
-        try:
-            with crash_log(leader):
-                warm_up()
-                answers = in_child_process(leader, train_pack, pack, runtime=runtime)
+        try:  # each job's crash.log gets a bug's traceback when it is answered
+            answers = start.start(leader, train_pack, pack, fork=True, keep=False, runtime=runtime)
         except BaseException as e:  # noqa: BLE001 - the pack's process died (JobCrashed) or a bug: every job's
             answers = [("raised", e)] * len(pack)
         for (i, _), answer in zip(members, answers):

@@ -19,7 +19,7 @@ from lnbench.launch.sweep import status
 
 POLL_S = 2.0
 TOTAL_EVERY_S = {True: 10.0, False: 30.0}  # on a terminal, in a log file
-ENDED = ("completed", "failed", "diverged", "stopped")
+ENDED = ("completed", "failed", "diverged", "stopped", "unreadable")  # unreadable: a damaged record (its error says)
 
 
 class SweepProgress:

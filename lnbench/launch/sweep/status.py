@@ -12,8 +12,6 @@ the mean length of the jobs seen, shared among as many slots as jobs run now.
 
 from __future__ import annotations
 
-import argparse
-import shlex
 import statistics
 import sys
 import time
@@ -22,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lnbench.config.choices import Stage
-from lnbench.errors import UserError
+from lnbench.errors import OptionsParser, UserError, resume_command
 from lnbench.runs import (
+    CHECK_RECORD,
     HYDRA,
     HYDRA_CONFIG,
     METRICS,
@@ -33,9 +32,13 @@ from lnbench.runs import (
     SUMMARY,
     TRAIN_LOG,
     Run,
+    check_command,
+    find_check_record,
     find_run_dirs,
     load_run,
+    process_alive,
     recorded_sweep,
+    sweep_record_problem,
     sweep_total,
     unreadable_text,
 )
@@ -53,7 +56,10 @@ class Job:
 
     @property
     def step(self) -> int:
-        return max((int(r["step"]) for r in self.run.records if "step" in r), default=0)
+        """The steps done: its log's last, or its summary's where that says more (a job stopped between logs)."""
+        logged = max((int(r["step"]) for r in self.run.records if "step" in r), default=0)
+        done = self.run.summary.get("steps")
+        return max(logged, done) if isinstance(done, int) and not isinstance(done, bool) else logged
 
     @property
     def steps(self) -> int | None:
@@ -77,7 +83,7 @@ def state_of(run: Run, now: float) -> str:
     here (a run killed with kill -9 left its lock file, which no process holds: stopped, however fresh its
     files); only where it cannot (a SLURM job on another node) do fresh files say it runs."""
     status = run.status
-    if status in DONE or status == "running":
+    if status in (*DONE, "running", "unreadable"):  # unreadable: a record of it is damaged (its summary says which)
         return status
     if status in ("incomplete", "not started") and not run.lock_seen and fresh(run.path, now):
         return "running"
@@ -155,7 +161,7 @@ class Tally:
         done = sum(self.counts[s] for s in DONE)
         how = ", ".join(f"{self.counts[s]} {s}" for s in DONE if self.counts[s])
         parts = [f"{done} of {self.total} done" + (f" ({how})" if how else "")]
-        parts += [f"{self.counts[s]} {s}" for s in ("running", "stopped") if self.counts[s]]
+        parts += [f"{self.counts[s]} {s}" for s in ("running", "stopped", "unreadable") if self.counts[s]]
         parts += [f"{self.pending} pending"] if self.pending else []
         return ", ".join(parts)
 
@@ -233,16 +239,21 @@ def kind_of(root: Path, jobs: list[Job], sweeps: list[Path]) -> str:
 def lines(root: Path, now: float | None = None) -> list[str]:
     """What `lnbench status` prints for `root`."""
     now = time.time() if now is None else now
+    given, check = root, find_check_record(root)
+    root = root.absolute() if check else root  # paths compared with the check's --out, which is absolute
     jobs, sweeps = jobs_in(root, now), sweeps_in(root)
-    if not jobs and not sweeps:
+    if not jobs and not sweeps and not check:
         raise UserError(
             f"no runs under {root} (no {SUMMARY}, {METRICS}, {OVERRIDES} or "
             f"{MULTIRUN}): give the directory of a run, a sweep or a check (outputs/check)."
         )
     kind, whole = kind_of(root, jobs, sweeps), tally(jobs, sweeps)
-    out = [f"{kind} {root}"]
+    check = check if kind != "run" else None  # one job of a check is a run
+    kind = "check" if check else kind
+    state = check_state(check[1], now) if check else ""
+    out = [f"{kind} {given}" + (f" ({state}: `{check_command(check[1])}`)" if check else "")]
     if kind in ("check", "sweeps"):
-        out += stage_lines(root, jobs, sweeps, stages=kind == "check")
+        out += stage_lines(check[0] if check else root, jobs, sweeps, stages=kind == "check")
     if kind == "run":
         out.append(
             f"  state      {jobs[0].state}, step {jobs[0].step}" + (f" of {jobs[0].steps}" if jobs[0].steps else "")
@@ -251,7 +262,24 @@ def lines(root: Path, now: float | None = None) -> list[str]:
         out.append(f"  jobs       {whole.text()}")
     out += [f"  running    {label(j, jobs)}: {progress(j)}" for j in jobs if j.state == "running"]
     out += [f"  skipped    {label(j, jobs)}: {unreadable_text(j.run.unreadable)}" for j in jobs if j.run.unreadable]
+    out += [f"  unreadable {j.run.name}: {j.run.summary.get('error')}" for j in jobs if j.state == "unreadable"]
+    out += [f"  unreadable {problem}" for s in sweeps if (problem := sweep_record_problem(s))]
+    if not check and (given / CHECK_RECORD).exists():  # find_check_record reads the check's own folder as its
+        out.append(f"  unreadable {given / CHECK_RECORD}: not the record lnbench check writes (its command unknown)")
+    if check and state != "running" and not whole.counts["running"]:  # no estimate: nothing will run until resumed
+        so_far = minutes(elapsed(root, jobs, now, False))
+        again = f"`{check_command(check[1])}` continues it" if state != "finished" else "nothing left to run"
+        return out + [f"  time       {so_far} from start to last write; nothing running ({state}: {again})"]
     return out + [time_line(root, kind, jobs, whole, now)]
+
+
+def check_state(record: dict, now: float) -> str:
+    """running, stopped (Ctrl-C, or its process gone: kill -9, a crash) or finished, from the check's record."""
+    state = record.get("state")
+    if state == "running" and isinstance(record.get("pid"), int) and isinstance(record.get("host"), str):
+        alive = process_alive(record["pid"], record["host"])
+        return "stopped (its process is gone)" if alive is False else "running"
+    return "stopped" if state == "stopped" else "finished" if state == "finished" else "running"
 
 
 def progress(job: Job) -> str:
@@ -275,11 +303,7 @@ def time_line(root: Path, kind: str, jobs: list[Job], whole: Tally, now: float) 
     stopped = whole.counts["stopped"]
     return (
         f"  time       {so_far} {'of training' if kind == 'run' else 'from start to last write'}; nothing running"
-        + (
-            f" (stopped: `lnbench train {shlex.quote(f'resume={root}')}` continues it)"
-            if stopped and kind == "run"
-            else ""
-        )
+        + (f" (stopped: `{resume_command(root)}` continues it)" if stopped and kind == "run" else "")
         + (f" ({stopped} stopped: run the same command again to resume)" if stopped and kind != "run" else "")
     )
 
@@ -310,13 +334,8 @@ def stage_of_sweep(sweep: Path) -> Stage:
     return Stage.of(sweep.name.split("-", 1)[0])
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse would print its usage and exit: one paragraph instead
-        raise UserError(f"{message} (`lnbench status --help`).")
-
-
 def main(argv: list[str] | None = None) -> int:
-    p = _Parser(
+    p = OptionsParser(
         prog="lnbench status",
         description="How far a run, a sweep or a check has got: its jobs by state "
         "(per stage for a check), the time so far and an estimate of the time left.",

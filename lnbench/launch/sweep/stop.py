@@ -30,7 +30,7 @@ from pathlib import Path
 from lnbench.atomic import write_json
 from lnbench.config.overrides import shell_arg
 from lnbench.launch.process.isolate import STOP_SIGNALS
-from lnbench.runs import CHECKPOINT, LOCK, OVERRIDES, STOPPED, lock_held, read_summary
+from lnbench.runs import CHECKPOINT, LOCK, OVERRIDES, STOPPED, check_command, find_check_record, lock_held, read_summary
 
 log = logging.getLogger("lnbench")
 MARK = STOPPED
@@ -132,7 +132,10 @@ def message(sweep_dir: Path, signum: int, args: list[str]) -> str:
         said += f", {count['stopped early']} stopped before their first checkpoint"
     again = [a for a in args if not a.startswith("hydra.sweep.dir=")]
     command = " ".join([shlex.join(["lnbench", "train", *again]), shell_arg("hydra.sweep.dir", sweep_dir)])
+    what = "it"
+    if check := find_check_record(sweep_dir):  # a round of lnbench check: the check resumes it, and what follows
+        command, what = check_command(check[1]), "the check"
     return (
-        f"{signal.Signals(signum).name} received: the sweep in {sweep_dir} stopped with {said}. Resume it with "
+        f"{signal.Signals(signum).name} received: the sweep in {sweep_dir} stopped with {said}. Resume {what} with "
         f"`{command}`: completed jobs are skipped, interrupted ones continue from their checkpoints, the others start."
     )

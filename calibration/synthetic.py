@@ -2,7 +2,7 @@
 learning-rate grid, judging seeds at the chosen value in looks, judging.json. `lnbench report` judges them as
 it judges real ones, so the error rates measured on them are those of the whole tool, files and pages included:
 
-    python -m lnbench.check.synthetic [--sweeps N] [--shape NAME] [--seed S]   # false held, end to end
+    python -m calibration.synthetic [--sweeps N] [--shape NAME] [--seed S]     # false held, end to end
     tests/claims/test_end_to_end.py                                            # the same, fewer sweeps; -m slow: more
 
 A job's only number is its final validation error, with a validation loss well below the trivial
@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import yaml
 
+from calibration.nulls import SHAPES
 from lnbench import report
 from lnbench.check.rounds import JUDGING_SEED0, design_record
 from lnbench.claims.judge import DESIGN_FILE
-from lnbench.claims.nulls import SHAPES
 from lnbench.claims.plan import JudgingPlan, plan_judging
 from lnbench.config.choices import Stage
 from lnbench.runs import HYDRA, HYDRA_CONFIG, HYDRA_RECORD, METRICS, OVERRIDES, SUMMARY
@@ -36,7 +36,7 @@ BASELINE = 2.3  # the trivial predictor's loss
 
 
 @dataclass
-class Sweep:
+class SyntheticSweep:
     """Two lines' numbers: tune[line] (len(LRS), tuning seeds), judge[line] (judging seeds)."""
 
     tune: dict[str, np.ndarray]
@@ -90,7 +90,7 @@ def job(
     (path / SUMMARY).write_text(json.dumps(summary))
 
 
-def write(root: Path, sweep: Sweep) -> Path:
+def write(root: Path, sweep: SyntheticSweep) -> Path:
     """The sweep's jobs under root (tuning in root/, judging in root/judge-K/), and judging.json."""
     for line, values in sweep.tune.items():
         for i, lr in enumerate(LRS):
@@ -121,7 +121,7 @@ def write(root: Path, sweep: Sweep) -> Path:
     return root
 
 
-def _loss(sweep: Sweep, line: str) -> float | None:
+def _loss(sweep: SyntheticSweep, line: str) -> float | None:
     return None if sweep.on_loss else sweep.loss.get(line, 0.5)
 
 
@@ -134,10 +134,12 @@ def tuned(
     return {line: 1.0 + shape + spread * rng.normal(size=(len(LRS), seeds)) for line in lines}
 
 
-def null_sweep(rng: np.random.Generator, shape: str, plan: JudgingPlan, scale: float = 0.01, p: float = 0.5) -> Sweep:
+def null_sweep(
+    rng: np.random.Generator, shape: str, plan: JudgingPlan, scale: float = 0.01, p: float = 0.5
+) -> SyntheticSweep:
     """One sweep of a null of the declared estimand: `noisy` beats `quiet` on a share p of the judging seeds
     (P(d > 0) = 1/2 by default: the claim `noisy beats quiet` is false, any held a false one), d drawn from a
-    shape of lnbench/claims/nulls.py, in units of `scale` around an error of 1, with a seed effect both lines
+    shape of calibration/nulls.py, in units of `scale` around an error of 1, with a seed effect both lines
     share. Where the shape's runs diverge, the sweep's jobs diverge."""
     n = plan.max_seeds
     lo, hi = SHAPES[shape].above(rng, n, p)
@@ -145,7 +147,7 @@ def null_sweep(rng: np.random.Generator, shape: str, plan: JudgingPlan, scale: f
     d = np.where(np.isfinite(lo), lo, 0.0)
     judge = {"quiet": quiet, "noisy": quiet - scale * d}
     diverged = {"quiet": {i for i in range(n) if hi[i] == np.inf}, "noisy": {i for i in range(n) if lo[i] == -np.inf}}
-    return Sweep(tuned(rng, ("quiet", "noisy")), judge, [claim()], diverged=diverged, plan=plan)
+    return SyntheticSweep(tuned(rng, ("quiet", "noisy")), judge, [claim()], diverged=diverged, plan=plan)
 
 
 def judged(root: Path, *argv: str) -> list[dict[str, Any]]:
@@ -170,7 +172,7 @@ def false_held(sweeps: int, shape: str, plan: JudgingPlan | None = None, seed: i
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m lnbench.check.synthetic", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m calibration.synthetic", description=__doc__.split("\n\n")[0])
     p.add_argument("--sweeps", type=int, default=400)
     p.add_argument("--shape", action="append", choices=list(SHAPES), help="the seeds' shape (default: a few)")
     p.add_argument("--seed", type=int, default=0)

@@ -1,4 +1,4 @@
-"""The seeds of the simulations of issue 39 (lnbench/claims/simulate.py, lnbench/check/synthetic.py): paired
+"""The seeds of the simulations of issue 39 (calibration/simulate.py, calibration/synthetic.py): paired
 differences d = value(than) - value(better) of several shapes, drawn so that P(d > margin) is exactly what is
 asked (1/2: a null of the declared estimand; the plan's MDE: its power), or so that the mean of d is exactly
 the margin (a null of `estimand: mean`).

@@ -1,17 +1,20 @@
-"""Issue 39's simulations: the error rates and the power of the verdicts as lnbench judges them now, on the code
-that judges (lnbench/claims/stats.py's tests, lnbench/claims/plan.py's plans), in vectorized trials.
+"""The error rates and the power of the verdicts as lnbench judges them (issue 39), on the code that judges
+(lnbench/claims/stats.py's tests, lnbench/claims/plan.py's plans), in vectorized trials.
 
 - level: one claim, its seeds drawn from a null of the declared estimand (P(d > margin) = 1/2 exactly) of each
-  shape of lnbench/claims/nulls.py, judged in its plan's looks: false held, contradicted and equivalent;
+  shape of calibration/nulls.py, judged in its plan's looks: false held, contradicted and equivalent;
 - family: every claim of a declared family null (the shapes in turn), Bonferroni over the family, each claim in
   its family's plan: the family-wise error;
 - power: one claim whose P(d > margin) is its plan's MDE, the MDE the page shows: P(held), which the plan says
   is 80%;
 - mean: the same shapes with equal means (the nulls issue 39 measured), judged by `estimand: mean` (the paired
-  t test in the same plan, and how often the tails flag it), by issue 30's rule (the t test gated by a sign test
-  that left ties out, looks 3, 6, 9) and by the median (whose verdict there is about another question).
+  t test in the same plan, and how often the tails flag it) and by the median (whose verdict there is about
+  another question).
 
-    python -m lnbench.claims.simulate [--trials N] [--seed S] [--only 23|30|39]    # the tables of docs/verdicts.md
+    python -m calibration.simulate [--trials N] [--seed S]    # the tables of docs/verdicts.md
+
+The tables of issues 23 and 30, with the procedures of their time, were printed by the commits that
+docs/verdicts-log.md names; those procedures are not kept runnable.
 """
 
 from __future__ import annotations
@@ -20,14 +23,13 @@ import argparse
 
 import numpy as np
 
-from lnbench.claims import plan, simulate_earlier, stats
-from lnbench.claims.nulls import SHAPES, Shape
+from calibration.nulls import SHAPES, Shape
+from lnbench.claims import plan, stats
 from lnbench.claims.plan import JudgingPlan
 
 FAMILIES = {"primary": 23, "control": 4, "beyond": 9}  # the presets' declared families (lnbench/claims/family.py)
 MARGIN = 1.0  # in the shapes' units; `ties` has its ties exactly there
 ALPHA = stats.ALPHA
-ISSUE30 = "issue 30's rule"
 
 
 def judged(lo, hi, design: JudgingPlan, family_size: int = 1, estimand: str = "median", margin: float = MARGIN):
@@ -86,7 +88,7 @@ def power(shape: Shape, trials: int, design: JudgingPlan, p: float, seed: int = 
 
 def equal_means(shape: Shape, trials: int, design: JudgingPlan, seed: int = 0) -> dict[str, float]:
     """False held under equal means (d's mean is the margin) by `estimand: mean` (and held with no tails flag at
-    its deciding look), by issue 30's rule, and what the median reads there (held: true for the median exactly
+    its deciding look), and what the median reads there (held: true for the median exactly
     when P(d > margin) > 1/2)."""
     rng = np.random.default_rng(seed)
     lo, _ = shape.mean_null(rng, (trials, max(design.max_seeds, 9)), MARGIN)
@@ -101,12 +103,9 @@ def equal_means(shape: Shape, trials: int, design: JudgingPlan, seed: int = 0) -
             q1, q3 = np.percentile(d, [25, 75], axis=-1)
             fence = stats.TAIL_IQR * (q3 - q1)
             flagged[at] = ((d < (q1 - fence)[:, None]) | (d > (q3 + fence)[:, None])).any(-1)
-    before_h, _ = simulate_earlier.looked(lo[:, :9] - MARGIN, simulate_earlier.LOOKS, "after")
-    p_before, k_before = stats.decide(before_h, np.ones_like(before_h), np.ones_like(before_h))
     mk, md = judged(lo, lo, design)
     return {
         "P(d > margin)": float((lo > MARGIN).mean()),
-        ISSUE30: float(((p_before <= ALPHA) & (k_before == stats.HELD)).mean()),
         "mean": float(held.mean()),
         "mean, no tails flag": float((held & ~flagged).mean()),
         "median held": float((md & (mk == stats.HELD)).mean()),
@@ -136,8 +135,8 @@ def _pct(x: float) -> str:
     return f"{x:.2%}"
 
 
-def tables39(trials: int, seed: int = 0) -> str:
-    """Issue 39's tables of docs/verdicts.md, as Markdown."""
+def tables(trials: int, seed: int = 0) -> str:
+    """The simulated tables of docs/verdicts.md, as Markdown."""
     designs = plans()
     alone = designs["alone"]
     out = [
@@ -179,29 +178,27 @@ def tables39(trials: int, seed: int = 0) -> str:
         )
     out += [
         "",
-        "| seeds, equal means | P(d > margin) | issue 30's rule (looks 3, 6, 9): false held | `estimand: mean`: false "
-        "held | … not flagged by the tails | median: held |",
-        "|---|---|---|---|---|---|",
+        "| seeds, equal means | P(d > margin) | `estimand: mean`: false held | … not flagged by the tails "
+        "| median: held |",
+        "|---|---|---|---|---|",
     ]
     for name in SHAPES:
         if SHAPES[name].mean is None:
             continue
         r = equal_means(SHAPES[name], trials, alone, seed)
         out.append(
-            f"| {name} | {r['P(d > margin)']:.3f} | {_pct(r[ISSUE30])} | "
+            f"| {name} | {r['P(d > margin)']:.3f} | "
             f"{_pct(r['mean'])} | {_pct(r['mean, no tails flag'])} | {_pct(r['median held'])} |"
         )
     return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m lnbench.claims.simulate", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m calibration.simulate", description=__doc__.split("\n\n")[0])
     p.add_argument("--trials", type=int, default=20_000)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--only", choices=("23", "30", "39"), help="only the tables of issue 23, 30 or 39")
     args = p.parse_args(argv)
-    tables = (("39", tables39), ("30", simulate_earlier.tables30), ("23", simulate_earlier.tables))
-    print("\n\n".join(t(args.trials, args.seed) for key, t in tables if args.only in (None, key)))
+    print(tables(args.trials, args.seed))
     return 0
 
 
