@@ -95,6 +95,9 @@ PRIVATE_ATTRIBUTES = {
     "_registered": "submitit 1.5.4 SlurmInfoWatcher's jobs, which launch/slurm/queue.py's QueueWatcher asks squeue "
     "about where sacct is off",
     "_finished": "submitit 1.5.4 SlurmInfoWatcher's finished jobs (as _registered)",
+    "_save_config": "hydra-core 1.3.8 hydra.core.utils._save_config, which run_job calls to write a job's .hydra/ "
+    "records before the task function: replaced by an atomic writer that leaves a full disk to the job "
+    "(launch/hydra_records.py; Hydra has no hook before those writes)",
     "_num_calls": "submitit 1.5.4 SlurmInfoWatcher's count of its sacct calls, kept by QueueWatcher.update",
     "_info_dict": "submitit 1.5.4 SlurmInfoWatcher's job states (as _registered)",
     "_make_command": "submitit 1.5.4 SlurmInfoWatcher._make_command: its sacct command, kept where sacct works",

@@ -6,7 +6,7 @@ job's failure, not the sweep's.
 Hydra writes them in run_job, outside the task function: a full disk there ended the whole sweep in Hydra's launcher
 with a traceback. Here such a record is left unwritten, and lnbench.launch.entry.Job writes what is missing itself
 (`write_missing`), inside its failure policy: the job fails naming the disk, the sweep goes on. Hydra has no hook
-before it writes them: its private `_save_config` is replaced (hydra-core 1.3, pinned in pyproject.toml).
+before it writes them: its private `_save_config` is replaced (hydra-core 1.3.8; pinned in tests/test_layout.py).
 """
 
 from __future__ import annotations

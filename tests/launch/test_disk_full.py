@@ -75,7 +75,7 @@ def said_as_the_disks(code: int, err: str, run_dir, state: str = "is full") -> N
 
 @pytest.mark.parametrize(
     "name,from_write",
-    [("checkpoint.pt", 2), ("metrics.jsonl", 3), ("summary.json", 1), ("config.yaml", 1), ("checkpoint.pt", 1)],
+    [("checkpoint.pt", 2), ("metrics.jsonl", 3), ("summary.json", 1), ("config.yaml", 1)],
 )
 def test_a_full_disk_at_each_write_of_a_run_is_named_as_the_machines_state(
     name, from_write, full_disk, tmp_path, capsys
@@ -106,11 +106,25 @@ def test_a_full_disk_at_hydras_records_of_the_run_is_named_too(monkeypatch, tmp_
     assert not (run_dir / "checkpoint.pt").exists()  # stopped before training
 
 
-@pytest.mark.parametrize("code", [errno.EDQUOT, errno.EROFS])  # ENOSPC: above
-def test_each_disk_state_is_said_for_what_it_is(code, full_disk, tmp_path, capsys):
+@pytest.mark.parametrize("code", sorted(SAYS))
+def test_each_disk_state_is_said_for_what_it_is_however_deep_in_the_chain(code, tmp_path, capsys):
+    """Where the write failed inside another exception's handling (torch, a sink, the summary after a failure)."""
+    from lnbench.launch import failures
+
     run_dir = tmp_path / "run"
-    full_disk("checkpoint.pt", 2, code)
-    said_as_the_disks(*train([*RUN, f"hydra.run.dir={run_dir}"], capsys), run_dir, SAYS[code])
+    try:
+        try:
+            raise disk_error(code, run_dir / "metrics.jsonl")
+        except OSError:
+            raise RuntimeError("a writer's own wrapper")  # as torch's C++ writer wraps it
+    except RuntimeError as wrapped:
+        error = wrapped
+    assert failures.classify(error) == failures.MACHINE_STATE
+    assert failures.say(error, None, run_dir) == 1
+    said_as_the_disks(1, capsys.readouterr().err, run_dir, SAYS[code])
+    assert failures.classify(disk_error(errno.EACCES, run_dir)).bug  # not the disk's state: a bug, as before
+    line = failures.one_line(3, ["seed=1"], error, run_dir)
+    assert line.startswith(f"lnbench: job 3 (seed=1) failed: the disk holding {run_dir} {SAYS[code]}")
 
 
 @pytest.mark.slow
