@@ -324,7 +324,7 @@ LONG_SWEEP = ["-m", "seed=0,1,2", "steps=100000", "log_every=5", "checkpoint_eve
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("launcher", ["basic", "joblib", "submitit_local"])
+@pytest.mark.parametrize("launcher", ["basic", "joblib", "warm", "submitit_local"])
 def test_ctrl_c_on_a_sweep_exits_130_with_the_command_to_resume(launcher, tmp_path):
     d = tmp_path / "sweep"
     extra = [] if launcher == "basic" else [f"hydra/launcher={launcher}"]

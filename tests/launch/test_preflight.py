@@ -168,6 +168,7 @@ def test_a_big_sweep_composes_each_value_of_each_axis_before_it_starts():
     [
         ("basic", "in-process", False),
         ("joblib", "forked", False),
+        ("warm", "forked", False),
         ("packed", "in-process", False),
         ("submitit_local", "process per job", False),
         ("submitit_slurm", "process per job", True),

@@ -1,0 +1,32 @@
+"""`hydra/launcher=warm` (conf/hydra/launcher/warm.yaml): a plain local sweep's jobs on lnbench's warm pool, the one
+`lnbench check` runs its rounds on (lnbench.launch.process.pool), as joblib's workers run them. Only the class and
+its kind live here, where Hydra looks for plugins; lnbench.launch.sweep.on_pool does the work, imported on first use
+so that Hydra's scan of its plugins stays fast."""
+
+from typing import Any, Optional, Sequence
+
+from hydra.core.utils import JobReturn
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig
+
+from lnbench.config.launchers import FORKED, LauncherKind
+
+
+class WarmLauncher(Launcher):
+    # its workers run job after job, each forked by lnbench; n_jobs and the thread limits as joblib's
+    lnbench_kind = LauncherKind(FORKED, slots="n_jobs", warm_pool=True)
+
+    def __init__(self, **params: Any) -> None:
+        self.params = params
+        self.config: Optional[DictConfig] = None
+        self.hydra_context: Optional[HydraContext] = None
+        self.task_function: Optional[TaskFunction] = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from lnbench.launch.sweep import on_pool  # noqa: PLC0415 (the pool, Hydra's run_job: once a sweep launches)
+
+        return on_pool.launch(self, job_overrides, initial_job_idx)
