@@ -17,8 +17,8 @@ class WarmLauncher(Launcher):
     # its workers run job after job, each forked by lnbench; n_jobs and the thread limits as joblib's
     lnbench_kind = LauncherKind(FORKED, slots="n_jobs", warm_pool=True)
 
-    def __init__(self, **params: Any) -> None:
-        self.params = params
+    def __init__(self, n_jobs: Any = -1) -> None:  # its options: lnbench.config.validate.check_launcher_keys
+        self.params = {"n_jobs": n_jobs}
         self.config: Optional[DictConfig] = None
         self.hydra_context: Optional[HydraContext] = None
         self.task_function: Optional[TaskFunction] = None

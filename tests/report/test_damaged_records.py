@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from calibration.synthetic import SyntheticSweep, claim, write
 from lnbench import report
 from lnbench.check import cli as check
-from lnbench.check.synthetic import Sweep, claim, write
 from lnbench.claims.judge import DESIGN_FILE
 from lnbench.launch.sweep import status
 from lnbench.runs import HYDRA_CONFIG, HYDRA_RECORD, MULTIRUN, OVERRIDES, SUMMARY, load_runs
@@ -35,7 +35,10 @@ DAMAGES = ["cut off", "wrong type", "not JSON or YAML", "empty"]
 def sweep(root: Path) -> Path:
     rng = np.random.default_rng(0)
     tune = {line: 1.0 + 0.01 * rng.normal(size=(3, 1)) for line in "ab"}  # few jobs: the test reads them often
-    write(root, Sweep(tune, {"a": 1.0 - 0.01 * np.arange(2), "b": np.ones(2)}, [claim("a_beats_b", "a", "b")], [2]))
+    write(
+        root,
+        SyntheticSweep(tune, {"a": 1.0 - 0.01 * np.arange(2), "b": np.ones(2)}, [claim("a_beats_b", "a", "b")], [2]),
+    )
     (root / MULTIRUN).write_text("hydra:\n  overrides:\n    task: [seed=0,1,2]\n")
     return root
 

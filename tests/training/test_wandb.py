@@ -191,7 +191,7 @@ def test_report_run_holds_the_reports_tables_and_plots(tmp_path):
     (sweep / "report" / "claims.json").write_text(
         json.dumps([{"claim": "LN faster", "verdict": "holds", "ci": [0.1, 0.2]}])
     )
-    wandb = {**OmegaConf.to_container(tiny("ln_lstm", "adding").logger.wandb), "mode": "offline"}
+    wandb = {**OmegaConf.to_container(tiny("ln_lstm", "adding").logger.wandb, resolve=True), "mode": "offline"}
     config = OmegaConf.create(
         {
             "logger": {"wandb": wandb},
