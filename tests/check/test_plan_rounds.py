@@ -189,6 +189,9 @@ def test_a_budget_stops_between_rounds_every_open_claim_awaits_its_seeds_and_a_r
         assert d["verdict"] == d["raw_verdict"] == "inconclusive" and d["awaiting_seeds"] is True
         assert "--budget 1m ran out" in d["raw_reason"] and d["planned_looks"] and d["max_seeds"] in (15, 21)
         assert "rests" not in d["raw_reason"] and d["effect"] is None  # never judged on the tuning seeds
+    if cut:  # the preset's own report, under its declared plan, awaits them too: never judged on tuning seeds
+        own = preset.judge_preset(check.parse_args(["ln_gain_init"]), tmp_path, figures=False).verdicts
+        assert all(d["awaiting_seeds"] and not d["note"] and d["raw_reason"].startswith("n<") for d in own)
     if after == "judge-1" and not cut:
         assert verdicts[control]["verdict"] == "held" and verdicts[control]["decided_at"] == 10
     assert "stopped" in stopped.note and "--budget 1m" in stopped.note and "judging jobs" in stopped.note
