@@ -5,6 +5,7 @@ judging.json before the first judging seed, within the budget, and a rerun keeps
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 from pathlib import Path
@@ -262,3 +263,15 @@ def test_a_plan_is_kept_and_looks_by_hand_are_refused_over_it(tmp_path, capsys):
     assert "under a plan capped at 40 judging seeds" in err and len(err.strip().splitlines()) == 1
     for same in ([], ["--max-seeds", "40"], ["--budget", "1m"]):  # a rerun keeps the plan, whatever the budget
         check.check_design(check.parse_args(["pmnist", "--out", str(tmp_path), *same]))
+
+
+def test_a_round_runs_seed_by_seed_across_its_cells_so_a_cut_round_leaves_whole_pairs():
+    from lnbench.check.runner import Active, PoolRunner
+
+    class Listed:  # a round's sweep as Hydra lists it: cell by cell
+        jobs = [(i, [f"+cell={c}", f"seed={s}"]) for i, (c, s) in enumerate((c, s) for c in "ab" for s in (1000, 1001))]
+
+    runner, active = PoolRunner(2, {}), Active(None, None, 0, [Listed()])
+    assert runner._enqueue(active) == 4
+    order = [heapq.heappop(runner.queue).overrides for _ in range(4)]
+    assert [o[1] for o in order] == ["seed=1000", "seed=1000", "seed=1001", "seed=1001"]
