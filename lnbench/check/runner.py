@@ -4,9 +4,9 @@
   (lnbench.launch.process.pool) and one Hydra in this process (lnbench.check.inprocess). Every preset's rounds
   run at once: a preset whose round waits for its last jobs leaves the cores to the other presets' jobs, so
   they never wait for the slowest preset. Jobs are dispatched by preset order (the cheap presets first, so that
-  a first verdict comes early), a preset's later rounds before the next preset's jobs. Once the check's --budget
-  has run out no queued job starts (a rerun runs it): each preset's round ends with its running jobs, and the
-  preset stops there (lnbench.check.preset).
+  a first verdict comes early), a preset's later rounds before the next preset's jobs, a round seed by seed.
+  Once the check's --budget has run out no queued job starts (a rerun runs it): each preset's round ends with
+  its running jobs, and the preset stops there (lnbench.check.preset).
 - `SubprocessRunner` (SLURM, submitit): each round's sweeps are `lnbench train -m` processes of their own, one
   preset after the other, as before: each job a SLURM job.
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import os
 import signal
 import subprocess
@@ -81,6 +82,16 @@ class Active:
     left: int = 0  # jobs of the round not ended yet
     rounds: int = 0  # rounds started so far
     advancing: Future | None = None  # its next round being made (composed, judged) in the helper thread
+
+
+def seed_rank(overrides: list[str]) -> float:
+    """A job's seed, to run a round seed by seed across its cells (Hydra lists them cell by cell): a round the
+    budget cuts short then leaves whole pairs of judging seeds, not one line's seeds alone."""
+    seed = next((o.split("=", 1)[1] for o in overrides if o.startswith("seed=")), "")
+    try:
+        return float(seed)
+    except ValueError:
+        return math.inf
 
 
 @dataclass(order=True)
@@ -167,7 +178,8 @@ class PoolRunner:
             if isinstance(s, int):
                 continue
             for idx, overrides in s.jobs:
-                heapq.heappush(self.queue, Ticket((a.order, next(self.seq)), a, s, idx, overrides))
+                priority = (a.order, seed_rank(overrides), next(self.seq))
+                heapq.heappush(self.queue, Ticket(priority, a, s, idx, overrides))
                 a.left += 1
         return a.left
 

@@ -148,6 +148,7 @@ def judge_claims(
     for claim in claims:
         size = sizes.get(family.membership(claim.id, claim.family, known), 1)
         planned = design.of(claim.id, size) if design else None
+        own = bool(design and claim.id in design.claims and planned and planned.looks)
         panels, on_tuning, trivial = [], False, set()
         for panel in dict.fromkeys(g.panel for g in groups):
             cells = {g.line: g for g in groups if g.panel == panel}
@@ -157,8 +158,10 @@ def judge_claims(
                 continue
             better, than = (_cell(cells, line) for line in (claim.better, claim.than))
             judging = bool(better and than and better.judging and than.judging)
-            on_tuning |= not judging and any(g is not None and g.selection for g in (better, than))
-            panels.append(_compare(claim, lay.title(panel), better, than, judging, planned))
+            # a claim judging.json planned on its own awaits its judging seeds: never judged on the tuning ones
+            waits = not judging and own and better is not None and than is not None
+            on_tuning |= not judging and not waits and any(g is not None and g.selection for g in (better, than))
+            panels.append(_compare(claim, lay.title(panel), better, than, judging, planned, waits))
             trivial |= {t for g in (better, than) if g is not None and (t := trivial_value(claim, g.runs)) is not None}
         note = ON_TUNING_SEEDS if on_tuning and panels else ""
         judged.append(
@@ -199,7 +202,14 @@ def _cell(cells: dict, line: Any):
     return next((g for v, g in cells.items() if claimlib.same(v, line)), None)
 
 
-def _compare(claim: Claim, title: str, better, than, judging: bool, design: plan.JudgingPlan | None) -> verdicts.Panel:
+def _compare(
+    claim: Claim, title: str, better, than, judging: bool, design: plan.JudgingPlan | None, waits: bool = False
+) -> verdicts.Panel:
+    if waits:  # planned, and a line has no judging seed yet
+        p = verdicts.Panel(title, claim.estimand, awaiting=True)
+        p.reason = f"n<{design.looks[0]}: 0 paired judging seed(s)"
+        p.lines = {str(g.line): _line_info(g, True) for g in (better, than)}
+        return p
     numbers, blocked = {}, []
     for name, g in (("better", better), ("than", than)):
         if g is None:

@@ -5,6 +5,7 @@ judging.json before the first judging seed, within the budget, and a rerun keeps
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 from pathlib import Path
@@ -222,6 +223,9 @@ def test_a_budget_stops_between_rounds_every_open_claim_awaits_its_seeds_and_a_r
         assert d["verdict"] == d["raw_verdict"] == "inconclusive" and d["awaiting_seeds"] is True
         assert "--budget 1m ran out" in d["raw_reason"] and d["planned_looks"] and d["max_seeds"] in (15, 21)
         assert "rests" not in d["raw_reason"] and d["effect"] is None  # never judged on the tuning seeds
+    if cut:  # the preset's own report, under its declared plan, awaits them too: never judged on tuning seeds
+        own = preset.judge_preset(check.parse_args(["ln_gain_init"]), tmp_path, figures=False).verdicts
+        assert all(d["awaiting_seeds"] and not d["note"] and d["raw_reason"].startswith("n<") for d in own)
     if after == "judge-1" and not cut:
         assert verdicts[control]["verdict"] == "held" and verdicts[control]["decided_at"] == 10
     assert "stopped" in stopped.note and "--budget 1m" in stopped.note and "judging jobs" in stopped.note
@@ -295,3 +299,15 @@ def test_a_rerun_keeps_a_declared_plan_and_says_which_option_it_does_not_apply(t
     said = check.kept_design(args)
     assert len(said) == 1 and said[0].startswith(f"{given[0]} {given[1]} is not applied to pmnist")
     assert "declared under a plan per claim" in said[0]
+
+
+def test_a_round_runs_seed_by_seed_across_its_cells_so_a_cut_round_leaves_whole_pairs():
+    from lnbench.check.runner import Active, PoolRunner
+
+    class Listed:  # a round's sweep as Hydra lists it: cell by cell
+        jobs = [(i, [f"+cell={c}", f"seed={s}"]) for i, (c, s) in enumerate((c, s) for c in "ab" for s in (1000, 1001))]
+
+    runner, active = PoolRunner(2, {}), Active(None, None, 0, [Listed()])
+    assert runner._enqueue(active) == 4
+    order = [heapq.heappop(runner.queue).overrides for _ in range(4)]
+    assert [o[1] for o in order] == ["seed=1000", "seed=1000", "seed=1001", "seed=1001"]
