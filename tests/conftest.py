@@ -1,4 +1,5 @@
 import fcntl
+import logging
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +18,18 @@ os.environ["LNBENCH_CONFIG_DIR"] = ""
 DATA_DIR = Path(os.environ.get("LNBENCH_DATA_DIR", REPO.parent / "shared" / "data")).resolve()
 HAVE_DATA = (DATA_DIR / "MNIST" / "raw").is_dir() and (DATA_DIR / "tinyshakespeare" / "input.txt").is_file()
 needs_data = pytest.mark.skipif(not HAVE_DATA, reason=f"real data not found under {DATA_DIR}")
+
+
+@pytest.fixture(autouse=True)
+def logging_handlers_of_the_test_go_with_it():
+    """A run in this process (Hydra configures logging) leaves handlers on the streams pytest captured, closed once
+    the test ends: a later test that logs, or flushes every handler before a fork, would write to a closed file."""
+    loggers = [logging.getLogger(), logging.getLogger("lnbench")]
+    before = [list(logger.handlers) for logger in loggers]
+    yield
+    for logger, had in zip(loggers, before):
+        logger.handlers[:] = had
+
 
 MODELS_FLAT = model_presets("base_mlp")  # read from conf/model, never typed here
 MODELS_SEQ = model_presets("base_sequence", "base_transformer")
