@@ -71,5 +71,5 @@ def decide(cfg: Any, hc=None) -> Runtime:
     user set malloc's own), `threads_follow`, and the cores it may use. Decided once, before the run."""
     n, why = choose(cfg.get("threads"), hc)
     log.info("threads: %d (%s)", n, why)
-    follow = bool(cfg.get("threads_follow", False))
+    follow = cfg.get("threads_follow")
     return Runtime(n, why, keeps_freed_memory=heap.keep_freed_memory(), follow=follow, cores=tuple(usable_cores()))
