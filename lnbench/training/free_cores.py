@@ -19,8 +19,9 @@ with what the checks say.
 Recorded: the provenance's `threads_follow` says whether the run followed and why; the summary's `threads_followed`
 says which counts ran how many steps, and when the count changed.
 
-How: the run starts on the count the cores others left free while the probe ran (at least START_WINDOW_S of
-wall time, so a short run does not wait for the loop's samples); then every SAMPLE_S of wall time the loop reads
+How: the run starts on the count the cores others left free while the probe ran (measured over START_WINDOW_S at
+least: where the probe was quicker, at the first step after that; a short run does not wait for the loop's
+samples, nor ever sleeps); then every SAMPLE_S of wall time the loop reads
 /proc/stat for the cores this process may use, takes away its own CPU time, and calls what is left busy with
 others (steal time included: a hypervisor's other guests take it). The count is the cores minus those, rounded,
 between 1 and the count chosen before the run; it changes after two samples in a row agree, so a short burst next
@@ -100,8 +101,9 @@ class FreeCores:
         clock=time.monotonic,
         since: Optional[tuple[float, int, float]] = None,
     ):
-        """`since`: a sample (`sample(cores)`) taken a while before, from which the count to start on is measured
-        (else the run starts on `base`)."""
+        """`since`: a sample (`sample(cores)`) taken before (the probe's start), from which the count to start on
+        is measured as soon as START_WINDOW_S have passed: here, or at the first step after (else the run starts on
+        `base` and changes by the loop's samples)."""
         self.base, self.cores, self.clock = base, cores or usable_cores(), clock
         self.allowed = sorted(allowed or range(1, base + 1))
         self.hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -109,20 +111,24 @@ class FreeCores:
         self.changes: list[list[int]] = []
         self.steps_at: dict[int, int] = {}
         self.last = self.sample()
-        if since is not None and self.last is not None:
-            if (wait := START_WINDOW_S - (self.last[0] - since[0])) > 0:
-                time.sleep(wait)
-                self.last = self.sample()
-            busy = self.busy_elsewhere(since, self.last)
-            self.current = self.target(busy)
-            if self.current != base:
-                self.changes.append([0, self.current])
-                log.info(
-                    "threads: %d from the start (%.1f of %d cores busy with other processes)",
-                    self.current,
-                    busy,
-                    len(self.cores),
-                )
+        self.since = since if self.last is not None else None
+        self.start(0)
+
+    def start(self, step: int) -> None:
+        """The count to start on, from the cores others took since `since`, once its window is long enough: at
+        once, without the two samples in a row that a change needs later."""
+        if self.since is None or self.last[0] - self.since[0] < START_WINDOW_S:
+            return
+        busy, self.since = self.busy_elsewhere(self.since, self.last), None
+        if (want := self.target(busy)) != self.current:
+            self.change(step, want, busy, "the start" if step == 0 else f"step {step}")
+
+    def change(self, step: int, want: int, busy: float, when: str) -> None:
+        self.current = want
+        torch.set_num_threads(want)
+        if len(self.changes) < MAX_CHANGES_KEPT:
+            self.changes.append([step, want])
+        log.info("threads: %d from %s (%.1f of %d cores busy with other processes)", want, when, busy, len(self.cores))
 
     def sample(self) -> Optional[tuple[float, int, float]]:
         return sample(self.cores, self.clock)
@@ -140,6 +146,11 @@ class FreeCores:
 
     def tick(self, step: int) -> None:
         self.steps_at[self.current] = self.steps_at.get(self.current, 0) + 1
+        if self.since is not None:  # the start's window is still short: measured over it as soon as it is not
+            if self.clock() - self.since[0] >= START_WINDOW_S:
+                self.last = self.sample()
+                self.start(step)
+            return
         if self.last is None or self.clock() - self.last[0] < SAMPLE_S:
             return
         now = self.sample()
@@ -150,17 +161,8 @@ class FreeCores:
         elif want != self.pending:
             self.pending = want
         else:
-            self.pending, self.current = None, want
-            torch.set_num_threads(want)
-            if len(self.changes) < MAX_CHANGES_KEPT:
-                self.changes.append([step, want])
-            log.info(
-                "threads: %d from step %d (%.1f of %d cores busy with other processes)",
-                want,
-                step,
-                busy,
-                len(self.cores),
-            )
+            self.pending = None
+            self.change(step, want, busy, f"step {step}")
 
     @contextmanager
     def following(self):

@@ -57,6 +57,7 @@ def flipping(monkeypatch):
     """Every sample sees the other core busy, then free, two samples each: the count goes 2 -> 1 -> 2 -> ..."""
     flips = iter([1.0, 1.0, 0.0, 0.0] * 100)
     monkeypatch.setattr(free_cores, "SAMPLE_S", 0.0)
+    monkeypatch.setattr(free_cores, "START_WINDOW_S", 0.0)
     monkeypatch.setattr(free_cores.FreeCores, "busy_elsewhere", lambda self, a, b: next(flips))
 
 
@@ -209,20 +210,27 @@ def test_never_more_than_chosen_before_the_run_nor_fewer_than_one(monkeypatch):
 
 
 def test_the_run_starts_on_the_cores_others_leave_free_at_its_start(monkeypatch):
-    """The first count is measured before the first step, over the probe's time or START_WINDOW_S at least
-    (waited for where the probe was quicker), without the two samples the loop's changes need."""
+    """The first count is measured before the first step, over the probe's time, or where the probe took less than
+    START_WINDOW_S, at the first step after it (never waited for), without the two samples the loop's changes need."""
     f = Fake(monkeypatch)
-    monkeypatch.setattr(free_cores.time, "sleep", lambda s: setattr(f, "t", f.t + s))
 
-    def starting(ours: float, theirs: float, seconds: float) -> free_cores.FreeCores:
+    def seconds(ours: float, theirs: float, wall: float) -> None:
+        f.t, f.own, f.ticks = f.t + wall, f.own + ours * wall, f.ticks + round((ours + theirs) * wall * 100)
+
+    def starting(ours: float, theirs: float, probe_s: float) -> free_cores.FreeCores:
         before = free_cores.sample([0, 1], clock=lambda: f.t)
-        f.t, f.own, f.ticks = f.t + seconds, f.own + ours * seconds, f.ticks + round((ours + theirs) * seconds * 100)
+        seconds(ours, theirs, probe_s)
         return free_cores.FreeCores(2, cores=[0, 1], clock=lambda: f.t, since=before)
 
     busy = starting(1.0, 1.0, 0.5)  # a neighbour holds a core while the probe runs
     assert busy.current == 1 and busy.record()["changes"] == [[0, 1]]
     idle = starting(1.5, 0.0, 0.5)
     assert idle.current == 2 and idle.record()["changes"] == []
-    t0 = f.t
-    starting(2.0, 0.0, 0.02)  # a probe of 20 ms: the window is made up to START_WINDOW_S
-    assert f.t - t0 == pytest.approx(free_cores.START_WINDOW_S)
+    quick = starting(1.0, 1.0, 0.04)  # a probe of 40 ms: too short a window, the run starts on its 2 threads
+    assert quick.current == 2
+    seconds(1.0, 1.0, 0.04)
+    quick.tick(1)
+    assert quick.current == 2  # 80 ms
+    seconds(1.0, 1.0, 0.04)
+    quick.tick(2)
+    assert quick.current == 1 and quick.record()["changes"] == [[2, 1]]  # 120 ms: decided on this one sample
