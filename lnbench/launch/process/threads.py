@@ -2,7 +2,8 @@
 
 Never from the machine's load: torch's reductions (sums to a scalar, batch norm's statistics, the
 gradient norm) round differently on 1 and 2 threads, so a thread count that followed the neighbours
-would make a run's numbers follow them too (docs/performance.md lists the ops). The count is the
+would make a run's numbers follow them too (docs/performance.md lists the ops; lnbench.training.free_cores
+follows them only below this count, and only where no number can change with it). The count is the
 smallest of: the cores this process may run on (its CPU affinity, which taskset, cgroups and SLURM's
 binding set), SLURM's `SLURM_CPUS_PER_TASK`, and a parallel launcher's share per job (its kind's,
 lnbench.config.launchers: submitit's `cpus_per_task`, joblib's cores / n_jobs, the cores counted with a CPU
