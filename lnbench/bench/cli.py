@@ -33,8 +33,11 @@ The bandwidth rows (`--bandwidth`, on by default, off with --quick) split the ML
 STREAM triad (lnbench.bench.bandwidth).
 
 The train rows (`--train`, on by default, off with --quick) time `lnbench train` of each recurrent preset
-(TRAIN_RUNS) on the adding task at the first shape, runs in turn, against its family's un-normalized
-preset, with the LN-LSTM also on torch's ops alone (model.impl=torch): what a user's run costs.
+(TRAIN_RUNS; with --models, those presets' plain runs only) on the adding task at the first shape, runs in
+turn, on the thread count asked (`threads_follow=false`), against its family's un-normalized preset, with the
+LN-LSTM also on torch's ops alone (model.impl=torch): what a user's run costs. After them, each run's step is
+split by torch's profiler (lnbench.bench.runs.step_split): its recurrent layer, the optimizer, the rest; the
+log gives each part against the baseline's, and the whole run's ratio, evaluations and checkpoints included.
 
 The runner rows time a whole `lnbench train` run's steps (metrics file, logging, checkpoints) against
 a bare loop of the same model, optimizer and batches, interleaved run by run (`--no-runner` skips it).
@@ -370,7 +373,8 @@ def timed_rows(args: argparse.Namespace) -> tuple[list[dict], int]:
         rows += mlp_bandwidth_rows(reps, args.warmup, MLP_BATCHES, log)
     if wanted(args, "train"):
         log("lnbench train per step, each preset against its family's un-normalized one:")
-        rows += train_rows((args.shapes or DEFAULT_SHAPES)[0], max(2, reps // 3), args.train_steps, device, log)
+        shape = (args.shapes or DEFAULT_SHAPES)[0]
+        rows += train_rows(shape, max(2, reps // 3), args.train_steps, device, log, models=args.models)
     if args.runner:
         log("runner overhead (lnbench train vs a bare loop of the same model and batches):")
         rows += runner_overhead_rows(reps, args.runner_steps, device, log)

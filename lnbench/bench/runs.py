@@ -47,6 +47,7 @@ def runner_overhead_rows(reps: int, steps: int, device: torch.device, log) -> li
                     "progress=false",
                     f"device={device.type}",
                     f"threads={torch.get_num_threads()}",
+                    "threads_follow=false",  # timed on the count asked for, whatever the load
                 ],
             )
         try:
@@ -115,14 +116,20 @@ TRAIN_RUNS = {
 }
 
 
-def train_rows(shape: tuple[int, int, int], reps: int, steps: int, device: torch.device, log) -> list[dict]:
+def train_rows(
+    shape: tuple[int, int, int], reps: int, steps: int, device: torch.device, log, models: Optional[list[str]] = None
+) -> list[dict]:
     """`lnbench train` on the adding task at `shape` (batch, seq_len, hidden), every run of TRAIN_RUNS in
-    turn, `reps` rounds: ms per training step from each run's summary (evaluation and checkpoints apart)."""
+    turn (`models`: only those presets' plain runs), `reps` rounds: ms per training step from each run's summary
+    (evaluation and checkpoints apart); then where each run's step goes (`step_split`), logged and in its row."""
 
     register_configs()
     B, T, H = shape
     cfgs = {}
-    for name, overrides in TRAIN_RUNS.items():
+    runs = {n: o for n, o in TRAIN_RUNS.items() if models is None or n in models}
+    if not runs:  # `--models mlp`: no recurrent preset to run
+        return []
+    for name, overrides in runs.items():
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfgs[name] = compose(
                 "train",
@@ -140,19 +147,35 @@ def train_rows(shape: tuple[int, int, int], reps: int, steps: int, device: torch
                     "progress=false",
                     f"device={device.type}",
                     f"threads={torch.get_num_threads()}",
+                    "threads_follow=false",  # timed on the count asked for, whatever the load
                 ],
             )
     log(f"  B={B} T={T} H={H}: {reps} rounds x ({', '.join(cfgs)}) of {steps} steps")
     times: dict[str, list[float]] = {n: [] for n in cfgs}
+    whole: dict[str, list[float]] = {n: [] for n in cfgs}  # the run's wall time per step, evaluations included
     names = list(cfgs)
     for r in range(reps):
         for name in names[r % len(names) :] + names[: r % len(names)]:
             with tempfile.TemporaryDirectory() as d:
-                times[name].append(train(cfgs[name], Path(d))["time_per_step"] * 1e3)
+                summary = train(cfgs[name], Path(d))
+            times[name].append(summary["time_per_step"] * 1e3)
+            whole[name].append(summary["wall_time"] / summary["steps"] * 1e3)
+    splits = {name: step_split(cfg, min(steps, 20), device) for name, cfg in cfgs.items()}
     rows = []
     for name, ts in times.items():
         base = "gru" if "gru" in name else "lstm"
+        base = base if base in times else name
         st = summarize(ts)
+        split, of_base = splits[name], splits[base]
+        run_ratio = statistics.median(a / b for a, b in zip(whole[name], whole[base]))
+        log(
+            f"  {name}: a step {split['step_ms']:.1f} ms = its layer {split['layer_ms']:.1f} "
+            f"({split['layer_ms'] / split['step_ms']:.0%}) + optimizer {split['optimizer_ms']:.1f} + the rest "
+            f"{split['rest_ms']:.1f}; against {base}'s: layer {split['layer_ms'] / of_base['layer_ms']:.2f}x, "
+            f"outside it {(split['step_ms'] - split['layer_ms']) / (of_base['step_ms'] - of_base['layer_ms']):.2f}x, "
+            f"step {split['step_ms'] / of_base['step_ms']:.2f}x; the whole run (evaluations, checkpoints) "
+            f"{run_ratio:.2f}x"
+        )
         rows.append(
             {
                 "section": "train",
@@ -169,9 +192,61 @@ def train_rows(shape: tuple[int, int, int], reps: int, steps: int, device: torch
                 "baseline": f"{base} (lnbench train)",
                 "baseline_ms_median": statistics.median(times[base]),
                 "ratio": statistics.median(a / b for a, b in zip(ts, times[base])),
+                "run_ms_per_step": statistics.median(whole[name]),
+                "run_ratio": run_ratio,
+                "split": split,
             }
         )
     return rows
+
+
+# What runs a recurrent layer, forward and backward, as torch's profiler names it: lnbench's C++ kernels and its
+# torch-op recurrences (autograd Functions), torch's fused LSTM (oneDNN) and GRU.
+LAYER_EVENTS = ("Recurrence", "aten::lstm", "aten::gru", "MkldnnRnnLayerBackward0", "GruBackward", "LstmBackward")
+
+
+def step_split(cfg, steps: int, device: torch.device) -> dict[str, float]:
+    """Where a training step of the run's model, optimizer and batches goes (ms per step, torch.profiler's CPU
+    time on the calling thread over `steps` steps after two untimed ones): the recurrent layer (`LAYER_EVENTS`,
+    forward and backward), the optimizer (step and zero_grad), and the rest (data, the input and head, the loss,
+    autograd's own work)."""
+    from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415 (only when the train rows run)
+
+    dataset = instantiate(cfg.dataset, _convert_="all")
+    seed_everything(cfg.seed)
+    model = setup_model(cfg.model, dataset.spec, device, first_batch=dataset.train_batch(0)[0])
+    optimizer, scheduler = setup_optimizer(cfg.optim, cfg.schedule, model, device)
+    for step in range(2):
+        train_step(model, optimizer, scheduler, dataset.spec, dataset.train_batch(step), device, None)
+    sync(device)
+    t0 = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for step in range(2, 2 + steps):
+            train_step(model, optimizer, scheduler, dataset.spec, dataset.train_batch(step), device, None)
+        sync(device)
+    wall = (time.perf_counter() - t0) * 1e3
+    shares = {"layer": 0.0, "optimizer": 0.0}
+    for e in prof.events():  # each outermost event of a share: its time holds its children's
+        if (share := _share(e)) and not any(_share(p) for p in _parents(e)):
+            shares[share] += e.cpu_time_total / 1e3
+    step_ms, layer, optimizer_ms = wall / steps, shares["layer"] / steps, shares["optimizer"] / steps
+    return {
+        "step_ms": step_ms,
+        "layer_ms": layer,
+        "optimizer_ms": optimizer_ms,
+        "rest_ms": step_ms - layer - optimizer_ms,
+    }
+
+
+def _share(event) -> Optional[str]:
+    if any(k in event.name for k in LAYER_EVENTS):
+        return "layer"
+    return "optimizer" if event.name.startswith("Optimizer.") else None
+
+
+def _parents(event):
+    while (event := event.cpu_parent) is not None:
+        yield event
 
 
 # The default run's step (model ln_lstm, adding: batch 64, seq_len 50, hidden 128; input 2 features).

@@ -32,7 +32,9 @@ class Runtime:
     threads: Optional[int]
     why: str  # how the count was decided, for the run's provenance
     keeps_freed_memory: bool = False  # the process's malloc keeps freed memory (lnbench.launch.process.heap)
-    follow: bool = False  # threads_follow=true: the count may follow the free cores (lnbench.training.free_cores)
+    # threads_follow: the count follows the free cores where no number depends on it (None, the default; True:
+    # the same, and a warning where it cannot); False: never (lnbench.training.free_cores)
+    follow: Optional[bool] = None
     cores: tuple[int, ...] = field(default_factory=lambda: tuple(usable_cores()))
 
     @classmethod
@@ -40,7 +42,7 @@ class Runtime:
         """An in-process caller's record: the config's `threads` if set (else torch's count), its `threads_follow`."""
         n = cfg.get("threads")
         why = f"threads={n} as configured" if n else TORCHS_OWN
-        return cls(int(n) if n else None, why, follow=bool(cfg.get("threads_follow", False)))
+        return cls(int(n) if n else None, why, follow=cfg.get("threads_follow"))
 
     def with_threads(self, n: int, why: str | None = None) -> "Runtime":
         return replace(self, threads=n, why=self.why if why is None else why)

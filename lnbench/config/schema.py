@@ -300,7 +300,9 @@ class TrainConfig:
     # torch threads; null: the cores the job may use (lnbench.launch.process.threads). torch crashes at some
     # 100000; no machine lnbench runs on has more than 1024 cores.
     threads: Optional[int] = ranged(None, low=1, high=1024)
-    threads_follow: bool = False  # follow the cores other processes leave free, where no number depends on it
+    # follow the cores other processes leave free: null (where no number depends on it), true (the same, and a
+    # warning where it cannot), false (never)
+    threads_follow: Optional[bool] = None
     steps: int = ranged(1000, low=1)
     eval_every: int = ranged(250, low=1)
     log_every: int = ranged(10, low=1)

@@ -278,7 +278,8 @@ def check_typed(overrides: list[str], cfg: Any) -> None:
         values = o.value().list if o.is_sweep_override() and hasattr(o.value(), "list") else [o.value()]
         for v in values:
             if not (isinstance(v, bool) or v is None or str(v).lower() in ("true", "false")):
-                raise ConfigError(f"{key}={v} is not allowed: {key} is true or false.")
+                null = ", or null (lnbench's choice)" if _node(cfg, key)._is_optional() else ""
+                raise ConfigError(f"{key}={v} is not allowed: {key} is true or false{null}.")
 
 
 def _node(cfg: Any, key: str) -> Any:

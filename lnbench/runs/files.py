@@ -106,7 +106,7 @@ class Summary:
     primary_metric: Any = UNSET  # what the run ranks by (primary_of)
     baseline: Any = UNSET  # a trivial predictor's loss
     threads: Any = UNSET  # the torch threads the run computed with (a resume keeps them)
-    threads_followed: Any = UNSET  # threads_follow=true: steps per thread count, and when it changed
+    threads_followed: Any = UNSET  # where the count followed the free cores: steps per count, and when it changed
     provenance: Any = UNSET  # lnbench.training.provenance.collect
     test: Any = UNSET
     final_val: Any = UNSET

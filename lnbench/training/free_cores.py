@@ -1,5 +1,5 @@
-"""`threads_follow=true`: a run's torch threads follow the cores other processes leave free, while it runs, where
-its numbers cannot depend on the count.
+"""A run's torch threads follow the cores other processes leave free, while it runs, where its numbers cannot
+depend on the count: by default (`threads_follow: null`), and where asked (`true`, which warns where it cannot).
 
 Why: with two threads on two cores and a neighbour holding one of them, every parallel region waits for the
 thread the neighbour displaced, and a step costs more than on one thread alone (docs/performance.md, issue 33).
@@ -16,13 +16,16 @@ the probe did not see. Elsewhere the count stays as chosen (the run's Runtime: l
 tests/training/test_free_cores.py trains each recurrent claim preset on 1 and 2 threads and compares every number
 with what the checks say.
 
-Opt-in, since it adapts to the load, and recorded: the summary's `threads_followed` says which counts ran
-how many steps, and when the count changed.
+Recorded: the provenance's `threads_follow` says whether the run followed and why; the summary's `threads_followed`
+says which counts ran how many steps, and when the count changed.
 
-How: every SAMPLE_S of wall time the loop reads /proc/stat for the cores this process may use, takes away
-its own CPU time, and calls what is left busy with others (steal time included: a hypervisor's other guests
-take it). The count is the cores minus those, rounded, between 1 and the count chosen before the run; it
-changes after two samples in a row agree, so a short burst next door changes nothing.
+How: the run starts on the count the cores others left free while the probe ran (measured over START_WINDOW_S at
+least: where the probe was quicker, at the first step after that; a short run does not wait for the loop's
+samples, nor ever sleeps); then every SAMPLE_S of wall time the loop reads
+/proc/stat for the cores this process may use, takes away its own CPU time, and calls what is left busy with
+others (steal time included: a hypervisor's other guests take it). The count is the cores minus those, rounded,
+between 1 and the count chosen before the run; it changes after two samples in a row agree, so a short burst next
+door changes nothing.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import logging
 import os
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import torch
 
@@ -41,6 +44,7 @@ from lnbench.training import tasks
 log = logging.getLogger("lnbench")
 
 SAMPLE_S = 1.0
+START_WINDOW_S = 0.1  # the least wall time the first count is measured over (/proc/stat counts 10 ms ticks)
 MAX_CHANGES_KEPT = 100
 
 
@@ -76,27 +80,58 @@ def _cpu_ticks(cores: list[int]) -> Optional[int]:
     return busy
 
 
+def sample(cores: list[int], clock=time.monotonic) -> Optional[tuple[float, int, float]]:
+    """(wall clock, busy ticks of `cores`, this process's CPU seconds), or None off Linux."""
+    ticks = _cpu_ticks(cores)
+    if ticks is None:
+        return None
+    t = os.times()
+    return clock(), ticks, t.user + t.system
+
+
 class FreeCores:
     """Follows the free cores between steps: `following()` around the steps, `tick(step)` after each, `at_base()`
     around an evaluation, `record()` for the summary."""
 
     def __init__(
-        self, base: int, allowed: Optional[list[int]] = None, cores: Optional[list[int]] = None, clock=time.monotonic
+        self,
+        base: int,
+        allowed: Optional[list[int]] = None,
+        cores: Optional[list[int]] = None,
+        clock=time.monotonic,
+        since: Optional[tuple[float, int, float]] = None,
     ):
+        """`since`: a sample (`sample(cores)`) taken before (the probe's start), from which the count to start on
+        is measured as soon as START_WINDOW_S have passed: here, or at the first step after (else the run starts on
+        `base` and changes by the loop's samples)."""
         self.base, self.cores, self.clock = base, cores or usable_cores(), clock
         self.allowed = sorted(allowed or range(1, base + 1))
         self.hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         self.current, self.pending = base, None
         self.changes: list[list[int]] = []
         self.steps_at: dict[int, int] = {}
-        self.last = self._sample()
+        self.last = self.sample()
+        self.since = since if self.last is not None else None
+        self.start(0)
 
-    def _sample(self) -> Optional[tuple[float, int, float]]:
-        ticks = _cpu_ticks(self.cores)
-        if ticks is None:
-            return None
-        t = os.times()
-        return self.clock(), ticks, t.user + t.system
+    def start(self, step: int) -> None:
+        """The count to start on, from the cores others took since `since`, once its window is long enough: at
+        once, without the two samples in a row that a change needs later."""
+        if self.since is None or self.last[0] - self.since[0] < START_WINDOW_S:
+            return
+        busy, self.since = self.busy_elsewhere(self.since, self.last), None
+        if (want := self.target(busy)) != self.current:
+            self.change(step, want, busy, "the start" if step == 0 else f"step {step}")
+
+    def change(self, step: int, want: int, busy: float, when: str) -> None:
+        self.current = want
+        torch.set_num_threads(want)
+        if len(self.changes) < MAX_CHANGES_KEPT:
+            self.changes.append([step, want])
+        log.info("threads: %d from %s (%.1f of %d cores busy with other processes)", want, when, busy, len(self.cores))
+
+    def sample(self) -> Optional[tuple[float, int, float]]:
+        return sample(self.cores, self.clock)
 
     def busy_elsewhere(self, before, now) -> float:
         """Cores' worth of CPU time other processes took between two samples."""
@@ -111,9 +146,14 @@ class FreeCores:
 
     def tick(self, step: int) -> None:
         self.steps_at[self.current] = self.steps_at.get(self.current, 0) + 1
+        if self.since is not None:  # the start's window is still short: measured over it as soon as it is not
+            if self.clock() - self.since[0] >= START_WINDOW_S:
+                self.last = self.sample()
+                self.start(step)
+            return
         if self.last is None or self.clock() - self.last[0] < SAMPLE_S:
             return
-        now = self._sample()
+        now = self.sample()
         busy, self.last = self.busy_elsewhere(self.last, now), now
         want = self.target(busy)
         if want == self.current:
@@ -121,21 +161,13 @@ class FreeCores:
         elif want != self.pending:
             self.pending = want
         else:
-            self.pending, self.current = None, want
-            torch.set_num_threads(want)
-            if len(self.changes) < MAX_CHANGES_KEPT:
-                self.changes.append([step, want])
-            log.info(
-                "threads: %d from step %d (%.1f of %d cores busy with other processes)",
-                want,
-                step,
-                busy,
-                len(self.cores),
-            )
+            self.pending = None
+            self.change(step, want, busy, f"step {step}")
 
     @contextmanager
     def following(self):
         """The training steps' scope: yields `tick`, and puts the run's own count back however it ends."""
+        torch.set_num_threads(self.current)
         try:
             yield self.tick
         finally:
@@ -192,12 +224,22 @@ def gradients(model, spec, batch: list[torch.Tensor]) -> list[torch.Tensor]:
     return [loss.detach(), *(g for g in grads if g is not None)]
 
 
-def follower(cfg, runtime: Runtime, model, spec, batch: Callable[[], list[torch.Tensor]]) -> Optional[FreeCores]:
-    """A FreeCores for this run where its runtime follows the free cores (threads_follow=true) and its numbers
-    allow it; None otherwise (logged). `batch()`: the next training batch, for the probe."""
-    if not runtime.follow:
-        return None
+class Decision(NamedTuple):
+    """Whether a run follows the free cores: its FreeCores (None: the count stays as chosen) and the provenance's
+    words for it."""
+
+    follower: Optional[FreeCores]
+    said: str
+
+
+def follower(cfg, runtime: Runtime, model, spec, batch: Callable[[], list[torch.Tensor]]) -> Decision:
+    """Whether this run follows the free cores: where its runtime lets it (threads_follow null or true) and its
+    numbers allow it, a FreeCores on the count the cores others leave free now; else none, and why (logged: a
+    warning where threads_follow=true asked for it). `batch()`: the next training batch, for the probe."""
     base = runtime.threads
+    if runtime.follow is False:
+        return Decision(None, f"fixed at {base} (threads_follow=false)")
+    before = sample(list(runtime.cores))  # the probe's time is the first count's window
     ok, why = same_bits_on_any_count(cfg, model)
     if ok and base < 2:  # nothing to probe: no count below it to drop to
         ok, why = False, "it runs on 1 thread: there is no smaller count to drop to while other processes hold cores"
@@ -207,15 +249,16 @@ def follower(cfg, runtime: Runtime, model, spec, batch: Callable[[], list[torch.
         if len(same) < 2:
             ok, why = False, f"its first step's gradients differ on {', '.join(map(str, other))} threads"
     if not ok:
-        log.warning(
-            "threads_follow=true: the thread count stays at %d, since this run's numbers would change with it (%s)",
+        (log.warning if runtime.follow else log.info)(
+            "threads_follow=%s: the thread count stays at %d, since this run's numbers would change with it (%s)",
+            "true" if runtime.follow else "null",
             base,
             why,
         )
-        return None
-    log.info(
-        "threads_follow=true: the thread count follows the free cores, on %s threads (%s)",
-        " or ".join(map(str, same)),
-        why,
+        return Decision(None, f"fixed at {base} ({why})")
+    counts = " or ".join(map(str, same))
+    log.info("threads: follows the free cores, on %s threads (%s)", counts, why)
+    return Decision(
+        FreeCores(base, allowed=same, cores=list(runtime.cores), since=before),
+        f"free cores on {counts} threads ({why})",
     )
-    return FreeCores(base, allowed=same, cores=list(runtime.cores))

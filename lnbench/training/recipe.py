@@ -320,9 +320,10 @@ class Recipe(RunRecord):
         timer = self.timer
         with timer.phase(phases.RUN_TRACKER):
             self.tracker = self.start_tracker(name, group, tags)
-        batch = [t.to(self.device) for t in self.dataset.train_batch(self.step)] if self.runtime.follow else None
-        self.follow = free_cores.follower(self.cfg, self.runtime, self.model, self.spec, lambda: batch)
+        batch = lambda: [t.to(self.device) for t in self.dataset.train_batch(self.step)]  # noqa: E731
+        self.follow, follows = free_cores.follower(self.cfg, self.runtime, self.model, self.spec, batch)
         summary = self.open_summary()
+        summary.provenance["threads_follow"] = follows  # whether the count follows the free cores, and why
         start_step, loop_start = self.step, time.perf_counter()
         self.model.train()
         try:

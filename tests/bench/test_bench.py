@@ -281,3 +281,17 @@ def test_throughput_samples_leave_out_the_jobs_a_preset_makes_fail(tmp_path):
     assert throughput.completed(str(tmp_path / "ok"))
     assert not throughput.completed(str(tmp_path / "bad"))
     assert not throughput.completed(str(tmp_path / "never-started")) and not throughput.completed(None)
+
+
+@pytest.mark.slow  # torch.profiler's first use in a process: ~2 s
+@pytest.mark.parametrize("model", ["lstm", "bn_lstm", "ln_gru"])  # torch's fused LSTM, lnbench's LSTM and GRU
+def test_the_split_of_a_step_finds_each_presets_layer(model):
+    """The train rows' split of a step (issue 46): the profiler's events of each path a recurrent preset's layer
+    runs on are found (LAYER_EVENTS names them as torch names them: a rename would leave the layer at 0 ms), and
+    the shares add up to the step."""
+    from conftest import TINY, compose_train
+
+    cfg = compose_train([f"model={model}", "dataset=adding", *TINY["adding"], "model.hidden_size=8"])
+    split = bench_runs.step_split(cfg, 2, torch.device("cpu"))
+    assert 0 < split["layer_ms"] < split["step_ms"] and split["optimizer_ms"] > 0
+    assert split["layer_ms"] + split["optimizer_ms"] + split["rest_ms"] == pytest.approx(split["step_ms"])

@@ -73,7 +73,7 @@ def test_decide_logs_the_choice_and_puts_the_runtime_in_one_record(machine, capl
         chosen = threads.decide(OmegaConf.create({"threads": None, "threads_follow": True}))
         configured = threads.decide(OmegaConf.create({"threads": 1}))
     assert chosen == Runtime(4, "4 usable cores", keeps_freed_memory=True, follow=True, cores=(0, 1, 2, 3))
-    assert (configured.threads, configured.why, configured.follow) == (1, "threads=1 as configured", False)
+    assert (configured.threads, configured.why, configured.follow) == (1, "threads=1 as configured", None)
     assert "threads: 4 (4 usable cores)" in caplog.text
     assert "threads: 1 (threads=1 as configured)" in caplog.text
 

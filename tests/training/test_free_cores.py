@@ -1,6 +1,6 @@
-"""threads_follow=true: which runs may follow the free cores (those whose numbers are the same on 1 and 2
-threads, shown here preset by preset at the presets' own shapes), that following changes no number even
-when the count changes between steps, and how the count follows what other processes take."""
+"""threads_follow (by default, null): which runs may follow the free cores (those whose numbers are the same on 1
+and 2 threads, shown here preset by preset at the presets' own shapes), that following changes no number even
+when the count changes between steps, and how the count follows what other processes take from the run's start."""
 
 import logging
 import os
@@ -57,30 +57,36 @@ def flipping(monkeypatch):
     """Every sample sees the other core busy, then free, two samples each: the count goes 2 -> 1 -> 2 -> ..."""
     flips = iter([1.0, 1.0, 0.0, 0.0] * 100)
     monkeypatch.setattr(free_cores, "SAMPLE_S", 0.0)
+    monkeypatch.setattr(free_cores, "START_WINDOW_S", 0.0)
     monkeypatch.setattr(free_cores.FreeCores, "busy_elsewhere", lambda self, a, b: next(flips))
 
 
-def followed(cfg):
+def with_follow(cfg, value):
     on = cfg.copy()
-    on.threads_follow = True
+    on.threads_follow = value
     return on
 
 
 @two_cores
 @pytest.mark.parametrize("preset, model, extra", CASES)
 def test_following_the_free_cores_changes_no_number(preset, model, extra, tmp_path, monkeypatch):
-    """Each recurrent preset at its shapes, its thread count switched between 1 and 2 every other step: the
-    numbers of a run on 2 threads, where it follows; pmnist's probe refuses (its head's weight gradient
-    differs on 1 and 2 threads), and the run keeps its 2 threads."""
+    """Each recurrent preset at its shapes, by default (threads_follow unset), its thread count switched between
+    1 and 2 every other step from its start: the numbers of a run held on 2 threads (threads_follow=false),
+    where it follows; pmnist's probe refuses (its head's weight gradient differs on 1 and 2 threads), and the
+    run keeps its 2 threads. The provenance says which."""
     cfg = preset_cfg(preset, model, *extra)
-    fixed = run_numbers(cfg, tmp_path / "fixed", 2)
+    assert cfg.threads_follow is None  # the default
+    fixed = run_numbers(with_follow(cfg, False), tmp_path / "fixed", 2)
+    assert summary_of(tmp_path / "fixed")["provenance"]["threads_follow"] == "fixed at 2 (threads_follow=false)"
     flipping(monkeypatch)
-    assert run_numbers(followed(cfg), tmp_path / "followed", 2) == fixed
-    record = summary_of(tmp_path / "followed").get("threads_followed")
+    assert run_numbers(cfg, tmp_path / "followed", 2) == fixed
+    summary = summary_of(tmp_path / "followed")
+    record, said = summary.get("threads_followed"), summary["provenance"]["threads_follow"]
     if preset == "pmnist":
-        assert record is None
+        assert record is None and said.startswith("fixed at 2 (its first step's gradients differ on 1 threads")
     else:
-        assert record["steps_at"].keys() == {"1", "2"}
+        assert record["changes"][0] == [0, 1] and record["steps_at"].keys() == {"1", "2"}
+        assert said.startswith("free cores on 1 or 2 threads")
 
 
 def test_runs_whose_numbers_depend_on_the_count_may_not_follow():
@@ -118,11 +124,12 @@ def test_the_summary_and_the_log_say_when_the_count_changed(tmp_path, monkeypatc
     cfg = preset_cfg("seq_len_sweep", "bn_lstm", "steps=12")
     flipping(monkeypatch)
     with caplog.at_level(logging.INFO, logger="lnbench"):
-        run_numbers(followed(cfg), tmp_path, 2)
+        run_numbers(cfg, tmp_path, 2)
     record = summary_of(tmp_path)["threads_followed"]
     assert record["base"] == 2 and record["allowed"] == [1, 2]
-    assert record["changes"][:2] == [[2, 1], [4, 2]] and record["steps_at"] == {"1": 6, "2": 6}
-    assert "threads: 1 from step 2" in caplog.text
+    # from the start on 1 (the first sample: busy), then 2 after two free samples, 1 after two busy ones, ...
+    assert record["changes"][:3] == [[0, 1], [3, 2], [5, 1]] and record["steps_at"] == {"1": 7, "2": 5}
+    assert "threads: 1 from the start" in caplog.text and "threads: 2 from step 3" in caplog.text
     assert torch.get_num_threads() == 2  # given back at the end
 
 
@@ -137,6 +144,19 @@ def test_a_run_that_may_not_follow_says_so_and_keeps_its_count(tmp_path, caplog)
     assert "threads_followed" not in summary_of(tmp_path)
 
 
+def test_by_default_a_run_that_may_not_follow_says_so_without_a_warning(caplog):
+    """threads_follow unset: the count stays where the numbers could change, said in the log (info: nothing was
+    asked) and in the provenance's words."""
+    cfg = compose_train(["model=ln_lstm", "dataset=adding", "model.hidden_size=8", "model.impl=reference"])
+    spec = setup_data(cfg.dataset).spec
+    runtime = Runtime(2, "2 usable cores", follow=cfg.threads_follow)
+    with caplog.at_level(logging.INFO, logger="lnbench"):
+        decision = free_cores.follower(cfg, runtime, setup_model(cfg.model, spec), spec, lambda: None)
+    assert decision.follower is None and decision.said.startswith("fixed at 2 (its recurrence runs on reference loop")
+    assert "threads_follow=null: the thread count stays at 2" in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
 def test_at_one_thread_it_says_there_is_nothing_to_follow(caplog):
     """It said "gradients differ on  threads" (issue 40): at 1 thread there is no count to probe."""
     cfg = compose_train(["model=ln_lstm", "dataset=adding", "model.hidden_size=8", "threads_follow=true"])
@@ -144,7 +164,7 @@ def test_at_one_thread_it_says_there_is_nothing_to_follow(caplog):
     model = setup_model(cfg.model, spec)
     runtime = Runtime(1, "threads=1 as configured", follow=True)
     with caplog.at_level(logging.WARNING, logger="lnbench"):
-        assert free_cores.follower(cfg, runtime, model, spec, lambda: None) is None
+        assert free_cores.follower(cfg, runtime, model, spec, lambda: None).follower is None
     assert "differ on  threads" not in caplog.text and "the thread count stays at 1" in caplog.text
     if free_cores.same_bits_on_any_count(cfg, model)[0]:  # lnbench's kernels built here: 1 thread is the reason
         assert "it runs on 1 thread: there is no smaller count" in caplog.text
@@ -187,3 +207,30 @@ def test_never_more_than_chosen_before_the_run_nor_fewer_than_one(monkeypatch):
     assert [f.second(1.0, 0.0, s) for s in range(3)] == [1, 1, 1]
     g = Fake(monkeypatch, base=2)
     assert [g.second(0.5, 2.0, s) for s in range(3)] == [2, 1, 1]
+
+
+def test_the_run_starts_on_the_cores_others_leave_free_at_its_start(monkeypatch):
+    """The first count is measured before the first step, over the probe's time, or where the probe took less than
+    START_WINDOW_S, at the first step after it (never waited for), without the two samples the loop's changes need."""
+    f = Fake(monkeypatch)
+
+    def seconds(ours: float, theirs: float, wall: float) -> None:
+        f.t, f.own, f.ticks = f.t + wall, f.own + ours * wall, f.ticks + round((ours + theirs) * wall * 100)
+
+    def starting(ours: float, theirs: float, probe_s: float) -> free_cores.FreeCores:
+        before = free_cores.sample([0, 1], clock=lambda: f.t)
+        seconds(ours, theirs, probe_s)
+        return free_cores.FreeCores(2, cores=[0, 1], clock=lambda: f.t, since=before)
+
+    busy = starting(1.0, 1.0, 0.5)  # a neighbour holds a core while the probe runs
+    assert busy.current == 1 and busy.record()["changes"] == [[0, 1]]
+    idle = starting(1.5, 0.0, 0.5)
+    assert idle.current == 2 and idle.record()["changes"] == []
+    quick = starting(1.0, 1.0, 0.04)  # a probe of 40 ms: too short a window, the run starts on its 2 threads
+    assert quick.current == 2
+    seconds(1.0, 1.0, 0.04)
+    quick.tick(1)
+    assert quick.current == 2  # 80 ms
+    seconds(1.0, 1.0, 0.04)
+    quick.tick(2)
+    assert quick.current == 1 and quick.record()["changes"] == [[2, 1]]  # 120 ms: decided on this one sample

@@ -2,7 +2,8 @@
 
 Never from the machine's load: torch's reductions (sums to a scalar, batch norm's statistics, the
 gradient norm) round differently on 1 and 2 threads, so a thread count that followed the neighbours
-would make a run's numbers follow them too (docs/performance.md lists the ops). The count is the
+would make a run's numbers follow them too (docs/performance.md lists the ops; lnbench.training.free_cores
+follows them only below this count, and only where no number can change with it). The count is the
 smallest of: the cores this process may run on (its CPU affinity, which taskset, cgroups and SLURM's
 binding set), SLURM's `SLURM_CPUS_PER_TASK`, and a parallel launcher's share per job (its kind's,
 lnbench.config.launchers: submitit's `cpus_per_task`, joblib's cores / n_jobs, the cores counted with a CPU
@@ -71,5 +72,5 @@ def decide(cfg: Any, hc=None) -> Runtime:
     user set malloc's own), `threads_follow`, and the cores it may use. Decided once, before the run."""
     n, why = choose(cfg.get("threads"), hc)
     log.info("threads: %d (%s)", n, why)
-    follow = bool(cfg.get("threads_follow", False))
+    follow = cfg.get("threads_follow")
     return Runtime(n, why, keeps_freed_memory=heap.keep_freed_memory(), follow=follow, cores=tuple(usable_cores()))

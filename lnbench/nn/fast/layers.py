@@ -91,6 +91,7 @@ class NormalizedLayer(nn.Module):
             cell.nz.apply(probe, x.new_zeros(1, B, cell.hidden_size))
         Wh = cell.weight_h.weight
         if isinstance(cell, LSTMCell) and self.native(x):
+            x = x.contiguous()  # the model's (T, B, F) view of its batch: copied once, not in each direction
             h0, c0 = cell.initial_state(B, x) if state is None else state
             args = (
                 x,
@@ -179,6 +180,7 @@ def native_gru(cell: GRUCell, x: Tensor, state: Optional[State]) -> tuple[Tensor
     """The GRU layer in lnbench's C++ kernels (NativeGRURecurrence): LN, BN_t, or no normalizer, whose
     normalizers are the Linears' biases (r multiplies U h + b_U, as in torch's GRU)."""
     T, B = x.shape[:2]
+    x = x.contiguous()  # the model's (T, B, F) view of its batch: copied once, not in each direction
     (h0,) = cell.initial_state(B, x) if state is None else state
     if cell.nz.activations:
         norms = (cell.norm_x_rz, cell.norm_x_n, cell.norm_h_rz, cell.norm_h_n)
