@@ -3,28 +3,19 @@
 its kind live here, where Hydra looks for plugins; lnbench.launch.sweep.on_pool does the work, imported on first use
 so that Hydra's scan of its plugins stays fast."""
 
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 from hydra.core.utils import JobReturn
-from hydra.plugins.launcher import Launcher
-from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig
 
-from lnbench.config.launchers import FORKED, LauncherKind
+from lnbench.config.launchers import FORKED, LauncherKind, LauncherOfOurs
 
 
-class WarmLauncher(Launcher):
+class WarmLauncher(LauncherOfOurs):
     # its workers run job after job, each forked by lnbench; n_jobs and the thread limits as joblib's
     lnbench_kind = LauncherKind(FORKED, slots="n_jobs", warm_pool=True)
 
     def __init__(self, n_jobs: Any = -1) -> None:  # its options: lnbench.config.validate.check_launcher_keys
         self.params = {"n_jobs": n_jobs}
-        self.config: Optional[DictConfig] = None
-        self.hydra_context: Optional[HydraContext] = None
-        self.task_function: Optional[TaskFunction] = None
-
-    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
-        self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from lnbench.launch.sweep import on_pool  # noqa: PLC0415 (the pool, Hydra's run_job: once a sweep launches)

@@ -3,27 +3,18 @@ optimizer scalars train as packs of replicas in one process. Only the class live
 plugins; lnbench.launch.sweep.pack does the work, imported on first use so that Hydra's scan of its plugins stays
 fast."""
 
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 from hydra.core.utils import JobReturn
-from hydra.plugins.launcher import Launcher
-from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig
 
-from lnbench.config.launchers import IN_PROCESS, LauncherKind
+from lnbench.config.launchers import IN_PROCESS, LauncherKind, LauncherOfOurs
 
 
-class PackedLauncher(Launcher):
+class PackedLauncher(LauncherOfOurs):
     lnbench_kind = LauncherKind(IN_PROCESS)  # its packs one after another in the sweep's process, each forked
 
     def __init__(self, size: Any = 64) -> None:  # its options: lnbench.config.validate.check_launcher_keys
         self.size = size
-        self.config: Optional[DictConfig] = None
-        self.hydra_context: Optional[HydraContext] = None
-        self.task_function: Optional[TaskFunction] = None
-
-    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
-        self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from lnbench.launch.sweep import pack  # noqa: PLC0415 (torch and Hydra's run_job: only once a sweep launches)

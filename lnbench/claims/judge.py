@@ -22,7 +22,7 @@ from lnbench.claims import spec as claimlib
 from lnbench.claims.spec import DIVERGED, Claim, Value
 from lnbench.config.choices import Stage
 from lnbench.errors import UserError
-from lnbench.runs import Run
+from lnbench.runs import Run, read_json_record
 
 DESIGN_FILE = "judging.json"  # written by lnbench check: the looks in which judging seeds were added
 LOSS_METRICS = ("loss", "mse")  # in the units of the dataset's `baseline` (a trivial predictor's loss)
@@ -72,14 +72,7 @@ class DesignDamaged(UserError):
 def read_design_record(path: Path, remedy: str) -> dict[str, Any]:
     """judging.json as written (a JSON object whose fields have the types plan.py and lnbench check write), or
     DesignDamaged: the file, what is wrong with it, and `remedy`."""
-    try:
-        text = path.read_text()
-        raw = json.loads(text)
-        problem = design_problem(raw)
-    except OSError as e:
-        problem = f"cannot be read ({e.strerror or e})"
-    except ValueError as e:
-        problem = "is empty" if not text.strip() else f"is not JSON, cut off or damaged ({e})"
+    raw, problem = read_json_record(path, design_problem)
     if problem:
         raise DesignDamaged(
             f"{path} {problem}: it declares the looks and shares of alpha this sweep's judging seeds were "

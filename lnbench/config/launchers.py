@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from hydra.plugins.launcher import Launcher
 from omegaconf import OmegaConf
 
 from lnbench import CONF_DIR
@@ -71,6 +72,17 @@ JOBLIB = LauncherKind(FORKED, slots="n_jobs", extra="joblib", warm_pool=True)
 SUBMITIT_LOCAL = LauncherKind(PROCESS_PER_JOB, slots="array_parallelism", cores="cpus_per_task", extra="slurm")
 SUBMITIT_SLURM = replace(SUBMITIT_LOCAL, default_slots=256, remote=True)
 UNKNOWN = LauncherKind(IN_PROCESS)  # a launcher that declares no kind: its jobs forked, one at a time as far as we know
+
+
+class LauncherOfOurs(Launcher):
+    """What lnbench's own launchers (hydra_plugins/lnbench_*) share: Hydra's setup, kept for `launch`, which hands
+    the work to a module of lnbench imported on first use (Hydra imports every plugin at start-up)."""
+
+    config = hydra_context = task_function = None
+
+    def setup(self, *, hydra_context, task_function, config) -> None:
+        self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
+
 
 _SUBMITIT = "hydra_plugins.hydra_submitit_launcher.submitit_launcher"
 HYDRA = {  # Hydra's launchers, by their option in hydra/launcher: (their class, their kind)

@@ -12,7 +12,7 @@ import json
 import shlex
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -148,17 +148,24 @@ def read_summary(run_dir: Path) -> dict[str, Any]:
     path = Path(run_dir) / SUMMARY
     if not path.exists():
         return {}
-    try:
-        text = path.read_text()
-        data = json.loads(text)
-        problem = summary_problem(data)
-    except OSError as e:
-        problem = f"cannot be read ({e.strerror or e})"
-    except ValueError as e:
-        problem = "is empty" if not text.strip() else f"is not JSON, cut off or damaged ({e})"
+    data, problem = read_json_record(path, summary_problem)
     if problem:
         return {"status": "unreadable", "error": f"{path} {problem}: the run's outcome is unknown (run it again)"}
     return data
+
+
+def read_json_record(path: Path, problem_of: Callable[[Any], str]) -> tuple[Any, str]:
+    """A JSON record lnbench wrote, and what is wrong with it ("" where nothing is): it cannot be read, is empty,
+    is no JSON (cut off), or `problem_of` finds a field of another type than its writer gives it."""
+    text = ""
+    try:
+        text = path.read_text()
+        data = json.loads(text)
+    except OSError as e:
+        return None, f"cannot be read ({e.strerror or e})"
+    except ValueError as e:
+        return None, "is empty" if not text.strip() else f"is not JSON, cut off or damaged ({e})"
+    return data, problem_of(data)
 
 
 def _number(v: Any) -> bool:
