@@ -85,6 +85,8 @@ PRIVATE_ATTRIBUTES = {
     "which cfg[key] would resolve; config/validate.py walks the composed config's nodes with it",
     "_is_none": "omegaconf 2.3.1 Node._is_none: a node set to null without resolving it (config/validate.py)",
     "_is_missing": "omegaconf 2.3.1 Node._is_missing: a node left ??? without raising (config/validate.py)",
+    "_is_optional": "omegaconf 2.3.1 Node._is_optional: whether a flag's schema takes null, so its refusal names it "
+    "(config/validate.py; OmegaConf.is_optional is gone since 2.1)",
     "_resolvers": "omegaconf 2.3.1 BaseContainer._resolvers: this process's resolvers, sent to the pool's forked "
     "workers as joblib's loky sends Hydra's singleton state (launch/process/pool.py)",
     "_usr_sig": "submitit 1.5.4 JobEnvironment._usr_sig: the signal of submitit's notice before the time limit "

@@ -38,7 +38,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import torch
 
-from lnbench.config.runtime import Runtime, usable_cores
+from lnbench.config.runtime import TORCHS_OWN, Runtime, usable_cores
 from lnbench.training import tasks
 
 log = logging.getLogger("lnbench")
@@ -239,6 +239,8 @@ def follower(cfg, runtime: Runtime, model, spec, batch: Callable[[], list[torch.
     base = runtime.threads
     if runtime.follow is False:
         return Decision(None, f"fixed at {base} (threads_follow=false)")
+    if runtime.follow is None and runtime.why == TORCHS_OWN:  # a caller's process (a notebook): its count is its own
+        return Decision(None, f"fixed at {base} (torch's own count in a process lnbench did not start)")
     before = sample(list(runtime.cores))  # the probe's time is the first count's window
     ok, why = same_bits_on_any_count(cfg, model)
     if ok and base < 2:  # nothing to probe: no count below it to drop to

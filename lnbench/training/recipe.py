@@ -322,8 +322,7 @@ class Recipe(RunRecord):
             self.tracker = self.start_tracker(name, group, tags)
         batch = lambda: [t.to(self.device) for t in self.dataset.train_batch(self.step)]  # noqa: E731
         self.follow, follows = free_cores.follower(self.cfg, self.runtime, self.model, self.spec, batch)
-        summary = self.open_summary()
-        summary.provenance["threads_follow"] = follows  # whether the count follows the free cores, and why
+        summary = self.open_summary(follows)
         start_step, loop_start = self.step, time.perf_counter()
         self.model.train()
         try:

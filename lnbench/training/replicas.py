@@ -108,7 +108,8 @@ class Replica(Recipe):
     # ---- what Recipe.run does before, at the end of and after its loop ----
     def begin(self, size: int) -> None:
         self.tracker = self.start_tracker(self.job.name, self.job.group, list(self.job.tags))
-        self.summary = self.open_summary()
+        # a pack's replicas share one process and its count (torch's ops under vmap split their sums by thread)
+        self.summary = self.open_summary("fixed (packed replicas share one process and its thread count)")
         self.summary.extra["packed"] = size  # trained as one of this many replicas (time_per_step is the pack's)
         self.start_step = self.step
         self.model.train()

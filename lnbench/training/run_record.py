@@ -48,10 +48,11 @@ class RunRecord:
         summary.status, summary.diverged_at_step = "diverged", step
         log.error("loss is not finite at step %d: stopping (status diverged).", step)
 
-    def open_summary(self) -> Summary:
-        """The summary as the run begins: what it trains, where, on how many threads, and its provenance."""
+    def open_summary(self, follows: str) -> Summary:
+        """The summary as the run begins: what it trains, where, on how many threads (and whether the count follows
+        the free cores, and why: `follows`), and its provenance."""
         with self.timer.phase(phases.RUN_PROVENANCE):
-            return Summary(
+            summary = Summary(
                 "running",
                 params=self.n_params,
                 device=str(self.device),
@@ -60,6 +61,8 @@ class RunRecord:
                 threads=self.runtime.threads,
                 provenance=provenance.collect(str(self.device), self.kernel_paths(), self.runtime),
             )
+        summary.provenance["threads_follow"] = follows
+        return summary
 
     def ended_by(self, summary: Summary, error: BaseException) -> None:
         """The loop ended with `error`: the run was interrupted (a stop signal, Ctrl-C) or failed, unless it said."""

@@ -73,8 +73,9 @@ def test_following_the_free_cores_changes_no_number(preset, model, extra, tmp_pa
     """Each recurrent preset at its shapes, by default (threads_follow unset), its thread count switched between
     1 and 2 every other step from its start: the numbers of a run held on 2 threads (threads_follow=false),
     where it follows; pmnist's probe refuses (its head's weight gradient differs on 1 and 2 threads), and the
-    run keeps its 2 threads. The provenance says which."""
-    cfg = preset_cfg(preset, model, *extra)
+    run keeps its 2 threads. The provenance says which. (threads=2: a count chosen for the run, as a launcher
+    chooses one; torch's own count in a caller's process is the caller's, never followed unasked.)"""
+    cfg = preset_cfg(preset, model, *extra, "threads=2")
     assert cfg.threads_follow is None  # the default
     fixed = run_numbers(with_follow(cfg, False), tmp_path / "fixed", 2)
     assert summary_of(tmp_path / "fixed")["provenance"]["threads_follow"] == "fixed at 2 (threads_follow=false)"
@@ -121,7 +122,7 @@ def test_the_verdict_asks_each_layers_kernel_path_not_its_name(monkeypatch):
 
 @two_cores
 def test_the_summary_and_the_log_say_when_the_count_changed(tmp_path, monkeypatch, caplog):
-    cfg = preset_cfg("seq_len_sweep", "bn_lstm", "steps=12")
+    cfg = preset_cfg("seq_len_sweep", "bn_lstm", "steps=12", "threads=2")
     flipping(monkeypatch)
     with caplog.at_level(logging.INFO, logger="lnbench"):
         run_numbers(cfg, tmp_path, 2)
