@@ -140,10 +140,16 @@ BAD = {
 
 
 NEEDS_DATA = {"wn-init-one-step"}  # MNIST: only a sequence dataset of one-step sequences gets that far
+# 10 s each (the memory check sizes the model); a sweep's job too big is in the default suite (test_preflight)
+SLOW = {"model-too-big"}
 
 
 @pytest.mark.parametrize(
-    "overrides,says", [pytest.param(*v, id=k, marks=[needs_data] if k in NEEDS_DATA else []) for k, v in BAD.items()]
+    "overrides,says",
+    [
+        pytest.param(*v, id=k, marks=[needs_data] * (k in NEEDS_DATA) + [pytest.mark.slow] * (k in SLOW))
+        for k, v in BAD.items()
+    ],
 )
 def test_bad_input_is_one_paragraph_exit_2_and_nothing_on_disk(overrides, says, tmp_path, capsys):
     flags = [o for o in overrides if o == "-m"]  # Hydra's flags go before the overrides
