@@ -19,7 +19,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-import os
 import signal
 import subprocess
 import sys
@@ -238,11 +237,7 @@ class PoolRunner:
             )
             self.pool.signal_busy(signum)
         elif time.monotonic() - self.first_signal > 1.0:
-            for w in self.pool.workers:
-                try:
-                    os.killpg(w.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            self.pool.kill()
             raise KeyboardInterrupt
 
     def _stop(self) -> None:

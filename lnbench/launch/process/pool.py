@@ -147,6 +147,14 @@ class WarmPool:
             except ProcessLookupError:
                 pass
 
+    def kill(self) -> None:
+        """A second stop: every worker and the job it runs (each in a session of its own), at once."""
+        for w in self.workers:
+            try:
+                os.killpg(w.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
     def close(self, timeout: float = 30.0) -> None:
         """Every worker told to exit (its connection closed); killed if it does not within `timeout` seconds."""
         for w in self.workers:

@@ -10,8 +10,6 @@ and stop; the jobs not started yet see the mark and do not start. A second stop 
 from __future__ import annotations
 
 import logging
-import os
-import signal
 from pathlib import Path
 from typing import Sequence
 
@@ -56,11 +54,7 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
                 passed_on = True
             done.update(pool.results(0.05))
     except KeyboardInterrupt:  # a second stop: at once
-        for w in pool.workers:
-            try:
-                os.killpg(w.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        pool.kill()
         raise
     finally:
         pool.close()
